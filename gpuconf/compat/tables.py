@@ -1,0 +1,199 @@
+"""The knowledge tables under ``gpuconf/data``, loaded once and exposed as plain lookups.
+
+Each YAML file names its sources; a new driver branch, image or GPU is a data change, not a
+code change. Loading is the only I/O the compatibility engine does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from gpuconf.compat.versions import CudaVersion, DriverVersion, parse_cuda, parse_driver
+
+__all__ = [
+    "Branch",
+    "CudaError",
+    "GpuModel",
+    "ImageRequire",
+    "branch",
+    "compat_host_branches",
+    "cuda_error",
+    "find_gpu",
+    "image_require",
+    "load",
+    "minor_version_baseline",
+    "native_cuda",
+    "branch_for_cuda",
+]
+
+
+@cache
+def load(name: str) -> dict[str, Any]:
+    """One data file, parsed (``load("driver_branches")``)."""
+    text = resources.files("gpuconf.data").joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"gpuconf/data/{name}.yaml is not a mapping")
+    return data
+
+
+# --- driver branches -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Branch:
+    branch: int
+    cuda: CudaVersion
+    kind: str
+    forward_compat: bool
+
+
+@cache
+def _branches() -> dict[int, Branch]:
+    return {
+        int(row["branch"]): Branch(int(row["branch"]), parse_cuda(str(row["cuda"])),
+                                   str(row.get("kind", "")), bool(row.get("forward_compat", False)))
+        for row in load("driver_branches")["branches"]
+    }
+
+
+def branch(number: int) -> Branch | None:
+    return _branches().get(number)
+
+
+def native_cuda(driver: DriverVersion) -> CudaVersion | None:
+    """The CUDA version a driver supports natively (nvidia-smi's "CUDA Version"), by branch."""
+    row = branch(driver.branch)
+    return row.cuda if row else None
+
+
+def branch_for_cuda(cuda: CudaVersion) -> int | None:
+    """The driver branch that ships with a CUDA major.minor (whose cuda-compat carries it)."""
+    want = cuda.major_minor
+    matches = [b.branch for b in _branches().values() if b.cuda == want]
+    return min(matches) if matches else None
+
+
+def minor_version_baseline(major: int) -> DriverVersion | None:
+    """The minimum driver for CUDA minor-version compatibility within ``major``."""
+    value = load("toolkits").get("baselines", {}).get(str(major))
+    return parse_driver(str(value)) if value else None
+
+
+def compat_host_branches(cuda: CudaVersion) -> frozenset[int] | None:
+    """Host driver branches on which NVIDIA supports the cuda-compat package of ``cuda``."""
+    for row in load("forward_compat").get("compat", []):
+        if parse_cuda(str(row["cuda_major_minor"])) == cuda.major_minor:
+            return frozenset(int(b) for b in row["host_branches"])
+    return None
+
+
+# --- official nvidia/cuda images -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageRequire:
+    cuda: str
+    require: str
+    cuda_version_env: str
+    confirmed: bool
+
+
+@cache
+def _images() -> dict[str, ImageRequire]:
+    data = load("cuda_images")
+    orders = data["brand_orders"]
+    out = {}
+    for row in data["images"]:
+        brands = orders[row["brand_order"]]
+        terms = [str(row["head"])] + [
+            f"brand={b},driver>={n},driver<{int(n) + 1}" for n in row["branches"] for b in brands
+        ]
+        cuda = str(row["cuda"])
+        out[cuda] = ImageRequire(cuda, " ".join(terms), str(row.get("cuda_version_env", cuda)),
+                                 bool(row.get("confirmed", True)))
+    return out
+
+
+def image_require(cuda: str) -> ImageRequire | None:
+    """NVIDIA_REQUIRE_CUDA of ``nvidia/cuda:<cuda>-*`` (full version, e.g. ``12.8.1``)."""
+    return _images().get(cuda)
+
+
+def image_versions() -> list[str]:
+    return sorted(_images(), key=parse_cuda)
+
+
+# --- GPUs ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    name: str
+    gfd_product: str
+    architecture: str
+    compute_capability: str
+    memory_mib: int | None
+    gpu_class: str
+    nvml_brand: str
+    mig_capable: bool
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.replace("-", " ").replace("_", " ").lower().split())
+
+
+@cache
+def _gpus() -> dict[str, GpuModel]:
+    index: dict[str, GpuModel] = {}
+    for row in load("gpus")["gpus"]:
+        model = GpuModel(
+            name=row["name"], gfd_product=row.get("gfd_product", row["name"].replace(" ", "-")),
+            architecture=row.get("architecture", "unknown"),
+            compute_capability=str(row["compute_capability"]),
+            memory_mib=row.get("memory_mib"), gpu_class=row["class"],
+            nvml_brand=row["nvml_brand"], mig_capable=bool(row.get("mig_capable", False)),
+        )
+        for key in (row["name"], model.gfd_product, *row.get("aliases", [])):
+            index.setdefault(_norm(key), model)
+    return index
+
+
+def find_gpu(name: str) -> GpuModel | None:
+    """A GPU by product name as nvidia-smi or GFD print it, or by a short alias ("H100")."""
+    gpu = _gpus().get(_norm(name))
+    if gpu is None and name.upper().endswith("-SHARED"):  # GFD's time-slicing suffix
+        gpu = _gpus().get(_norm(name[: -len("-SHARED")]))
+    return gpu
+
+
+def gpu_names() -> list[str]:
+    return sorted({g.name for g in _gpus().values()})
+
+
+# --- CUDA errors ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CudaError:
+    code: int
+    name: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.code}): {self.message}"
+
+
+@cache
+def _errors() -> dict[int, CudaError]:
+    return {int(r["code"]): CudaError(int(r["code"]), r["name"], r["message"])
+            for r in load("cuda_errors")["errors"]}
+
+
+def cuda_error(code: int) -> CudaError:
+    return _errors()[code]
