@@ -159,6 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     req.add_argument("--jsonl", action="store_true",
                      help="batch: read one JSON case per line on stdin, write one result per line")
     req.set_defaults(func=_cmd_require)
+
+    from gpuconf.predict_cli import add_predict_parser
+
+    add_predict_parser(sub)
     return parser
 
 

@@ -21,7 +21,8 @@ __all__ = [
     "GpuModel",
     "ImageRequire",
     "branch",
-    "compat_host_branches",
+    "CompatPackage",
+    "compat_package",
     "cuda_error",
     "find_gpu",
     "image_require",
@@ -85,11 +86,23 @@ def minor_version_baseline(major: int) -> DriverVersion | None:
     return parse_driver(str(value)) if value else None
 
 
-def compat_host_branches(cuda: CudaVersion) -> frozenset[int] | None:
-    """Host driver branches on which NVIDIA supports the cuda-compat package of ``cuda``."""
+@dataclass(frozen=True)
+class CompatPackage:
+    """``cuda-compat-<major>-<minor>``: which driver branch its libcuda comes from, and the host
+    branches on which NVIDIA supports forward compatibility with it."""
+
+    cuda: CudaVersion
+    built_from_branch: int | None
+    host_branches: frozenset[int]
+
+
+def compat_package(cuda: CudaVersion) -> CompatPackage | None:
     for row in load("forward_compat").get("compat", []):
-        if parse_cuda(str(row["cuda_major_minor"])) == cuda.major_minor:
-            return frozenset(int(b) for b in row["host_branches"])
+        version = parse_cuda(str(row["cuda_major_minor"]))
+        if version == cuda.major_minor:
+            built = row.get("built_from_branch")
+            return CompatPackage(version, int(built) if built is not None else branch_for_cuda(version),
+                                 frozenset(int(b) for b in row.get("host_branches", [])))
     return None
 
 
