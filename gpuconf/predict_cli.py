@@ -42,6 +42,9 @@ def add_predict_parser(sub: Any) -> None:
                    help="nvidia-container-runtime mode (default: auto, as configured by default)")
     p.add_argument("--launcher", choices=("runtime", "hook"), default="runtime",
                    help="runtime: the nvidia RuntimeClass (default); hook: the bare prestart hook")
+    p.add_argument("--device-list-strategy", choices=("envvar", "volume-mounts", "cdi-annotations", "cdi-cri"),
+                   help="the NVIDIA device plugin's deviceListStrategy (GPU Operator with CDI enabled uses "
+                   "cdi-cri); cdi-* means the requirement check never runs")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
     p.set_defaults(func=_cmd_predict)
 
@@ -104,7 +107,8 @@ def build(args: argparse.Namespace) -> tuple[Node, Image, Runtime]:
     compat = image.compat if args.compat is None else args.compat == "yes"
     image = Image(cuda=image.cuda, ref=image.ref, env=tuple(env) if env is not None else None,
                   compat=compat, assumptions=(*image.assumptions, *notes))
-    runtime = Runtime(toolkit=_toolkit(args.toolkit), mode=Mode(args.mode), launcher=args.launcher)
+    runtime = Runtime(toolkit=_toolkit(args.toolkit), mode=Mode(args.mode), launcher=args.launcher,
+                      device_list_strategy=args.device_list_strategy)
     return node, image, runtime
 
 

@@ -28,9 +28,10 @@ def image(ref_or_cuda: str, *, compat: bool | None = True, env: tuple[str, ...] 
     return Image(img.cuda, img.ref, env if env is not None else img.env, compat, img.assumptions)
 
 
-def rt(mode: str = "auto", toolkit: str | None = None, launcher: str = "runtime") -> Runtime:
+def rt(mode: str = "auto", toolkit: str | None = None, launcher: str = "runtime",
+       strategy: str | None = None) -> Runtime:
     tk = tuple(int(p) for p in toolkit.split(".")) if toolkit else None
-    return Runtime(toolkit=tk, mode=Mode(mode), launcher=launcher)
+    return Runtime(toolkit=tk, mode=Mode(mode), launcher=launcher, device_list_strategy=strategy)
 
 
 # (sentence, node, image, runtime, expected (result, rule, error code or message fragment))
@@ -79,6 +80,9 @@ CASES = [
      node("570.133.20", RTX4090),
      image("13.0", env=("NVIDIA_REQUIRE_CUDA=cuda>=13.0", "NVIDIA_DISABLE_REQUIRE=true")),
      rt("legacy", "1.17.8"), ("cuda-error", "none", 804)),
+    ("devices requested by CDI name (GPU Operator cdi-cri) skip the requirement check even on toolkit 1.17",
+     node("570.133.20", RTX4090), image("nvidia/cuda:13.0.0-base-ubuntu24.04"),
+     rt("auto", "1.17.8", strategy="cdi-cri"), ("cuda-error", "none", 804)),
     ("driver 470 cannot run a 12.8 image without compat: 35",
      node("470.256.02", H100), image("12.8", compat=False), rt("cdi"), ("cuda-error", "none", 35)),
 ]

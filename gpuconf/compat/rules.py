@@ -90,6 +90,10 @@ class Runtime:
     #: "runtime" (the nvidia RuntimeClass / nvidia-container-runtime) or "hook" (the bare
     #: prestart hook, e.g. CRI-O's OCI hook or docker --gpus): they resolve "auto" differently.
     launcher: str = "runtime"
+    #: The device plugin's deviceListStrategy: with cdi-annotations / cdi-cri every device is
+    #: requested by its CDI name, so "auto" resolves to cdi on every toolkit (no requirement
+    #: check). None = unknown, treated as the plugin's default (envvar).
+    device_list_strategy: str | None = None
 
 
 @dataclass(frozen=True)
@@ -162,7 +166,8 @@ class Prediction:
                       "env": list(self.image.env) if self.image.env is not None else None,
                       "compat": self.image.compat},
             "runtime": {"toolkit": ".".join(map(str, self.runtime.toolkit)) if self.runtime.toolkit
-                        else None, "mode": self.runtime.mode.value, "launcher": self.runtime.launcher},
+                        else None, "mode": self.runtime.mode.value, "launcher": self.runtime.launcher,
+                        "device_list_strategy": self.runtime.device_list_strategy},
             "facts": list(self.facts), "assumptions": list(self.assumptions),
             "outcomes": [o.to_dict() for o in self.outcomes],
         }
@@ -216,6 +221,9 @@ def native_cuda(node: Node) -> CudaVersion | None:
 def _modes(runtime: Runtime) -> list[tuple[Mode, str]]:
     if runtime.mode is not Mode.AUTO:
         return [(runtime.mode, f"runtime mode {runtime.mode.value}")]
+    if runtime.device_list_strategy in ("cdi-annotations", "cdi-cri"):
+        return [(Mode.CDI, f"devices are requested by CDI name (deviceListStrategy "
+                           f"{runtime.device_list_strategy}), so the container is set up in cdi mode")]
     tk = runtime.toolkit
     if tk is not None:
         if tk < (1, 18) or runtime.launcher == "hook":

@@ -1,0 +1,56 @@
+"""The project keeps its promises: the README's commands work, CI runs the README's test
+command, the code type-checks and lints."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from gpuconf.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+
+
+def quick_start() -> list[str]:
+    block = README.split("## Quick start", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.startswith("bash scripts/bootstrap.sh && ")]
+
+
+def test_the_quick_start_has_two_commands_and_ci_runs_the_test_one():
+    main_cmd, test_cmd = quick_start()
+    assert ".venv/bin/gpuconf" in main_cmd and "pytest tests" in test_cmd
+    assert test_cmd in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_quick_start_main_command_answers(capsys):
+    main_cmd = quick_start()[0]
+    argv = shlex.split(main_cmd.split(".venv/bin/gpuconf", 1)[1])
+    assert main(argv) == 0
+    assert "Verdict: RUNS" in capsys.readouterr().out
+
+
+def test_every_gpuconf_example_in_the_readme_parses():
+    checked = 0
+    for match in re.finditer(r"^gpuconf (require|predict) ([^\n\[]*?)(?:\\\n[^\n]*)*$", README, re.M):
+        if "--jsonl" in match.group(0) or "[" in match.group(0):
+            continue
+        argv = shlex.split(match.group(0).replace("\\\n", " "))[1:]
+        assert main(argv) in (0, 1), argv
+        checked += 1
+    assert checked >= 2
+
+
+def test_mypy_strict_passes():
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "gpuconf"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ruff_passes():
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "gpuconf", "tests"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
