@@ -155,3 +155,12 @@ def test_native_cuda_per_branch_matches_the_domain_brief(branch, cuda):
 @pytest.mark.parametrize("major,driver", [(11, "450.80.02"), (12, "525.60.13"), (13, "580.65.06")])
 def test_minor_version_baselines(major, driver):
     assert tables.minor_version_baseline(major) == parse_driver(driver)
+
+
+def test_an_unconfirmed_image_requirement_is_stated_as_an_assumption():
+    unconfirmed = [v for v in tables.image_versions() if not tables.image_require(v).confirmed]
+    assert unconfirmed, "the data has no unconfirmed image row to test with"
+    img = image_from_ref(f"nvidia/cuda:{unconfirmed[0]}-base-ubuntu24.04")
+    assert any("unconfirmed" in a for a in img.assumptions)
+    confirmed = image_from_ref("nvidia/cuda:13.0.0-base-ubuntu24.04")
+    assert confirmed.assumptions == ()

@@ -190,7 +190,10 @@ def image_from_ref(ref: str) -> Image | None:
         return Image(cuda=cuda, ref=ref, env=None, compat=True, assumptions=(
             f"NVIDIA_REQUIRE_CUDA of {ref} is not in gpuconf/data/cuda_images.yaml: both results of "
             "the requirement check are shown (pass --require to settle it)",))
-    return Image(cuda=cuda, ref=ref, compat=True,
+    notes = () if row.confirmed else (
+        f"NVIDIA_REQUIRE_CUDA of nvidia/cuda:{version} comes from an unconfirmed source (see "
+        "gpuconf/data/cuda_images.yaml); pass --require with the image's real value to be sure",)
+    return Image(cuda=cuda, ref=ref, compat=True, assumptions=notes,
                  env=(f"NVIDIA_REQUIRE_CUDA={row.require}", f"CUDA_VERSION={row.cuda_version_env}"))
 
 
@@ -208,7 +211,7 @@ def image_from_cuda(cuda: CudaVersion) -> Image:
     assert image is not None
     return replace(image, cuda=cuda, ref=None, assumptions=(
         f"image assumed built on the official nvidia/cuda:{base} base, with its NVIDIA_REQUIRE_CUDA and "
-        "cuda-compat unless --require / --compat say otherwise",))
+        "cuda-compat unless --require / --compat say otherwise", *image.assumptions))
 
 
 def native_cuda(node: Node) -> CudaVersion | None:
