@@ -1,7 +1,8 @@
 """The ``gpuconf`` command: ``predict`` and ``require`` (the compatibility engine's front door).
 
 Exit statuses (gpuconf.errors): 0 the answer is yes (runs / satisfied), 1 the answer is no
-(rejected / fails), 2 bad input (one line on stderr, never a traceback).
+(rejected / fails), 2 bad input (one line on stderr, never a traceback), 3 the environment cannot
+do what was asked (e.g. docker missing for ``images build``).
 """
 
 from __future__ import annotations
@@ -160,9 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="batch: read one JSON case per line on stdin, write one result per line")
     req.set_defaults(func=_cmd_require)
 
+    from gpuconf.images_cli import add_images_parser
     from gpuconf.predict_cli import add_predict_parser
 
     add_predict_parser(sub)
+    add_images_parser(sub)
     return parser
 
 

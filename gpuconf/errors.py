@@ -12,3 +12,5 @@ EXIT_USAGE = 2
 
 class UsageError(Exception):
     """Bad input from the user; the CLI prints ``gpuconf: <message>`` and exits 2."""
+#: The environment cannot do what was asked (a tool such as docker is missing, a build failed).
+EXIT_ENVIRONMENT = 3

@@ -1,0 +1,103 @@
+"""Which images a run pulls, and how the probe images are built (pure: no Docker, no cluster).
+
+Two ways to get probes onto nodes:
+
+* **registry mode** (``--registry R``): prebuilt images ``R/gpuconf/cuda-probe:<probe>-cuda<ver>``
+  and ``R/gpuconf/nccl-probe:<probe>-cuda<ver>``, built from ``probes/*/Dockerfile``;
+* **zero-registry mode** (the default): the probe sources travel in a ConfigMap and the pod
+  compiles them with nvcc inside the public ``nvidia/cuda:<ver>-devel-<distro>`` image, so
+  nothing has to be built or pushed; the cost is the devel image's size on first pull.
+
+``list_images`` is what an air-gapped site mirrors: every image a full run needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from gpuconf.compat import tables
+from gpuconf.paths import project_root
+
+__all__ = ["Image", "ProbeImage", "build_commands", "list_images", "matrix", "probe_image"]
+
+PUBLIC_BASE = "nvidia/cuda"
+
+
+@dataclass(frozen=True)
+class Image:
+    """One image reference a run may pull, and why."""
+
+    ref: str
+    purpose: str
+    digest: str | None = None
+
+    @property
+    def pinned(self) -> str:
+        return f"{self.ref}@{self.digest}" if self.digest else self.ref
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"image": self.ref, "digest": self.digest, "pinned": self.pinned, "purpose": self.purpose}
+
+
+@dataclass(frozen=True)
+class ProbeImage:
+    probe: str  # cuda-probe | nccl-probe
+    cuda: str
+    role: str
+    context: str
+
+
+def _data() -> dict[str, Any]:
+    return tables.load("probe_images")
+
+
+def matrix() -> list[ProbeImage]:
+    """Every probe build: the cuda-probe for each CUDA in the matrix, and the nccl-probe."""
+    data = _data()
+    out = [ProbeImage("cuda-probe", str(row["cuda"]), str(row["role"]), data["images"]["cuda-probe"]["context"])
+           for row in data["cuda_matrix"]]
+    out.append(ProbeImage("nccl-probe", str(data["nccl_cuda"]), "nccl", data["images"]["nccl-probe"]["context"]))
+    return out
+
+
+def _distro() -> str:
+    return str(_data()["distro"])
+
+
+def devel_image(cuda: str) -> str:
+    return f"{PUBLIC_BASE}:{cuda}-devel-{_distro()}"
+
+
+def probe_image(probe: ProbeImage, registry: str) -> Image:
+    tag = f"{_data()['probe_version']}-cuda{probe.cuda}"
+    ref = f"{registry.rstrip('/')}/gpuconf/{probe.probe}:{tag}"
+    digest = _data()["images"][probe.probe].get("digests", {}).get(tag)
+    return Image(ref, f"{probe.probe} built with CUDA {probe.cuda} ({probe.role})", digest)
+
+
+def list_images(registry: str | None = None) -> list[Image]:
+    """Every image a full run pulls: the prebuilt probes with ``registry``, else the public devel
+    images the zero-registry mode compiles in."""
+    if registry:
+        return [probe_image(p, registry) for p in matrix()]
+    seen: dict[str, Image] = {}
+    for p in matrix():
+        ref = devel_image(p.cuda)
+        prior = seen.get(ref)
+        purpose = f"compile and run {p.probe} (CUDA {p.cuda}, {p.role}) in zero-registry mode"
+        seen[ref] = Image(ref, f"{prior.purpose}; {purpose}" if prior else purpose)
+    return list(seen.values())
+
+
+def build_commands(registry: str, *, push: bool = False) -> list[list[str]]:
+    """The docker commands that build (and push) every probe image of the matrix."""
+    commands: list[list[str]] = []
+    for p in matrix():
+        image = probe_image(p, registry)
+        commands.append(["docker", "build", "--build-arg", f"CUDA_VERSION={p.cuda}",
+                         "--build-arg", f"BASE_DISTRO={_distro()}", "-t", image.ref,
+                         str(project_root() / p.context)])
+        if push:
+            commands.append(["docker", "push", image.ref])
+    return commands

@@ -1,0 +1,83 @@
+"""``make_*`` builders for probe pods and their source ConfigMaps (pure: objects, no API calls).
+
+Zero-registry mode is the default: with no ``registry`` the pod compiles the probe with nvcc in
+the public ``nvidia/cuda:<cuda>-devel`` image; with one, it runs the prebuilt probe image.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gpuconf import images
+from gpuconf.render import probe_sources, render
+
+__all__ = ["DEFAULT_TOLERATIONS", "PRIORITY_CLASS", "make_cuda_probe_pod", "make_probe_sources_configmap",
+           "sources_configmap_name"]
+
+#: Created once per cluster by the suite: value 0 and ``preemptionPolicy: Never``, so a probe
+#: never evicts anyone's work.
+PRIORITY_CLASS = "gpuconf-probe"
+#: GPU nodes are commonly tainted so only GPU work lands there; probes are GPU work.
+DEFAULT_TOLERATIONS: tuple[dict[str, str], ...] = (
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+)
+
+
+def sources_configmap_name(probe: str) -> str:
+    """Content-addressed, so a run never mixes probe sources of two versions."""
+    digest = hashlib.sha256()
+    for name, text in sorted(probe_sources(probe).items()):
+        digest.update(name.encode() + b"\0" + text.encode() + b"\0")
+    return f"gpuconf-{probe}-src-{digest.hexdigest()[:10]}"
+
+
+def make_probe_sources_configmap(probe: str, *, namespace: str, run_id: str) -> dict[str, Any]:
+    (obj,) = render("probe-sources-configmap.yaml.j2", {
+        "name": sources_configmap_name(probe), "namespace": namespace, "run_id": run_id, "probe": probe,
+        "files": probe_sources(probe),
+    })
+    return obj
+
+
+def make_cuda_probe_pod(
+    *,
+    name: str,
+    namespace: str,
+    run_id: str,
+    check: str,
+    cuda: str,
+    registry: str | None = None,
+    node: str | None = None,
+    gpu_resource: str = "nvidia.com/gpu",
+    gpu_count: int = 1,
+    env: Mapping[str, str] | None = None,
+    tolerations: Sequence[Mapping[str, str]] = DEFAULT_TOLERATIONS,
+    runtime_class: str | None = None,
+    call_timeout_s: int = 60,
+    deadline_s: int = 900,
+) -> dict[str, Any]:
+    """A cuda-probe pod for ``check`` on ``node`` (by nodeSelector, so the scheduler still
+    decides: it is the scheduler's verdict the suite wants to see)."""
+    if gpu_count < 1:
+        raise ValueError("a cuda-probe pod asks for at least one GPU")
+    matrix = {p.cuda: p for p in images.matrix() if p.probe == "cuda-probe"}
+    if registry:
+        probe = matrix.get(cuda)
+        if probe is None:
+            raise ValueError(f"no cuda-probe image for CUDA {cuda} in the matrix ({', '.join(matrix)})")
+        image = images.probe_image(probe, registry).pinned
+        mode = "registry"
+    else:
+        image = images.devel_image(cuda)
+        mode = "zero-registry"
+    (pod,) = render("cuda-probe-pod.yaml.j2", {
+        "name": name, "namespace": namespace, "run_id": run_id, "check": check, "mode": mode, "image": image,
+        "sources_configmap": sources_configmap_name("cuda-probe") if mode == "zero-registry" else "",
+        "node": node, "gpu_resource": gpu_resource, "gpu_count": gpu_count,
+        "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
+        "tolerations": [dict(t) for t in tolerations], "runtime_class": runtime_class,
+        "priority_class": PRIORITY_CLASS, "call_timeout_s": call_timeout_s, "deadline_s": deadline_s,
+    })
+    return pod

@@ -1,0 +1,163 @@
+"""gpuconf cuda-probe output (schema ``gpuconf.cuda-probe/v1``) → a typed report.
+
+The probe's exit codes (probes/cuda-probe/README.md) are mirrored in ``EXIT_CODES`` so a report
+can name what a bare exit status means even when the output is lost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuconf.probes.errors import ProbeParseError
+from gpuconf.probes.schema import parse_document
+
+__all__ = ["EXIT_CODES", "SCHEMA_ID", "CudaCall", "CudaProbeReport", "DeviceReport", "NvmlGpu", "parse_cuda_probe"]
+
+SCHEMA_ID = "gpuconf.cuda-probe/v1"
+
+EXIT_CODES = {
+    0: "ok: CUDA initialised, every device ran and verified its kernels",
+    2: "usage error (bad flag)",
+    3: "CUDA init (context creation) failed",
+    4: "CUDA initialised but no device is visible",
+    5: "a device failed its vector-add kernel or its verification",
+    6: "watchdog: a CUDA or NVML call did not return in time",
+    7: "only the PTX-JIT kernel failed (typical of minor-version compatibility: 222)",
+    8: "internal probe error",
+}
+
+
+@dataclass(frozen=True)
+class CudaCall:
+    """The result of one CUDA call as the probe recorded it."""
+
+    code: int
+    name: str
+    message: str
+    call: str | None = None
+    ms: float | None = None
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0 and not self.timed_out
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.code}): {self.message}" + (" [timed out]" if self.timed_out else "")
+
+
+def _call(obj: dict[str, Any]) -> CudaCall:
+    return CudaCall(int(obj["code"]), str(obj["name"]), str(obj["message"]), obj.get("call"), obj.get("ms"),
+                    bool(obj.get("timed_out", False)))
+
+
+@dataclass(frozen=True)
+class DeviceReport:
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    total_memory_bytes: int
+    compute_capability: str
+    mig: bool
+    vector_add_ok: bool
+    vector_add: CudaCall
+    kernel_ms: float | None
+    ptx_jit_ok: bool
+    ptx_jit: CudaCall
+
+
+@dataclass(frozen=True)
+class NvmlGpu:
+    index: int
+    uuid: str
+    name: str
+    brand: str | None
+    persistence_mode: bool | None
+    mig_enabled: bool | None
+    ecc_volatile_uncorrected: int | None
+    ecc_aggregate_uncorrected: int | None
+    retired_pages_pending: bool | None
+    remapped_rows_pending: bool | None
+    remapped_rows_failure: bool | None
+    raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+
+
+def _value(obj: Any, *keys: str) -> Any:
+    """A nested fact, or None where the probe reported it absent."""
+    for key in keys:
+        if not isinstance(obj, dict) or obj.get("available") is False or key not in obj:
+            return None
+        obj = obj[key]
+    if isinstance(obj, dict) and obj.get("available") is False:
+        return None
+    return obj
+
+
+@dataclass(frozen=True)
+class CudaProbeReport:
+    exit_code: int
+    exit_reason: str
+    runtime_cuda: str | None  # cudaRuntimeGetVersion: the cudart in the probe (layer 3)
+    driver_cuda: str | None  # cudaDriverGetVersion: what the loaded libcuda supports (layer 2)
+    init: CudaCall
+    device_count: int
+    devices: tuple[DeviceReport, ...]
+    libcuda_path: str | None
+    libcuda_version: str | None
+    libcuda_compat: bool | None
+    libcuda_absent_reason: str | None
+    nvml_driver_version: str | None
+    nvml_absent_reason: str | None
+    nvml_gpus: tuple[NvmlGpu, ...]
+    env: dict[str, str | None]
+    device_nodes: dict[str, Any]
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @property
+    def timed_out(self) -> bool:
+        return self.exit_code == 6
+
+
+def parse_cuda_probe(stdout: str, *, exit_code: int | None = None, source: str = "cuda-probe") -> CudaProbeReport:
+    """Parse one cuda-probe run. ``exit_code``, when known, must agree with the document."""
+    doc = parse_document(stdout, SCHEMA_ID, source=source)
+    if exit_code is not None and exit_code != doc["exit_code"]:
+        raise ProbeParseError(f"the process exited {exit_code} but its document says {doc['exit_code']} "
+                              f"({doc['exit_reason']})", source=source)
+    devices = tuple(
+        DeviceReport(
+            index=d["index"], name=d["name"], uuid=d["uuid"], pci_bus_id=d["pci_bus_id"],
+            total_memory_bytes=d["total_memory_bytes"], compute_capability=d["compute_capability"], mig=d["mig"],
+            vector_add_ok=d["vector_add"]["ok"], vector_add=_call(d["vector_add"]["result"]),
+            kernel_ms=d["vector_add"].get("kernel_ms"), ptx_jit_ok=d["ptx_jit"]["ok"],
+            ptx_jit=_call(d["ptx_jit"]["result"]),
+        )
+        for d in doc["devices"]
+    )
+    nvml = doc["nvml"]
+    gpus = tuple(
+        NvmlGpu(
+            index=g["index"], uuid=g["uuid"], name=g["name"], brand=_value(g, "brand", "name"),
+            persistence_mode=_value(g, "persistence_mode"), mig_enabled=_value(g, "mig_mode", "current"),
+            ecc_volatile_uncorrected=_value(g, "ecc", "volatile", "uncorrected"),
+            ecc_aggregate_uncorrected=_value(g, "ecc", "aggregate", "uncorrected"),
+            retired_pages_pending=_value(g, "retired_pages", "pending"),
+            remapped_rows_pending=_value(g, "remapped_rows", "pending"),
+            remapped_rows_failure=_value(g, "remapped_rows", "failure"), raw=g,
+        )
+        for g in (nvml.get("gpus", []) if nvml.get("available") else [])
+    )
+    lib = doc["libcuda"]
+    return CudaProbeReport(
+        exit_code=doc["exit_code"], exit_reason=doc["exit_reason"],
+        runtime_cuda=doc["runtime"]["version"], driver_cuda=doc["driver"]["version"],
+        init=_call(doc["init"]), device_count=doc["device_count"]["value"], devices=devices,
+        libcuda_path=lib.get("path"), libcuda_version=lib.get("version"),
+        libcuda_compat=lib.get("compat") if lib.get("available") else None,
+        libcuda_absent_reason=None if lib.get("available") else lib["reason"],
+        nvml_driver_version=nvml.get("driver_version") if nvml.get("available") else None,
+        nvml_absent_reason=None if nvml.get("available") else nvml["reason"],
+        nvml_gpus=gpus, env=dict(doc["env"]), device_nodes=dict(doc["device_nodes"]), raw=doc,
+    )

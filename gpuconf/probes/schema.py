@@ -1,0 +1,72 @@
+"""The probe output schemas, in one place: ``gpuconf/probe_schemas/<name>.v<N>.json``."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from gpuconf.probes.errors import ProbeParseError
+
+__all__ = ["SCHEMAS", "load_schema", "parse_document", "validator"]
+
+#: The schema id each probe prints in its ``schema`` field → the file that defines it.
+SCHEMAS = {
+    "gpuconf.cuda-probe/v1": "cuda-probe.v1.json",
+    "gpuconf.nccl-probe/v1": "nccl-probe.v1.json",
+}
+
+
+@cache
+def load_schema(schema_id: str) -> dict[str, Any]:
+    text = resources.files("gpuconf.probe_schemas").joinpath(SCHEMAS[schema_id]).read_text(encoding="utf-8")
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+@cache
+def validator(schema_id: str) -> Draft202012Validator:
+    schema = load_schema(schema_id)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def parse_document(text: str, schema_id: str, *, source: str) -> dict[str, Any]:
+    """Exactly one JSON document of the given schema, validated; anything else is an error.
+
+    ``text`` is the probe's whole stdout. Truncated output, a second document, text that is not
+    JSON, another program's output or a document of another schema each raise ProbeParseError
+    saying which.
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise ProbeParseError("no output (the probe printed nothing on stdout)", source=source)
+    if not stripped.startswith("{"):
+        first = stripped.splitlines()[0][:80]
+        raise ProbeParseError(f"not a {schema_id} document: output starts with {first!r}", source=source)
+    try:
+        doc, end = json.JSONDecoder().raw_decode(stripped)
+    except json.JSONDecodeError as exc:
+        if exc.pos >= len(stripped) - 1 or exc.msg.startswith("Unterminated string"):
+            raise ProbeParseError(f"output ends before the JSON document is complete ({len(stripped)} bytes; "
+                                  "the probe was killed or its output truncated)", source=source) from exc
+        raise ProbeParseError(f"garbled JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                              source=source, line=exc.lineno) from exc
+    rest = stripped[end:].strip()
+    if rest:
+        raise ProbeParseError(f"unexpected text after the JSON document: {rest[:60]!r}", source=source)
+    if not isinstance(doc, dict):
+        raise ProbeParseError(f"not a {schema_id} document: top level is {type(doc).__name__}", source=source)
+    found = doc.get("schema")
+    if found != schema_id:
+        raise ProbeParseError(f"expected a {schema_id} document, got schema {found!r}", source=source)
+    errors = sorted(validator(schema_id).iter_errors(doc), key=lambda e: list(e.absolute_path))
+    if errors:
+        first_error = errors[0]
+        path = "/".join(str(p) for p in first_error.absolute_path) or "(top level)"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ProbeParseError(f"does not match {schema_id} at {path}: {first_error.message}{more}", source=source)
+    return doc

@@ -1,0 +1,82 @@
+"""Render ``manifests/*.j2`` into Kubernetes objects (plain dicts). Pure: no API calls.
+
+Templates render with StrictUndefined, so a missing value is an error at render time rather
+than an empty field on the cluster; every string is inserted with ``tojson`` (YAML is a superset
+of JSON), so user-supplied names cannot break the document's structure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from typing import Any, NoReturn
+
+import jinja2
+import jinja2.meta
+import yaml
+
+from gpuconf.paths import manifests_dir, probe_dir
+
+__all__ = ["RenderError", "probe_sources", "render"]
+
+
+class RenderError(ValueError):
+    """A template could not be rendered into objects (a value is missing or wrong)."""
+
+
+def _raise(message: str) -> NoReturn:
+    raise RenderError(message)
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(manifests_dir())),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
+    env.globals["raise"] = _raise
+    return env
+
+
+@cache
+def _required(template: str) -> frozenset[str]:
+    env = _environment()
+    try:
+        source = env.loader.get_source(env, template)[0]  # type: ignore[union-attr]
+    except jinja2.TemplateNotFound as exc:
+        raise RenderError(f"no such template: {template}") from exc
+    return frozenset(jinja2.meta.find_undeclared_variables(env.parse(source)) - set(env.globals))
+
+
+def render(template: str, values: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Render one template into the objects it defines; every value it names must be given."""
+    missing = sorted(_required(template) - set(values))
+    if missing:
+        raise RenderError(f"{template}: missing values: {', '.join(missing)} (undefined)")
+    try:
+        text = _environment().get_template(template).render(**values)
+    except jinja2.UndefinedError as exc:
+        raise RenderError(f"{template}: {exc.message}") from exc
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        raise RenderError(f"{template} rendered invalid YAML: {exc}") from exc
+    if not all(isinstance(d, dict) for d in docs):
+        raise RenderError(f"{template} rendered something other than objects")
+    return docs
+
+
+#: The files of each probe that zero-registry mode ships in a ConfigMap.
+_SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".sh")
+
+
+def probe_sources(probe: str) -> dict[str, str]:
+    """The sources (and build script) of ``probes/<probe>`` as ConfigMap data."""
+    directory = probe_dir(probe)
+    files = {p.name: p.read_text(encoding="utf-8") for p in sorted(directory.iterdir())
+             if p.is_file() and p.suffix in _SOURCE_SUFFIXES}
+    if "build.sh" not in files:
+        raise FileNotFoundError(f"{directory}/build.sh is missing")
+    return files
