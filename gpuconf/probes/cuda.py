@@ -54,25 +54,28 @@ def _call(obj: dict[str, Any]) -> CudaCall:
 
 @dataclass(frozen=True)
 class DeviceReport:
+    """One CUDA device. Facts are None when cudaGetDeviceProperties failed (see ``properties``)."""
+
     index: int
-    name: str
-    uuid: str
-    pci_bus_id: str
-    total_memory_bytes: int
-    compute_capability: str
-    mig: bool
+    name: str | None
+    uuid: str | None
+    pci_bus_id: str | None
+    total_memory_bytes: int | None
+    compute_capability: str | None
+    mig: bool | None
     vector_add_ok: bool
     vector_add: CudaCall
     kernel_ms: float | None
     ptx_jit_ok: bool
     ptx_jit: CudaCall
+    properties: CudaCall | None = None
 
 
 @dataclass(frozen=True)
 class NvmlGpu:
     index: int
-    uuid: str
-    name: str
+    uuid: str | None
+    name: str | None
     brand: str | None
     persistence_mode: bool | None
     mig_enabled: bool | None
@@ -133,6 +136,7 @@ def parse_cuda_probe(stdout: str, *, exit_code: int | None = None, source: str =
             vector_add_ok=d["vector_add"]["ok"], vector_add=_call(d["vector_add"]["result"]),
             kernel_ms=d["vector_add"].get("kernel_ms"), ptx_jit_ok=d["ptx_jit"]["ok"],
             ptx_jit=_call(d["ptx_jit"]["result"]),
+            properties=_call(d["properties"]) if "properties" in d else None,
         )
         for d in doc["devices"]
     )

@@ -1,0 +1,76 @@
+"""Probe pods and source ConfigMaps, as objects (no cluster): safe, schedulable, honest."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuconf import images
+from gpuconf.probe_pods import make_cuda_probe_pod, make_probe_sources_configmap, sources_configmap_name
+from gpuconf.render import RenderError, render
+
+RESTRICTED = {"runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+              "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def pod(**kw):
+    base = {"name": "cp-node-a", "namespace": "gpuconf-run1", "run_id": "run1", "check": "smoke", "cuda": "13.0.2"}
+    return make_cuda_probe_pod(**{**base, **kw})
+
+
+def test_zero_registry_is_the_default_and_compiles_in_an_init_container_without_a_gpu():
+    p = pod(node="node-a")
+    (init,) = p["spec"]["initContainers"]
+    assert init["image"] == images.devel_image("13.0.2") == p["spec"]["containers"][0]["image"]
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in init["env"]
+    assert "resources" not in init
+    assert init["command"][-1] == p["spec"]["containers"][0]["command"][0] == "/gpuconf/bin/cuda-probe"
+    assert p["spec"]["volumes"][0]["configMap"]["name"] == sources_configmap_name("cuda-probe")
+
+
+def test_registry_mode_runs_the_prebuilt_image():
+    p = pod(registry="registry.example.com/ai")
+    assert "initContainers" not in p["spec"]
+    assert p["spec"]["containers"][0]["image"] == "registry.example.com/ai/gpuconf/cuda-probe:0.1.0-cuda13.0.2"
+
+
+def test_a_cuda_version_outside_the_matrix_has_no_prebuilt_image():
+    with pytest.raises(ValueError, match="no cuda-probe image for CUDA 11.0"):
+        pod(cuda="11.0", registry="r.io")
+
+
+def test_probe_pods_are_restricted_never_preempt_and_go_through_the_scheduler():
+    p = pod(node="node-a", gpu_count=8)
+    spec = p["spec"]
+    for c in spec["containers"] + spec["initContainers"]:
+        assert RESTRICTED.items() <= c["securityContext"].items()
+    assert spec["priorityClassName"] == "gpuconf-probe"
+    assert "nodeName" not in spec and spec["nodeSelector"] == {"kubernetes.io/hostname": "node-a"}
+    assert spec["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 8}
+    assert spec["automountServiceAccountToken"] is False
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+    assert p["metadata"]["labels"]["gpuconf.io/run-id"] == "run1"
+
+
+def test_env_and_mig_resources_pass_through_and_names_cannot_break_the_yaml():
+    p = pod(env={"NVIDIA_DISABLE_REQUIRE": "1"}, gpu_resource="nvidia.com/mig-1g.10gb", check='x": y\n- z')
+    assert p["spec"]["containers"][0]["env"] == [{"name": "NVIDIA_DISABLE_REQUIRE", "value": "1"}]
+    assert p["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": 1}
+    assert p["metadata"]["labels"]["gpuconf.io/check"] == 'x": y\n- z'
+
+
+def test_the_sources_configmap_carries_the_probe_and_its_build_script():
+    cm = make_probe_sources_configmap("cuda-probe", namespace="ns", run_id="run1")
+    assert {"probe.cu", "build.sh"} <= set(cm["data"])
+    assert cm["metadata"]["name"] == sources_configmap_name("cuda-probe")
+    assert sum(len(v) for v in cm["data"].values()) < 900 * 1024  # ConfigMaps hold at most 1 MiB
+
+
+def test_a_missing_value_or_a_bad_mode_is_a_render_error():
+    with pytest.raises(RenderError, match="undefined"):
+        render("cuda-probe-pod.yaml.j2", {"name": "x"})
+    values = {"name": "n", "namespace": "ns", "run_id": "r", "check": "c", "mode": "magic", "image": "i",
+              "sources_configmap": "", "node": None, "gpu_resource": "nvidia.com/gpu", "gpu_count": 1, "env": [],
+              "tolerations": [], "runtime_class": None, "priority_class": "p", "call_timeout_s": 1,
+              "deadline_s": 1}
+    with pytest.raises(RenderError, match="mode must be registry or zero-registry"):
+        render("cuda-probe-pod.yaml.j2", values)
