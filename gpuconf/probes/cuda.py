@@ -19,8 +19,8 @@ SCHEMA_ID = "gpuconf.cuda-probe/v1"
 EXIT_CODES = {
     0: "ok: CUDA initialised, every device ran and verified its kernels",
     2: "usage error (bad flag)",
-    3: "CUDA init (context creation) failed",
-    4: "CUDA initialised but no device is visible",
+    3: "CUDA init failed: context creation (cudaFree(0)) returned an error other than no-device",
+    4: "no CUDA device: init returned cudaErrorNoDevice (100) or the device count is 0",
     5: "a device failed its vector-add kernel or its verification",
     6: "watchdog: a CUDA or NVML call did not return in time",
     7: "only the PTX-JIT kernel failed (typical of minor-version compatibility: 222)",

@@ -1,0 +1,123 @@
+"""The cuda-probe parser: real output accepted, anything else rejected with what was wrong."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuconf.probes import ProbeParseError
+from gpuconf.probes.cuda import EXIT_CODES, parse_cuda_probe
+
+FIXTURES = Path(__file__).parent / "fixtures" / "probes"
+NO_DRIVER = (FIXTURES / "cuda-probe-no-driver.json").read_text()
+
+
+def healthy_two_gpu_document() -> str:
+    """The real no-driver document, edited field by field into a healthy 2 x H100 run."""
+    doc = json.loads(NO_DRIVER)
+    ok = {"code": 0, "name": "cudaSuccess", "message": "no error"}
+    doc.update(exit_code=0, exit_reason="ok")
+    doc["driver"].update(value=12080, version="12.8")
+    doc["init"].update(ok)
+    doc["device_count"] = {"value": 2, "result": {"call": "cudaGetDeviceCount", **ok}}
+    doc["libcuda"] = {"available": True, "path": "/usr/lib/x86_64-linux-gnu/libcuda.so.570.133.20",
+                      "version": "570.133.20", "compat": False}
+    doc["devices"] = [{
+        "index": i, "name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-0000000{i}-1111-2222-3333-444444444444",
+        "pci_bus_id": f"0000:{0x18 + i:02x}:00.0", "total_memory_bytes": 85520809984, "compute_capability": "9.0",
+        "mig": False, "mig_source": "nvml", "multiprocessors": 132,
+        "vector_add": {"ok": True, "verified": True, "elements": 1048576, "kernel_ms": 0.05, "mismatches": 0,
+                       "result": {"call": "vector_add", **ok}},
+        "ptx_jit": {"ok": True, "verified": True, "ptx_target": "compute_75", "result": {"call": "ptx_jit", **ok}},
+        "properties": {"call": "cudaGetDeviceProperties", **ok},
+    } for i in range(2)]
+    absent = {"available": False, "reason": "NVML_ERROR_NOT_SUPPORTED"}
+    doc["nvml"] = {"available": True, "library": "libnvidia-ml.so.1", "driver_version": "570.133.20",
+                   "cuda_driver_version": 12080, "gpus": [{
+                       "index": i, "uuid": f"GPU-0000000{i}-1111-2222-3333-444444444444",
+                       "name": "NVIDIA H100 80GB HBM3", "brand": {"enum": 14, "name": "Nvidia"},
+                       "persistence_mode": True, "mig_mode": {"current": False, "pending": False},
+                       "ecc": {"enabled": True, "volatile": {"corrected": 0, "uncorrected": 0},
+                               "aggregate": {"corrected": 3, "uncorrected": absent}},
+                       "retired_pages": absent,
+                       "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False},
+                   } for i in range(2)]}
+    return json.dumps(doc)
+
+
+def test_the_real_no_driver_run_parses_into_the_facts_a_check_needs():
+    report = parse_cuda_probe(NO_DRIVER, exit_code=3)
+    assert report.exit_code == 3 and EXIT_CODES[3].startswith("CUDA init failed")
+    assert (report.init.code, report.init.name) == (35, "cudaErrorInsufficientDriver")
+    assert report.init.message == "CUDA driver version is insufficient for CUDA runtime version"
+    assert not report.init.ok
+    assert (report.runtime_cuda, report.driver_cuda, report.device_count, report.devices) == ("13.0", None, 0, ())
+    assert report.libcuda_path is None and "libcuda" in report.libcuda_absent_reason
+    assert report.nvml_driver_version is None and "libnvidia-ml" in report.nvml_absent_reason
+
+
+def test_a_healthy_two_gpu_document_built_from_the_real_one_parses_every_device_and_nvml_fact():
+    report = parse_cuda_probe(healthy_two_gpu_document(), exit_code=0)
+    assert [d.uuid for d in report.devices] == [g.uuid for g in report.nvml_gpus]
+    assert all(d.vector_add_ok and d.ptx_jit_ok and d.compute_capability == "9.0" for d in report.devices)
+    gpu = report.nvml_gpus[0]
+    assert (gpu.brand, gpu.persistence_mode, gpu.mig_enabled) == ("Nvidia", True, False)
+    assert (gpu.ecc_volatile_uncorrected, gpu.ecc_aggregate_uncorrected) == (0, None)  # None: absent, not 0
+    assert (gpu.retired_pages_pending, gpu.remapped_rows_pending, gpu.remapped_rows_failure) == (None, False, False)
+    assert report.libcuda_compat is False and report.libcuda_version == "570.133.20"
+
+
+def edited(change) -> str:
+    doc = json.loads(NO_DRIVER)
+    change(doc)
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("", "no output"),
+    ("   \n", "no output"),
+    ("runtime 13.0  driver-supports 12.8\ncudaFree(0): CUDA driver version is insufficient", "output starts with"),
+    ("[1, 2]", "output starts with"),
+    (NO_DRIVER[: len(NO_DRIVER) // 2], "ends before the JSON document is complete"),
+    (NO_DRIVER.rstrip()[:-1], "ends before the JSON document is complete"),
+    (NO_DRIVER + NO_DRIVER, "unexpected text after the JSON document"),
+    (NO_DRIVER + "\nSegmentation fault", "unexpected text after the JSON document"),
+    ('{"schema": "gpuconf.cuda-probe/v1", "exit_code": 3,, }', "garbled JSON at line 1"),
+    ('{"schema": "gpuconf.nccl-probe/v1"}', "expected a gpuconf.cuda-probe/v1 document, got schema"),
+    ('{"hello": 1}', "got schema None"),
+    (edited(lambda d: d.update(exit_code=9)), "does not match gpuconf.cuda-probe/v1 at exit_code"),
+    (edited(lambda d: d.pop("devices")), "'devices' is a required property"),
+    (edited(lambda d: d["init"].pop("code")), "at init"),
+    (edited(lambda d: d.update(surprise=True)), "Additional properties are not allowed"),
+], ids=["empty", "blank", "the seed probe's text", "a JSON list", "cut in half", "missing the last brace",
+        "two documents", "a crash message after", "garbled", "another probe's schema", "no schema",
+        "an undocumented exit code", "a required field missing", "a cuda result without its code",
+        "an unknown top-level field"])
+def test_malformed_output_is_rejected_with_what_was_wrong(text, message):
+    with pytest.raises(ProbeParseError, match=message) as info:
+        parse_cuda_probe(text, source="pod cp-node-a")
+    assert str(info.value).startswith("pod cp-node-a")
+
+
+def test_a_process_exit_code_that_disagrees_with_the_document_is_an_error():
+    with pytest.raises(ProbeParseError, match="the process exited 0 but its document says 3"):
+        parse_cuda_probe(NO_DRIVER, exit_code=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(min_value=0, max_value=len(NO_DRIVER.rstrip()) - 1))
+def test_no_strict_prefix_of_a_document_is_accepted(cut):
+    with pytest.raises(ProbeParseError):
+        parse_cuda_probe(NO_DRIVER[:cut])
+
+
+def test_documents_are_not_mutated_by_parsing():
+    doc = json.loads(healthy_two_gpu_document())
+    before = copy.deepcopy(doc)
+    parse_cuda_probe(json.dumps(doc))
+    assert doc == before
