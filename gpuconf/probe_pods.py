@@ -57,9 +57,11 @@ def make_cuda_probe_pod(
     runtime_class: str | None = None,
     call_timeout_s: int = 60,
     deadline_s: int = 900,
+    cuda_archs: str | None = None,
 ) -> dict[str, Any]:
     """A cuda-probe pod for ``check`` on ``node`` (by nodeSelector, so the scheduler still
-    decides: it is the scheduler's verdict the suite wants to see)."""
+    decides: it is the scheduler's verdict the suite wants to see). ``cuda_archs`` (e.g. "90",
+    from the node's ``nvidia.com/gpu.compute.*`` labels) narrows the zero-registry compile."""
     if gpu_count < 1:
         raise ValueError("a cuda-probe pod asks for at least one GPU")
     matrix = {p.cuda: p for p in images.matrix() if p.probe == "cuda-probe"}
@@ -79,5 +81,6 @@ def make_cuda_probe_pod(
         "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
         "tolerations": [dict(t) for t in tolerations], "runtime_class": runtime_class,
         "priority_class": PRIORITY_CLASS, "call_timeout_s": call_timeout_s, "deadline_s": deadline_s,
+        "cuda_archs": cuda_archs,
     })
     return pod

@@ -71,6 +71,13 @@ def test_a_missing_value_or_a_bad_mode_is_a_render_error():
     values = {"name": "n", "namespace": "ns", "run_id": "r", "check": "c", "mode": "magic", "image": "i",
               "sources_configmap": "", "node": None, "gpu_resource": "nvidia.com/gpu", "gpu_count": 1, "env": [],
               "tolerations": [], "runtime_class": None, "priority_class": "p", "call_timeout_s": 1,
-              "deadline_s": 1}
+              "deadline_s": 1, "cuda_archs": None}
     with pytest.raises(RenderError, match="mode must be registry or zero-registry"):
         render("cuda-probe-pod.yaml.j2", values)
+
+
+def test_the_compile_can_be_narrowed_to_the_nodes_architecture():
+    (init,) = pod(cuda_archs="90")["spec"]["initContainers"]
+    assert {"name": "CUDA_ARCHS", "value": "90"} in init["env"]
+    (init,) = pod()["spec"]["initContainers"]
+    assert all(e["name"] != "CUDA_ARCHS" for e in init["env"])
