@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+
 import pytest
 
 from gpuconf import images
 from gpuconf.probe_pods import make_cuda_probe_pod, make_probe_sources_configmap, sources_configmap_name
+from gpuconf.probes.cuda import parse_cuda_probe
 from gpuconf.render import RenderError, render
 
 RESTRICTED = {"runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
@@ -81,3 +86,25 @@ def test_the_compile_can_be_narrowed_to_the_nodes_architecture():
     assert {"name": "CUDA_ARCHS", "value": "90"} in init["env"]
     (init,) = pod()["spec"]["initContainers"]
     assert all(e["name"] != "CUDA_ARCHS" for e in init["env"])
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+def test_the_configmap_alone_is_enough_to_compile_and_run_the_probe_as_the_pod_does(tmp_path):
+    """What the zero-registry pod does, here: sources from a read-only ConfigMap volume, the
+    init container's command, then the probe from the shared emptyDir."""
+    cm = make_probe_sources_configmap("cuda-probe", namespace="ns", run_id="run1")
+    src, bin_dir = tmp_path / "src", tmp_path / "bin"
+    src.mkdir()
+    bin_dir.mkdir()
+    for name, text in cm["data"].items():
+        (src / name).write_text(text)
+        (src / name).chmod(0o444)
+    src.chmod(0o555)
+    (init,) = pod(cuda_archs="75")["spec"]["initContainers"]
+    command = [c.replace("/gpuconf/src", str(src)).replace("/gpuconf/bin", str(bin_dir)) for c in init["command"]]
+    env = {**os.environ, **{e["name"]: e["value"] for e in init["env"]}}
+    build = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(bin_dir / "cuda-probe"), "--timeout", "5"], capture_output=True, text=True, timeout=30)
+    report = parse_cuda_probe(run.stdout, exit_code=run.returncode)
+    assert report.init.code == 35  # this machine has no driver: the honest no-driver answer
