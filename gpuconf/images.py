@@ -45,7 +45,8 @@ class ProbeImage:
     probe: str  # cuda-probe | nccl-probe
     cuda: str
     role: str
-    context: str
+    context: str  # the build context, relative to the repository root (probes/, with common/)
+    dockerfile: str  # relative to the repository root
 
 
 def _data() -> dict[str, Any]:
@@ -55,9 +56,12 @@ def _data() -> dict[str, Any]:
 def matrix() -> list[ProbeImage]:
     """Every probe build: the cuda-probe for each CUDA in the matrix, and the nccl-probe."""
     data = _data()
-    out = [ProbeImage("cuda-probe", str(row["cuda"]), str(row["role"]), data["images"]["cuda-probe"]["context"])
-           for row in data["cuda_matrix"]]
-    out.append(ProbeImage("nccl-probe", str(data["nccl_cuda"]), "nccl", data["images"]["nccl-probe"]["context"]))
+    def build(probe: str, cuda: str, role: str) -> ProbeImage:
+        spec = data["images"][probe]
+        return ProbeImage(probe, cuda, role, str(spec["context"]), str(spec["dockerfile"]))
+
+    out = [build("cuda-probe", str(row["cuda"]), str(row["role"])) for row in data["cuda_matrix"]]
+    out.append(build("nccl-probe", str(data["nccl_cuda"]), "nccl"))
     return out
 
 
@@ -97,7 +101,7 @@ def build_commands(registry: str, *, push: bool = False) -> list[list[str]]:
         image = probe_image(p, registry)
         commands.append(["docker", "build", "--build-arg", f"CUDA_VERSION={p.cuda}",
                          "--build-arg", f"BASE_DISTRO={_distro()}", "-t", image.ref,
-                         str(project_root() / p.context)])
+                         "-f", str(project_root() / p.dockerfile), str(project_root() / p.context)])
         if push:
             commands.append(["docker", "push", image.ref])
     return commands

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["manifests_dir", "probe_dir", "project_root"]
+__all__ = ["common_probe_dir", "manifests_dir", "probe_dir", "project_root"]
 
 
 def project_root() -> Path:
@@ -18,6 +18,11 @@ def probe_dir(name: str) -> Path:
         raise FileNotFoundError(f"probe sources not found at {path}: gpuconf must run from a checkout of its "
                                 "repository")
     return path
+
+
+def common_probe_dir() -> Path:
+    """``probes/common``: the sources every probe shares (json.h)."""
+    return probe_dir("common")
 
 
 def manifests_dir() -> Path:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cache
+from pathlib import Path
 from typing import Any, NoReturn
 
 import jinja2
 import jinja2.meta
 import yaml
 
-from gpuconf.paths import manifests_dir, probe_dir
+from gpuconf.paths import common_probe_dir, manifests_dir, probe_dir
 
 __all__ = ["RenderError", "probe_sources", "render"]
 
@@ -68,15 +69,27 @@ def render(template: str, values: Mapping[str, Any]) -> list[dict[str, Any]]:
     return docs
 
 
-#: The files of each probe that zero-registry mode ships in a ConfigMap.
+#: The files of each probe (and of probes/common) that zero-registry mode ships in a ConfigMap.
 _SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".sh")
 
 
+def _source_files(directory: Path) -> dict[str, str]:
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted(directory.iterdir())
+            if p.is_file() and p.suffix in _SOURCE_SUFFIXES}
+
+
 def probe_sources(probe: str) -> dict[str, str]:
-    """The sources (and build script) of ``probes/<probe>`` as ConfigMap data."""
+    """The sources (and build script) of ``probes/<probe>`` and the shared ``probes/common``, as
+    ConfigMap data: one flat directory, where build.sh finds the shared headers next to its own
+    files. A name in both directories is an error (the volume could hold only one of them)."""
     directory = probe_dir(probe)
-    files = {p.name: p.read_text(encoding="utf-8") for p in sorted(directory.iterdir())
-             if p.is_file() and p.suffix in _SOURCE_SUFFIXES}
+    files = _source_files(directory)
     if "build.sh" not in files:
         raise FileNotFoundError(f"{directory}/build.sh is missing")
-    return files
+    common = common_probe_dir()
+    shared = _source_files(common)
+    clash = sorted(set(files) & set(shared))
+    if clash:
+        raise ValueError(f"{directory} and {common} both have {', '.join(clash)}: the probe's ConfigMap ships "
+                         "them flat in one directory")
+    return {**files, **shared}

@@ -9,6 +9,9 @@ from gpuconf import images
 from gpuconf.cli import main
 from gpuconf.compat import tables
 from gpuconf.compat.versions import parse_cuda
+from gpuconf.paths import project_root
+
+ROOT = project_root()
 
 
 def run(argv: list[str]) -> tuple[int, str, str]:
@@ -66,8 +69,18 @@ def test_build_dry_run_prints_a_build_and_push_per_image():
     lines = out.splitlines()
     assert code == 0
     assert len(lines) == 2 * len(images.matrix())
-    assert lines[0].startswith("docker build --build-arg CUDA_VERSION=") and lines[0].endswith("probes/cuda-probe")
+    assert lines[0].startswith("docker build --build-arg CUDA_VERSION=")
+    # the context is probes/ (the probe and the shared probes/common/), the Dockerfile the probe's own
+    assert lines[0].endswith(f"-f {ROOT}/probes/cuda-probe/Dockerfile {ROOT}/probes")
     assert lines[1].startswith("docker push r.io/gpuconf/cuda-probe:")
+
+
+def test_build_commands_use_probes_as_the_context_and_each_probes_dockerfile():
+    for command, probe in zip(images.build_commands("r.io"), images.matrix(), strict=True):
+        dockerfile = command[command.index("-f") + 1]
+        assert dockerfile == str(ROOT / "probes" / probe.probe / "Dockerfile")
+        assert command[-1] == str(ROOT / "probes")
+        assert (ROOT / "probes" / "common").is_dir() and (ROOT / dockerfile).is_file()
 
 
 def test_build_without_docker_is_one_line_and_exit_3(monkeypatch):

@@ -9,9 +9,11 @@ import subprocess
 import pytest
 
 from gpuconf import images
+from gpuconf import render as render_module
+from gpuconf.paths import project_root
 from gpuconf.probe_pods import make_cuda_probe_pod, make_probe_sources_configmap, sources_configmap_name
 from gpuconf.probes.cuda import parse_cuda_probe
-from gpuconf.render import RenderError, render
+from gpuconf.render import RenderError, probe_sources, render
 
 RESTRICTED = {"runAsNonRoot": True, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
               "seccompProfile": {"type": "RuntimeDefault"}}
@@ -65,9 +67,30 @@ def test_env_and_mig_resources_pass_through_and_names_cannot_break_the_yaml():
 
 def test_the_sources_configmap_carries_the_probe_and_its_build_script():
     cm = make_probe_sources_configmap("cuda-probe", namespace="ns", run_id="run1")
-    assert {"probe.cu", "build.sh"} <= set(cm["data"])
+    assert {"probe.cu", "build.sh", "json.h"} <= set(cm["data"])  # json.h from probes/common, flat
     assert cm["metadata"]["name"] == sources_configmap_name("cuda-probe")
     assert sum(len(v) for v in cm["data"].values()) < 900 * 1024  # ConfigMaps hold at most 1 MiB
+
+
+@pytest.mark.parametrize("probe", ["cuda-probe", "nccl-probe"])
+def test_probe_sources_ship_the_shared_files_flat_next_to_the_probes_own(probe):
+    files = probe_sources(probe)
+    common = project_root() / "probes" / "common"
+    assert files["json.h"] == (common / "json.h").read_text(encoding="utf-8")
+    assert all("/" not in name for name in files)
+    assert not (project_root() / "probes" / probe / "json.h").exists()
+
+
+def test_a_probe_file_named_like_a_shared_file_is_an_error(tmp_path, monkeypatch):
+    probe, common = tmp_path / "p", tmp_path / "common"
+    for d in (probe, common):
+        d.mkdir()
+        (d / "json.h").write_text("// one of two\n")
+    (probe / "build.sh").write_text("")
+    monkeypatch.setattr(render_module, "probe_dir", lambda name: probe)
+    monkeypatch.setattr(render_module, "common_probe_dir", lambda: common)
+    with pytest.raises(ValueError, match="both have json.h"):
+        probe_sources("p")
 
 
 def test_a_missing_value_or_a_bad_mode_is_a_render_error():

@@ -79,7 +79,12 @@ cat >"$tmp/gpuconf_build_info.h" <<EOF
 #define GPUCONF_PTX_TARGET "compute_${jit}"
 EOF
 
-common=(-std=c++17 -O2 -Xcompiler -Wall,-Wextra -I "$here" -I "$tmp" -DGPUCONF_HAVE_BUILD_INFO)
+# json.h is shared with the other probes: in probes/common in a checkout and in the image build,
+# next to probe.cu when the sources are shipped flat (zero-registry ConfigMap).
+includes=(-I "$here")
+if [ -d "$here/../common" ]; then includes+=(-I "$here/../common"); fi
+
+common=(-std=c++17 -O2 -Xcompiler -Wall,-Wextra "${includes[@]}" -I "$tmp" -DGPUCONF_HAVE_BUILD_INFO)
 log=$tmp/log
 
 run() {

@@ -223,13 +223,6 @@ Json not_run_result(const std::string& call, const std::string& why) {
   return r;
 }
 
-Json absent(const std::string& reason) {
-  Json a = Json::object();
-  a.set("available", false);
-  a.set("reason", reason.empty() ? std::string("unknown") : reason);
-  return a;
-}
-
 std::string describe(cudaError_t e) {
   const char* name = cudaGetErrorName(e);
   const char* msg = cudaGetErrorString(e);
@@ -581,7 +574,7 @@ nvmlReturn_t nvml_call(const std::string& call, Json* slot, const std::string& k
   TimeoutFn on_timeout = [slot, key, call](double) {
     const std::string reason = call + ": did not return within " + format_seconds(g.timeout_s) + " s (watchdog)";
     if (slot) {
-      slot->set(key, absent(reason));
+      slot->set(key, Json::absent(reason));
       return;
     }
     Json* nv = g.doc.find("nvml");
@@ -598,7 +591,7 @@ template <class T>
 bool resolve(const Nvml& nv, const char* name, T* out, Json* slot, const std::string& key) {
   *out = nv.sym<T>(name);
   if (*out) return true;
-  locked([&] { slot->set(key, absent(std::string(name) + ": symbol not found in libnvidia-ml")); });
+  locked([&] { slot->set(key, Json::absent(std::string(name) + ": symbol not found in libnvidia-ml")); });
   return false;
 }
 
@@ -616,7 +609,7 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
   std::string open_error;
   nv.handle_ = guarded("dlopen(" + lib_name + ")",
                        [root, lib_name](double) {
-                         root->set("nvml", absent("dlopen(" + lib_name + ") did not return in time (watchdog)"));
+                         root->set("nvml", Json::absent("dlopen(" + lib_name + ") did not return in time (watchdog)"));
                        },
                        [&]() -> void* {
                          ::dlerror();
@@ -628,7 +621,7 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
                          return h;
                        });
   if (!nv.handle_) {
-    locked([&] { root->set("nvml", absent(open_error)); });
+    locked([&] { root->set("nvml", Json::absent(open_error)); });
     return;
   }
   nv.error_string_ = nv.sym<const char* (*)(nvmlReturn_t)>("nvmlErrorString");
@@ -650,7 +643,7 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
   using RemapFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*, unsigned*, unsigned*, unsigned*);
 
   Json* nvml = nullptr;
-  locked([&] { nvml = &root->set("nvml", absent("NVML not initialised yet")); });
+  locked([&] { nvml = &root->set("nvml", Json::absent("NVML not initialised yet")); });
 
   InitFn init = nullptr;
   InitFn shutdown = nullptr;
@@ -658,7 +651,7 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
   shutdown = nv.sym<InitFn>("nvmlShutdown");
   const nvmlReturn_t ir = nvml_call("nvmlInit_v2", root, "nvml", [&] { return init(); });
   if (ir != NVML_SUCCESS) {
-    locked([&] { root->set("nvml", absent(nv.fail("nvmlInit_v2", ir))); });
+    locked([&] { root->set("nvml", Json::absent(nv.fail("nvmlInit_v2", ir))); });
     return;
   }
 
@@ -744,7 +737,7 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
       obj.set("uuid", nullptr);
       obj.set("name", nullptr);
       for (const char* k : {"brand", "persistence_mode", "mig_mode", "ecc", "retired_pages", "remapped_rows"})
-        obj.set(k, absent("not read yet"));
+        obj.set(k, Json::absent("not read yet"));
       gpu = &pub_gpus->push(std::move(obj));
     });
     auto set = [&](const char* key, Json v) { locked([&] { gpu->set(key, std::move(v)); }); };
@@ -786,7 +779,7 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
           brand.set("name", (b >= 0 && b < n) ? kBrandNames[b] : "Unknown");
           set("brand", std::move(brand));
         } else {
-          set("brand", absent(nv.fail("nvmlDeviceGetBrand", r)));
+          set("brand", Json::absent(nv.fail("nvmlDeviceGetBrand", r)));
         }
       }
     }
@@ -797,7 +790,7 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
         int m = 0;
         const nvmlReturn_t r =
             nvml_call("nvmlDeviceGetPersistenceMode" + sfx, gpu, "persistence_mode", [&] { return fn(dev, &m); });
-        set("persistence_mode", r == NVML_SUCCESS ? Json(m != 0) : absent(nv.fail("nvmlDeviceGetPersistenceMode", r)));
+        set("persistence_mode", r == NVML_SUCCESS ? Json(m != 0) : Json::absent(nv.fail("nvmlDeviceGetPersistenceMode", r)));
       }
     }
     // MIG mode
@@ -812,7 +805,7 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
           m.set("pending", pend != 0);
           set("mig_mode", std::move(m));
         } else {
-          set("mig_mode", absent(nv.fail("nvmlDeviceGetMigMode", r)));
+          set("mig_mode", Json::absent(nv.fail("nvmlDeviceGetMigMode", r)));
         }
       }
     }
@@ -824,7 +817,7 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
         int cur = 0, pend = 0;
         const nvmlReturn_t r = nvml_call("nvmlDeviceGetEccMode" + sfx, gpu, "ecc", [&] { return mode_fn(dev, &cur, &pend); });
         if (r != NVML_SUCCESS) {
-          set("ecc", absent(nv.fail("nvmlDeviceGetEccMode", r)));
+          set("ecc", Json::absent(nv.fail("nvmlDeviceGetEccMode", r)));
         } else {
           count_fn = nv.sym<EccCountFn>("nvmlDeviceGetTotalEccErrors");
           Json ecc = Json::object();
@@ -836,13 +829,13 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
             for (int type = 0; type < 2; ++type) {
               const char* key = type == 0 ? "corrected" : "uncorrected";
               if (!count_fn) {
-                c.set(key, absent("nvmlDeviceGetTotalEccErrors: symbol not found in libnvidia-ml"));
+                c.set(key, Json::absent("nvmlDeviceGetTotalEccErrors: symbol not found in libnvidia-ml"));
                 continue;
               }
               unsigned long long v = 0;
               const nvmlReturn_t cr = nvml_call("nvmlDeviceGetTotalEccErrors" + sfx, gpu, "ecc",
                                                 [&] { return count_fn(dev, type, counter, &v); });
-              c.set(key, cr == NVML_SUCCESS ? Json(v) : absent(nv.fail("nvmlDeviceGetTotalEccErrors", cr)));
+              c.set(key, cr == NVML_SUCCESS ? Json(v) : Json::absent(nv.fail("nvmlDeviceGetTotalEccErrors", cr)));
             }
             ecc.set(counter == 0 ? "volatile" : "aggregate", std::move(c));
           }
@@ -861,7 +854,7 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
           const nvmlReturn_t r = nvml_call("nvmlDeviceGetRetiredPages" + sfx, gpu, "retired_pages",
                                            [&] { return fn(dev, cause, &n, nullptr); });
           if (r != NVML_SUCCESS && r != NVML_ERROR_INSUFFICIENT_SIZE) {
-            set("retired_pages", absent(nv.fail("nvmlDeviceGetRetiredPages", r)));
+            set("retired_pages", Json::absent(nv.fail("nvmlDeviceGetRetiredPages", r)));
             ok = false;
             break;
           }
@@ -877,7 +870,7 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
               rp.set("pending", p != 0);
               set("retired_pages", std::move(rp));
             } else {
-              set("retired_pages", absent(nv.fail("nvmlDeviceGetRetiredPagesPendingStatus", r)));
+              set("retired_pages", Json::absent(nv.fail("nvmlDeviceGetRetiredPagesPendingStatus", r)));
             }
           }
         }
@@ -898,7 +891,7 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
           rr.set("failure", fail != 0);
           set("remapped_rows", std::move(rr));
         } else {
-          set("remapped_rows", absent(nv.fail("nvmlDeviceGetRemappedRows", r)));
+          set("remapped_rows", Json::absent(nv.fail("nvmlDeviceGetRemappedRows", r)));
         }
       }
     }
@@ -1057,14 +1050,14 @@ std::pair<int, std::string> run(const Options& opt) {
     placeholder.set("version", nullptr);
     root->set("runtime", placeholder);
     root->set("driver", placeholder);
-    root->set("libcuda", absent("not read: the probe stopped before CUDA init returned"));
+    root->set("libcuda", Json::absent("not read: the probe stopped before CUDA init returned"));
     root->set("init", not_run_result("cudaFree(0)", "not called yet"));
     Json dc = Json::object();
     dc.set("value", 0);
     dc.set("result", not_run_result("cudaGetDeviceCount", "not called: the probe stopped earlier"));
     root->set("device_count", std::move(dc));
     root->set("devices", Json::array());
-    root->set("nvml", absent("not read: the probe stopped before NVML was queried"));
+    root->set("nvml", Json::absent("not read: the probe stopped before NVML was queried"));
   });
 
   // Layer 3: the cudart linked into this binary (needs no driver).
@@ -1104,7 +1097,7 @@ std::pair<int, std::string> run(const Options& opt) {
     std::string why;
     if (path.empty()) {
       void* h = guarded("dlopen(libcuda.so.1)",
-                        [root](double) { root->set("libcuda", absent("dlopen(libcuda.so.1) did not return in time (watchdog)")); },
+                        [root](double) { root->set("libcuda", Json::absent("dlopen(libcuda.so.1) did not return in time (watchdog)")); },
                         [&]() -> void* {
                           ::dlerror();
                           void* hh = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
@@ -1118,7 +1111,7 @@ std::pair<int, std::string> run(const Options& opt) {
       else why = "no libcuda.so* mapped after " + init_summary + "; dlopen: " + why;
       if (h && path.empty()) why = "libcuda.so.1 loaded but not found in /proc/self/maps";
     }
-    locked([&] { root->set("libcuda", path.empty() ? absent(why) : libcuda_json(path, name)); });
+    locked([&] { root->set("libcuda", path.empty() ? Json::absent(why) : libcuda_json(path, name)); });
   }
 
   int exit_code = kExitOk;

@@ -33,6 +33,8 @@
 
 namespace boot {
 
+using gpuconf::Json;
+
 constexpr size_t kIdBytes = 128;
 constexpr size_t kRequestBytes = 32;
 constexpr size_t kReplyBytes = 16 + kIdBytes;

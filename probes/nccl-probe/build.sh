@@ -70,10 +70,15 @@ fi
 gencode+=(-gencode "arch=compute_$max,code=compute_$max")
 archs_text+="compute_$max"
 
+# json.h is shared with the other probes: in probes/common in a checkout and in the image build,
+# next to nccl_probe.cu when the sources are shipped flat (zero-registry ConfigMap).
+includes=(-I "$here")
+if [ -d "$here/../common" ]; then includes+=(-I "$here/../common"); fi
+
 mkdir -p "$(dirname "$out")"
 echo "build.sh: NCCL from $src (include $inc, lib $libdir); archs: $archs_text" >&2
 "$NVCC" -std=c++17 -O2 "${gencode[@]}" \
   -DPROBE_ARCHS="\"$archs_text\"" \
   -Xcompiler -Wall,-Wextra,-pthread \
-  -I"$inc" -o "$out" "$here/nccl_probe.cu" \
+  "${includes[@]}" -I"$inc" -o "$out" "$here/nccl_probe.cu" \
   -L"$libdir" "$lnccl" -Xlinker -rpath -Xlinker "$libdir" -lpthread

@@ -41,7 +41,12 @@
 #define PROBE_ARCHS "unknown"
 #endif
 
+using gpuconf::Json;
+
 namespace {
+
+// Exact doubles (the busbw arithmetic is checked to 1e-9) and short scalar arrays on one line.
+constexpr gpuconf::JsonFormat kJsonFormat{true, 16};
 
 constexpr const char* kProbeVersion = "1.0.0";
 constexpr const char* kSchemaId = "gpuconf.nccl-probe/v1";
@@ -569,7 +574,7 @@ void emit(int code, const std::string& reason, bool hung) {
     r["nccl_debug"] = base;
   }
   remove_debug_file();
-  write_out(r.dump());
+  write_out(r.dump(kJsonFormat) + "\n");
 }
 
 [[noreturn]] void finish(int code, const std::string& reason, bool hung = false) {
@@ -1351,7 +1356,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (o.self_test_busbw) {
-    write_out(self_test_busbw().dump());
+    write_out(self_test_busbw().dump(kJsonFormat) + "\n");
     return 0;
   }
   try {

@@ -1,18 +1,33 @@
-// A tiny JSON value and writer for the cuda-probe (no third-party dependency).
+// A tiny JSON value and writer shared by the probes (cuda-probe, nccl-probe); no third-party
+// dependency. Each probe's build.sh puts this directory (probes/common) on the include path, or
+// finds this file next to the probe's own sources (zero-registry mode ships them flat).
 //
 // Objects keep insertion order. Children live in std::list so that a reference to a node stays
-// valid while siblings are added: the probe hands such references to its watchdog, which may
+// valid while siblings are added: the probes hand such references to their watchdogs, which may
 // fill them in from another thread (always under the probe's state mutex).
+//
+// Output always parses: control characters are escaped, bytes that are not valid UTF-8 become
+// U+FFFD, NaN and infinities become null. How numbers and short arrays print is a JsonFormat.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <list>
 #include <string>
 #include <utility>
 
 namespace gpuconf {
+
+// How Json::dump prints. The default is the cuda-probe's: numbers with three decimals at most
+// (trailing zeros dropped), every array item on its own line.
+struct JsonFormat {
+  // Doubles as the shortest of %.15g / %.17g that reads back exactly, instead of three decimals.
+  bool exact_numbers = false;
+  // Arrays of at most this many scalars print on one line as [a, b]; 0: never.
+  size_t inline_scalar_arrays = 0;
+};
 
 class Json {
  public:
@@ -42,8 +57,19 @@ class Json {
     return j;
   }
 
+  // {"available": false, "reason": why}: a fact that could not be read ("unknown" when why is empty).
+  static Json absent(const std::string& why) {
+    Json j = object();
+    j.set("available", false);
+    j.set("reason", why.empty() ? std::string("unknown") : why);
+    return j;
+  }
+
   Kind kind() const { return kind_; }
+  bool is_null() const { return kind_ == Kind::Null; }
   bool is_true() const { return kind_ == Kind::Bool && b_; }
+  // Number of items (array) or members (object); 0 for anything else.
+  size_t size() const { return kind_ == Kind::Arr ? arr_.size() : kind_ == Kind::Obj ? obj_.size() : 0; }
 
   // Object: replaces the value of an existing key in place (keeping its position) or appends.
   // Returns the stored value. Replacing a value invalidates references into the old value.
@@ -61,12 +87,22 @@ class Json {
     return obj_.back().second;
   }
 
+  // Object: the value of key, appending a null member when missing (a non-object becomes an
+  // empty object first). The reference stays valid while other members are added.
+  Json& operator[](const std::string& key) {
+    if (Json* v = find(key)) return *v;
+    return set(key, Json());
+  }
+
+  // Object: the value of key, or nullptr (also when this is not an object).
   Json* find(const std::string& key) {
+    if (kind_ != Kind::Obj) return nullptr;
     for (auto& kv : obj_) {
       if (kv.first == key) return &kv.second;
     }
     return nullptr;
   }
+  const Json* find(const std::string& key) const { return const_cast<Json*>(this)->find(key); }
 
   // Array: appends and returns the stored value.
   Json& push(Json v) {
@@ -79,9 +115,10 @@ class Json {
 
   std::list<Json>& items() { return arr_; }
 
-  std::string dump() const {
+  // The document, indented by two spaces a level, without a trailing newline.
+  std::string dump(const JsonFormat& format = JsonFormat()) const {
     std::string out;
-    dump_to(out, 0);
+    dump_to(out, 0, format);
     return out;
   }
 
@@ -91,7 +128,9 @@ class Json {
     out.append(static_cast<size_t>(level) * 2, ' ');
   }
 
-  void dump_to(std::string& out, int level) const {
+  bool is_scalar() const { return kind_ != Kind::Arr && kind_ != Kind::Obj; }
+
+  void dump_to(std::string& out, int level, const JsonFormat& format) const {
     char buf[64];
     switch (kind_) {
       case Kind::Null:
@@ -109,7 +148,7 @@ class Json {
         out += buf;
         break;
       case Kind::Num:
-        out += format_number(d_);
+        out += format.exact_numbers ? format_exact(d_) : format_number(d_);
         break;
       case Kind::Str:
         escape(out, s_);
@@ -119,13 +158,28 @@ class Json {
           out += "[]";
           break;
         }
+        if (arr_.size() <= format.inline_scalar_arrays) {
+          bool scalars = true;
+          for (const auto& v : arr_) scalars = scalars && v.is_scalar();
+          if (scalars) {
+            out.push_back('[');
+            bool first = true;
+            for (const auto& v : arr_) {
+              if (!first) out += ", ";
+              first = false;
+              v.dump_to(out, level + 1, format);
+            }
+            out.push_back(']');
+            break;
+          }
+        }
         out.push_back('[');
         bool first = true;
         for (const auto& v : arr_) {
           if (!first) out.push_back(',');
           first = false;
           indent(out, level + 1);
-          v.dump_to(out, level + 1);
+          v.dump_to(out, level + 1, format);
         }
         indent(out, level);
         out.push_back(']');
@@ -144,7 +198,7 @@ class Json {
           indent(out, level + 1);
           escape(out, kv.first);
           out += ": ";
-          kv.second.dump_to(out, level + 1);
+          kv.second.dump_to(out, level + 1, format);
         }
         indent(out, level);
         out.push_back('}');
@@ -166,6 +220,15 @@ class Json {
     }
     if (s == "-0") s = "0";
     return s;
+  }
+
+  // The shortest of %.15g / %.17g that reads back exactly; NaN and infinities become null.
+  static std::string format_exact(double d) {
+    if (!std::isfinite(d)) return "null";
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.15g", d);
+    if (std::strtod(buf, nullptr) != d) std::snprintf(buf, sizeof buf, "%.17g", d);
+    return buf;
   }
 
   // Length of a valid UTF-8 sequence starting at s[i], or 0 when the bytes there are not one.
