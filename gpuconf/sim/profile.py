@@ -1,0 +1,1010 @@
+"""Simulated cluster profiles: what hardware and software a simulated GPU cluster has.
+
+A profile (``gpuconf/data/sim_profiles/<name>.yaml``) describes node pools -- GPU model from the
+catalog, GPUs per node, driver, container toolkit and its mode, device-plugin config (list and
+id strategies, time-slicing/MPS replicas, MIG strategy and layout), DRA driver, interconnect --
+plus cluster-wide facts (RuntimeClasses, GPU Operator) and a list of faults from
+``gpuconf/data/faults.yaml``. ``load_profile`` validates it against
+``schemas/sim_profile.schema.json`` and against the knowledge tables (GPU catalog, MIG profiles,
+driver branches, fault catalog); every problem is a ``ProfileError`` naming file:line:col and
+the field path.
+
+``expand`` turns a profile into concrete nodes (``<pool>-<index>``) with per-GPU facts and
+applies the faults to exactly the facts each one documents (its ``alters`` list in the
+catalog). The node agents play kubelet, device plugin, toolkit, GFD and DRA driver from these
+facts; a fault changes a mechanism, never a verdict (docs/architecture.md, "The simulated
+cluster").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, cast
+
+import yaml
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError
+
+from gpuconf.compat import rules, tables
+from gpuconf.compat.rules import Mode
+from gpuconf.compat.tables import GpuModel
+from gpuconf.compat.versions import DriverVersion, VersionError, parse_driver
+from gpuconf.errors import UsageError
+
+__all__ = [
+    "DevicePluginConfig",
+    "DraConfig",
+    "FaultDef",
+    "FaultParam",
+    "FaultSpec",
+    "Interconnect",
+    "MigLayout",
+    "NodePool",
+    "Operator",
+    "Profile",
+    "ProfileError",
+    "RuntimeClassSpec",
+    "Sharing",
+    "SimCluster",
+    "SimGpu",
+    "SimMigInstance",
+    "SimNode",
+    "Toolkit",
+    "effective_mode",
+    "expand",
+    "expand_nodes",
+    "fault_catalog",
+    "load_profile",
+    "shipped_profiles",
+    "with_faults",
+]
+
+PROFILE_DIR = "gpuconf/data/sim_profiles"  # as error messages print it (relative to the checkout)
+_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+_VERSION_PATTERN = "^[0-9]+(\\.[0-9]+)+$"
+
+Path_ = tuple[str | int, ...]  # a field path into the document: ("pools", 1, "gpu")
+
+
+class ProfileError(UsageError):
+    """A profile that cannot be loaded: ``<file>:<line>:<col>: <field>: <problem>``."""
+
+    def __init__(self, where: str, field_path: str, problem: str, line: int | None = None,
+                 column: int | None = None) -> None:
+        self.file, self.field, self.problem, self.line, self.column = where, field_path, problem, line, column
+        position = f":{line}:{column}" if line is not None else ""
+        super().__init__(f"{where}{position}: {field_path}: {problem}" if field_path else
+                         f"{where}{position}: {problem}")
+
+
+# --- the profile ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RuntimeClassSpec:
+    name: str
+    handler: str
+
+
+@dataclass(frozen=True)
+class Operator:
+    """The GPU Operator (ClusterPolicy ``cluster-policy``, operand deploy labels) or its absence."""
+
+    present: bool = False
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    """The NVIDIA Container Toolkit on a node and the containerd runtime setup it made."""
+
+    version: str
+    mode: Mode = Mode.AUTO  # the nvidia runtime's configured mode; see effective_mode()
+    default_runtime: str = "runc"  # containerd's default handler: nvidia | runc
+    #: accept-nvidia-visible-devices-envvar-when-unprivileged. False is the conformant setting
+    #: (the toolkit's own default is true, domain.md section 4).
+    accept_envvar_unprivileged: bool = False
+    #: Fault-only (visible-devices-all): "allocated" injects what the plugin allocated, "all" every GPU.
+    visible_devices: str = "allocated"
+
+    @property
+    def version_tuple(self) -> tuple[int, ...]:
+        return tuple(int(p) for p in self.version.split("."))
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """Device-plugin ``sharing``: time-slicing or MPS advertises ``replicas`` x each GPU."""
+
+    strategy: str = "none"  # none | time-slicing | mps
+    replicas: int = 1
+    rename_by_default: bool = False  # nvidia.com/gpu.shared instead of nvidia.com/gpu
+    fail_requests_greater_than_one: bool = False
+
+
+MigCounts = tuple[tuple[str, int], ...]  # (MIG profile, instances) in declaration order
+
+
+@dataclass(frozen=True)
+class MigLayout:
+    """Device-plugin ``migStrategy`` plus the MIG layout mig-manager configured on every GPU."""
+
+    strategy: str = "none"  # none | single | mixed
+    layout: MigCounts = ()  # every GPU unless per_gpu says otherwise
+    per_gpu: tuple[tuple[int, MigCounts], ...] = ()
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.layout or self.per_gpu)
+
+    def for_gpu(self, index: int) -> MigCounts:
+        for gpu, counts in self.per_gpu:
+            if gpu == index:
+                return counts
+        return self.layout
+
+
+@dataclass(frozen=True)
+class DevicePluginConfig:
+    enabled: bool = True
+    device_list_strategy: tuple[str, ...] = ("envvar",)
+    device_id_strategy: str = "uuid"
+    sharing: Sharing = field(default_factory=Sharing)
+    mig: MigLayout = field(default_factory=MigLayout)
+
+
+@dataclass(frozen=True)
+class DraConfig:
+    enabled: bool = False
+    driver: str = "gpu.nvidia.com"
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """Bandwidths the simulated NCCL reports (GB/s busbw, domain.md section 7); None = no figure."""
+
+    nvlink: bool = False
+    nvlink_gbps: float | None = None  # per-GPU NVLink bandwidth (spec figure)
+    busbw_gbps: float | None = None  # single-node all-reduce busbw, large messages
+    nics: int = 0
+    nic_gbps: int = 0  # line rate per NIC, Gb/s
+    nic_busbw_gbps: float | None = None  # multi-node all-reduce busbw per NIC
+    hang: bool = False  # fault-only (nccl-hang): collectives never complete
+
+
+@dataclass(frozen=True)
+class NodePool:
+    name: str
+    count: int
+    gpu: GpuModel
+    gpus_per_node: int
+    driver: DriverVersion
+    toolkit: Toolkit
+    device_plugin: DevicePluginConfig = field(default_factory=DevicePluginConfig)
+    dra: DraConfig = field(default_factory=DraConfig)
+    interconnect: Interconnect = field(default_factory=Interconnect)
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """One fault instance, validated, with every parameter resolved to a concrete value."""
+
+    id: str
+    pool: str | None = None  # None: a cluster-scope fault
+    node: int | None = None  # None: every node of the pool
+    gpu: int | None = None  # gpu-scope faults only
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def param(self, name: str) -> Any:
+        for key, value in self.params:
+            if key == name:
+                return value
+        raise KeyError(f"fault {self.id} has no parameter {name!r}")
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    source: str  # the file it came from, as error messages print it
+    pools: tuple[NodePool, ...]
+    kubernetes: str = "1.34"
+    operator: Operator = field(default_factory=Operator)
+    runtime_classes: tuple[RuntimeClassSpec, ...] = (RuntimeClassSpec("nvidia", "nvidia"),)
+    faults: tuple[FaultSpec, ...] = ()
+
+    def pool(self, name: str) -> NodePool:
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        raise KeyError(name)
+
+    @property
+    def node_count(self) -> int:
+        return sum(p.count for p in self.pools)
+
+    @property
+    def gpu_count(self) -> int:
+        return sum(p.count * p.gpus_per_node for p in self.pools)
+
+
+def effective_mode(toolkit: Toolkit, device_plugin: DevicePluginConfig | None = None) -> Mode:
+    """The mode the nvidia runtime really runs in (``auto`` resolved as gpuconf.compat.rules does)."""
+    strategy = device_plugin.device_list_strategy[0] if device_plugin else None
+    runtime = rules.Runtime(toolkit=toolkit.version_tuple, mode=toolkit.mode, device_list_strategy=strategy)
+    return rules._modes(runtime)[0][0]  # one answer: the toolkit version is known
+
+
+# --- the fault catalog ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FaultParam:
+    name: str
+    type: str  # integer | number | string | driver-version | mig-layout
+    default: Any
+    description: str
+    enum: tuple[Any, ...] | None = None
+
+
+@dataclass(frozen=True)
+class FaultDef:
+    """One entry of gpuconf/data/faults.yaml."""
+
+    id: str
+    summary: str
+    mechanism: str
+    scope: str  # gpu | node | cluster
+    alters: tuple[str, ...]
+    requires: tuple[str, ...]
+    check: str
+    suite: str
+    severity: str
+    parameters: tuple[FaultParam, ...]
+    example_profile: str
+    sources: tuple[str, ...]
+
+
+def _schema(name: str) -> dict[str, Any]:
+    text = resources.files("gpuconf.data").joinpath(f"schemas/{name}.schema.json").read_text(encoding="utf-8")
+    return cast(dict[str, Any], json.loads(text))
+
+
+@cache
+def fault_catalog() -> Mapping[str, FaultDef]:
+    """The faults a profile may name, by id (validated against faults.schema.json)."""
+    data = tables.load("faults")
+    error = next(iter(Draft202012Validator(_schema("faults")).iter_errors(data)), None)
+    if error is not None:
+        raise ValueError(f"gpuconf/data/faults.yaml: {error.json_path}: {error.message}")
+    out: dict[str, FaultDef] = {}
+    for row in data["faults"]:
+        params = tuple(FaultParam(name, p["type"], p["default"], p["description"],
+                                  tuple(p["enum"]) if "enum" in p else None)
+                       for name, p in row["parameters"].items())
+        out[row["id"]] = FaultDef(
+            row["id"], row["summary"], " ".join(row["mechanism"].split()), row["scope"], tuple(row["alters"]),
+            tuple(row["requires"]), row["caught_by"]["check"], row["caught_by"]["suite"], row["severity"],
+            params, row["example_profile"], tuple(row["sources"]))
+    implemented = set(_NODE_FAULTS) | {"no-runtimeclass"}
+    if set(out) != implemented:  # every catalogued fault has an implementation, and nothing else does
+        raise ValueError(f"gpuconf/data/faults.yaml and gpuconf/sim/profile.py disagree on: "
+                         f"{', '.join(sorted(set(out) ^ implemented))}")
+    return out
+
+
+# --- MIG knowledge (gpuconf/data/mig_profiles.yaml) ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class _MigProfile:
+    name: str
+    slices: int
+    memory_gib: int
+    max_instances: int
+
+
+@cache
+def _mig_sets() -> dict[str, dict[str, _MigProfile]]:
+    """GPU product name -> its MIG profiles by name."""
+    out: dict[str, dict[str, _MigProfile]] = {}
+    for row in tables.load("mig_profiles")["profile_sets"]:
+        profiles = {p["name"]: _MigProfile(p["name"], p["slices"], p["memory_gib"], p["max_instances"])
+                    for p in row["profiles"]}
+        for gpu in row["gpus"]:
+            out[gpu] = profiles
+    return out
+
+
+def _mig_problem(counts: MigCounts, gpu: GpuModel) -> str | None:
+    """Why ``counts`` cannot exist on one ``gpu``, or None.
+
+    Checks each profile's max_instances, the compute slices (7 on most parts) and the memory
+    slices (eight per GPU; a profile takes memory / (full memory / 8), rounded). Placement rules
+    beyond these sums are not modelled: check real layouts with ``nvidia-smi mig -lgip``.
+    """
+    profiles = _mig_sets().get(gpu.name)
+    if not gpu.mig_capable or profiles is None:
+        return f"{gpu.name} is not MIG-capable"
+    full = max(profiles.values(), key=lambda p: (p.slices, p.memory_gib))
+    slices = units = 0
+    for name, count in counts:
+        profile = profiles.get(name)
+        if profile is None:
+            return f"{gpu.name} has no MIG profile {name!r} (profiles: {', '.join(profiles)})"
+        if count > profile.max_instances:
+            return f"{gpu.name} holds at most {profile.max_instances} x {name}, not {count}"
+        slices += profile.slices * count
+        units += round(profile.memory_gib * 8 / full.memory_gib) * count
+    if slices > full.slices:
+        return f"the layout needs {slices} compute slices; {gpu.name} has {full.slices}"
+    if units > 8:
+        return f"the layout needs {units} of the 8 memory slices of {gpu.name}"
+    return None
+
+
+# --- locating fields in the YAML --------------------------------------------------------------
+
+
+def _fmt(path: Path_) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out or "(top level)"
+
+
+class _Where:
+    """Where a profile came from: makes ProfileErrors with a line and column when it can."""
+
+    def __init__(self, name: str, root: yaml.Node | None = None) -> None:
+        self.name, self.root = name, root
+
+    def _node(self, path: Path_, key: bool) -> yaml.Node | None:
+        node = self.root
+        for i, part in enumerate(path):
+            if isinstance(node, yaml.MappingNode):
+                hit = next(((k, v) for k, v in node.value if k.value == part), None)
+                if hit is None:
+                    return node
+                node = hit[0] if key and i == len(path) - 1 else hit[1]
+            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+                node = node.value[part]
+            else:
+                return node
+        return node
+
+    def error(self, path: Path_, problem: str, *, key: bool = False) -> ProfileError:
+        node = self._node(path, key)
+        if node is None:
+            return ProfileError(self.name, _fmt(path), problem)
+        mark = node.start_mark
+        return ProfileError(self.name, _fmt(path), problem, mark.line + 1, mark.column + 1)
+
+
+def _check_keys(node: yaml.Node, where: _Where, path: Path_) -> None:
+    """Reject duplicate and non-string mapping keys (PyYAML would silently keep the last)."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for k, v in node.value:
+            if not isinstance(k, yaml.ScalarNode) or k.tag != "tag:yaml.org,2002:str":
+                raise ProfileError(where.name, _fmt(path), f"keys must be strings, not {k.value!r}",
+                                   k.start_mark.line + 1, k.start_mark.column + 1)
+            if k.value in seen:
+                raise ProfileError(where.name, _fmt((*path, k.value)), f"duplicate key (first on line "
+                                   f"{seen[k.value]})", k.start_mark.line + 1, k.start_mark.column + 1)
+            seen[k.value] = k.start_mark.line + 1
+            _check_keys(v, where, (*path, k.value))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_keys(item, where, (*path, i))
+
+
+_TYPE_NAMES = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer",
+               "number": "a number", "boolean": "true or false", "null": "null"}
+
+
+def _describe(value: Any) -> str:
+    kind = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+    return kind if isinstance(value, dict | list) or value is None else f"{kind} ({value!r})"
+
+
+def _schema_error(error: ValidationError) -> tuple[Path_, str, bool]:
+    """A jsonschema error as (field path, problem, point at the key)."""
+    path: Path_ = tuple(error.absolute_path)
+    v, value, schema = error.validator, error.instance, error.schema
+    if v == "required" and isinstance(value, dict):
+        missing = next(k for k in cast(list[str], error.validator_value) if k not in value)
+        return (*path, missing), "required field is missing", False
+    if v == "additionalProperties" and isinstance(value, dict) and isinstance(schema, dict):
+        allowed = list(schema.get("properties", {}))
+        extra = next(k for k in value if k not in allowed)
+        return (*path, extra), f"unknown field (allowed: {', '.join(allowed)})", True
+    if v == "propertyNames":
+        return (*path, str(value)), f"invalid key {value!r}", True
+    if v == "type":
+        wanted = [str(t) for t in (error.validator_value if isinstance(error.validator_value, list)
+                                   else [error.validator_value])]
+        problem = f"expected {' or '.join(_TYPE_NAMES.get(t, t) for t in wanted)}, got {_describe(value)}"
+        if isinstance(value, float | int) and "string" in wanted:
+            problem += " (quote versions: \"580.95.05\")"
+        return path, problem, False
+    if v == "enum":
+        return path, f"{value!r} is not one of {', '.join(map(str, cast(list[Any], error.validator_value)))}", False
+    if v == "const":
+        return path, f"must be {error.validator_value!r}, not {value!r}", False
+    if v == "pattern":
+        if error.validator_value == _VERSION_PATTERN:
+            return path, f"{value!r} is not a dotted version such as 580.95.05", False
+        return path, f"{value!r} does not match {error.validator_value}", False
+    bounds = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
+    if v in bounds:
+        return path, f"must be {bounds[str(v)]} {error.validator_value}, not {value!r}", False
+    if v == "minItems":
+        return path, "must not be empty", False
+    if v == "uniqueItems":
+        return path, f"has duplicate items: {value!r}", False
+    if v == "maxLength":
+        return path, f"longer than {error.validator_value} characters", False
+    if v == "oneOf" and isinstance(schema, dict) and "description" in schema:
+        return path, f"{_describe(value)} is not {schema['description']}", False
+    return path, error.message, False
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+
+def _profile_dir() -> Path:
+    return Path(str(resources.files("gpuconf.data").joinpath("sim_profiles")))
+
+
+def shipped_profiles() -> list[str]:
+    """Names of the profiles under gpuconf/data/sim_profiles."""
+    return sorted(p.stem for p in _profile_dir().glob("*.yaml"))
+
+
+def load_profile(name_or_path: str | Path) -> Profile:
+    """A bare name loads ``gpuconf/data/sim_profiles/<name>.yaml``; anything else is a file path."""
+    text_name = str(name_or_path)
+    bare = not isinstance(name_or_path, Path) and _NAME.match(text_name) is not None
+    if bare:
+        path, display = _profile_dir() / f"{text_name}.yaml", f"{PROFILE_DIR}/{text_name}.yaml"
+        if not path.is_file():
+            raise ProfileError(display, "", f"unknown simulated cluster profile {text_name!r} (shipped: "
+                                            f"{', '.join(shipped_profiles())})")
+    else:
+        path, display = Path(name_or_path), text_name
+        if not path.is_file():
+            raise ProfileError(display, "", "no such profile file (a bare name loads a shipped profile: "
+                                            f"{', '.join(shipped_profiles())})")
+    profile = _parse(path.read_text(encoding="utf-8"), display)
+    if bare and profile.name != text_name:
+        raise _Where(display, yaml.compose(path.read_text(encoding="utf-8"))).error(
+            ("name",), f"profile name {profile.name!r} differs from its file name {text_name!r}")
+    return profile
+
+
+def _parse(text: str, display: str) -> Profile:
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        where = _Where(display, root)
+        if root is None:
+            raise ProfileError(display, "", "empty file: a profile is a mapping with schema, name, pools", 1, 1)
+        _check_keys(root, where, ())
+        data = loader.construct_document(root)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        problem = f"invalid YAML: {e.problem or e.context}"
+        if mark is None:
+            raise ProfileError(display, "", problem) from e
+        raise ProfileError(display, "(yaml)", problem, mark.line + 1, mark.column + 1) from e
+    finally:
+        loader.dispose()
+    errors = list(Draft202012Validator(_schema("sim_profile")).iter_errors(data))
+    if errors:
+        located = [(_schema_error(e), e) for e in errors]
+        made = [where.error(p, problem, key=key) for (p, problem, key), _ in located]
+        raise min(made, key=lambda err: (err.line or 0, err.column or 0))
+    return _build(cast(dict[str, Any], data), where)
+
+
+def _counts(raw: Mapping[str, int]) -> MigCounts:
+    return tuple((str(k), int(v)) for k, v in raw.items())
+
+
+def _build_mig(raw: Mapping[str, Any], gpu: GpuModel, gpus: int, where: _Where, at: Path_) -> MigLayout:
+    strategy = raw.get("strategy", "none")
+    layout = _counts(raw.get("layout", {}))
+    per_gpu: list[tuple[int, MigCounts]] = []
+    for i, entry in enumerate(raw.get("per_gpu", [])):
+        for index in entry["gpus"]:
+            if index >= gpus:
+                raise where.error((*at, "per_gpu", i, "gpus"), f"GPU {index} does not exist (the pool has "
+                                                                 f"{gpus} GPUs per node: 0-{gpus - 1})")
+            if any(index == g for g, _ in per_gpu):
+                raise where.error((*at, "per_gpu", i, "gpus"), f"GPU {index} is given two layouts")
+            per_gpu.append((index, _counts(entry["layout"])))
+    mig = MigLayout(strategy, layout, tuple(sorted(per_gpu)))
+    if strategy == "none":
+        if mig.enabled:
+            raise where.error((*at, "strategy"), "a MIG layout needs strategy single or mixed")
+        return mig
+    if not layout:
+        raise where.error((*at, "layout"), f"strategy {strategy} needs a layout (MIG profile: count)")
+    if not gpu.mig_capable:
+        raise where.error((*at, "layout"), f"{gpu.name} is not MIG-capable")
+    for sub, counts in [(("layout",), layout)] + [
+            (("per_gpu", i, "layout"), _counts(e["layout"])) for i, e in enumerate(raw.get("per_gpu", []))]:
+        problem = _mig_problem(counts, gpu)
+        if problem:
+            raise where.error((*at, *sub), problem)
+        if strategy == "single" and {name for name, _ in counts} != {layout[0][0]}:
+            raise where.error((*at, *sub), "strategy single needs one MIG profile on every GPU; use mixed")
+    return mig
+
+
+def _build_pool(raw: Mapping[str, Any], where: _Where, at: Path_) -> NodePool:
+    gpu = tables.find_gpu(raw["gpu"])
+    if gpu is None:
+        known = sorted({(row.get("aliases") or [row["name"]])[0] for row in tables.load("gpus")["gpus"]})
+        raise where.error((*at, "gpu"), f"unknown GPU model {raw['gpu']!r} (known: {', '.join(known)})")
+    if gpu.memory_mib is None:
+        raise where.error((*at, "gpu"), f"{gpu.name} has no memory figure in gpuconf/data/gpus.yaml")
+    try:
+        driver = parse_driver(raw["driver"])
+    except VersionError as e:
+        raise where.error((*at, "driver"), str(e)) from e
+    if tables.branch(driver.branch) is None:
+        branches = ", ".join(str(b["branch"]) for b in tables.load("driver_branches")["branches"])
+        raise where.error((*at, "driver"), f"driver branch {driver.branch} is not in "
+                                           f"gpuconf/data/driver_branches.yaml (known: {branches})")
+    tk = raw["toolkit"]
+    toolkit = Toolkit(tk["version"], Mode(tk.get("mode", "auto")), tk.get("default_runtime", "runc"),
+                      tk.get("accept_envvar_unprivileged", False))
+    dp = raw.get("device_plugin", {})
+    sh = dp.get("sharing", {})
+    sharing = Sharing(sh.get("strategy", "none"), sh.get("replicas", 1), sh.get("rename_by_default", False),
+                      sh.get("fail_requests_greater_than_one", False))
+    if sharing.strategy == "none" and sharing.replicas != 1:
+        raise where.error((*at, "device_plugin", "sharing", "replicas"),
+                          "replicas needs strategy time-slicing or mps")
+    if sharing.strategy != "none" and "replicas" not in sh:
+        raise where.error((*at, "device_plugin", "sharing"), f"strategy {sharing.strategy} needs replicas (>= 1)")
+    strategies = dp.get("device_list_strategy", "envvar")
+    plugin = DevicePluginConfig(
+        dp.get("enabled", True), (strategies,) if isinstance(strategies, str) else tuple(strategies),
+        dp.get("device_id_strategy", "uuid"), sharing,
+        _build_mig(dp.get("mig", {}), gpu, raw["gpus_per_node"], where, (*at, "device_plugin", "mig")))
+    ic = raw.get("interconnect", {})
+    interconnect = Interconnect(ic.get("nvlink", False), ic.get("nvlink_gbps"), ic.get("busbw_gbps"),
+                                ic.get("nics", 0), ic.get("nic_gbps", 0), ic.get("nic_busbw_gbps"))
+    if not interconnect.nvlink and interconnect.nvlink_gbps is not None:
+        raise where.error((*at, "interconnect", "nvlink_gbps"), "an NVLink bandwidth without nvlink: true")
+    dra = raw.get("dra", {})
+    return NodePool(raw["name"], raw["count"], gpu, raw["gpus_per_node"], driver, toolkit, plugin,
+                    DraConfig(dra.get("enabled", False), dra.get("driver", "gpu.nvidia.com")), interconnect,
+                    tuple(sorted(raw.get("labels", {}).items())))
+
+
+def _build(data: dict[str, Any], where: _Where) -> Profile:
+    pools: list[NodePool] = []
+    for i, raw in enumerate(data["pools"]):
+        if any(p.name == raw["name"] for p in pools):
+            raise where.error(("pools", i, "name"), f"duplicate pool name {raw['name']!r}")
+        pools.append(_build_pool(raw, where, ("pools", i)))
+    kubernetes = data.get("kubernetes", "1.34")
+    minor = int(kubernetes.split(".")[1])
+    for i, pool in enumerate(pools):
+        if pool.dra.enabled and minor < 34:
+            raise where.error(("pools", i, "dra", "enabled"), f"DRA (resource.k8s.io/v1) needs Kubernetes >= 1.34, "
+                                                             f"the profile says {kubernetes}")
+    classes = tuple(RuntimeClassSpec(r["name"], r["handler"])
+                    for r in data.get("runtime_classes", [{"name": "nvidia", "handler": "nvidia"}]))
+    for i, rc in enumerate(classes):
+        if any(other.name == rc.name for other in classes[:i]):
+            raise where.error(("runtime_classes", i, "name"), f"duplicate RuntimeClass {rc.name!r}")
+    op = data.get("operator", {"present": False})
+    profile = Profile(data["name"], " ".join(data["description"].split()), where.name, tuple(pools), kubernetes,
+                      Operator(op["present"], op.get("version")), classes)
+    faults = tuple(_resolve_fault(profile, raw, where, ("faults", i)) for i, raw in enumerate(data.get("faults", [])))
+    return replace(profile, faults=faults)
+
+
+# --- faults: validation -----------------------------------------------------------------------
+
+
+def _requirement_problem(need: str, profile: Profile, pool: NodePool | None, spec: Mapping[str, Any]) -> str | None:
+    if need == "nvidia-runtimeclass":
+        ok = any(rc.name == "nvidia" for rc in profile.runtime_classes)
+        return None if ok else "the profile has no RuntimeClass named nvidia to remove"
+    assert pool is not None
+    plugin = pool.device_plugin
+    checks: dict[str, tuple[bool, str]] = {
+        "device-plugin": (plugin.enabled, "has no device plugin"),
+        "no-device-plugin": (not plugin.enabled, "already runs the device plugin"),
+        "dra": (pool.dra.enabled, "has no DRA driver"),
+        "mig": (plugin.mig.enabled, "has no MIG layout"),
+        "sharing": (plugin.sharing.strategy != "none", "does not share GPUs (sharing.strategy none)"),
+        "legacy-mode": (effective_mode(pool.toolkit, plugin) is Mode.LEGACY,
+                        f"does not run legacy mode (it runs {effective_mode(pool.toolkit, plugin).value})"),
+    }
+    if need == "nccl-figure":
+        attr = "nic_busbw_gbps" if spec.get("link") == "nic" else "busbw_gbps"
+        ok = getattr(pool.interconnect, attr) is not None
+        return None if ok else f"pool {pool.name!r} has no interconnect.{attr} to degrade"
+    good, why = checks[need]
+    return None if good else f"pool {pool.name!r} {why}"
+
+
+def _param_value(param: FaultParam, value: Any, pool: NodePool | None) -> tuple[Any, str | None]:
+    """(the checked value, or a problem)."""
+    if value is None:
+        return None, None
+    kind = param.type
+    if kind == "integer" and (not isinstance(value, int) or isinstance(value, bool)):
+        return value, f"expected an integer, got {_describe(value)}"
+    if kind == "number" and (not isinstance(value, int | float) or isinstance(value, bool)):
+        return value, f"expected a number, got {_describe(value)}"
+    if kind in ("string", "driver-version") and not isinstance(value, str):
+        return value, f"expected a string, got {_describe(value)}"
+    if param.enum is not None and value not in param.enum:
+        return value, f"{value!r} is not one of {', '.join(map(str, param.enum))}"
+    if kind == "driver-version":
+        try:
+            driver = parse_driver(value)
+        except VersionError as e:
+            return value, str(e)
+        if tables.branch(driver.branch) is None:
+            return value, f"driver branch {driver.branch} is not in gpuconf/data/driver_branches.yaml"
+        return driver, None
+    if kind == "mig-layout":
+        if not isinstance(value, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                for k, v in value.items()):
+            return value, "expected a MIG layout {profile: count}"
+        counts = tuple((k, v) for k, v in value.items() if v)
+        assert pool is not None
+        problem = _mig_problem(counts, pool.gpu) if counts else None
+        return counts, problem
+    return value, None
+
+
+def _fault_checks(fault: FaultDef, pool: NodePool | None, gpu: int | None,
+                  params: dict[str, Any]) -> tuple[str, str] | None:
+    """Fault-specific rules: (parameter, problem) or None. Also fills derived defaults."""
+    if pool is None:
+        return None
+    fid = fault.id
+    if fid == "driver-skew" and params["driver"] == pool.driver:
+        return "driver", f"the pool already runs {pool.driver}: a skew needs another version"
+    if fid == "library-mismatch" and params["kernel_driver"] == pool.driver:
+        return "kernel_driver", f"equals the pool's driver {pool.driver}: no mismatch"
+    if fid == "label-drift":
+        if not params["label"].startswith(("nvidia.com/", "feature.node.kubernetes.io/")):
+            return "label", "only GFD/NFD labels (nvidia.com/..., feature.node.kubernetes.io/...) can drift"
+        if params["label"] == "nvidia.com/gpu.product" and params["value"] == pool.gpu.gfd_product:
+            return "value", f"equals the real product label {pool.gpu.gfd_product!r}"
+    if fid == "dra-attr-wrong" and params["attribute"] == "productName" and params["value"] == pool.gpu.name:
+        return "value", f"equals the real productName {pool.gpu.name!r}"
+    if fid == "timeslice-replicas-wrong":
+        configured = pool.device_plugin.sharing.replicas
+        if params["replicas"] is None:
+            params["replicas"] = 2 * configured
+        if params["replicas"] < 1 or params["replicas"] == configured:
+            return "replicas", f"must be >= 1 and differ from the configured {configured}"
+    if fid == "mig-layout-drift":
+        assert gpu is not None
+        declared = pool.device_plugin.mig.for_gpu(gpu)
+        if params["layout"] is None:
+            if not declared:
+                return "layout", f"GPU {gpu} has no MIG instances to lose: give the drifted layout"
+            *head, (last, n) = declared
+            params["layout"] = tuple(head) + (((last, n - 1),) if n > 1 else ())
+        if params["layout"] == declared:
+            return "layout", "equals the declared layout: no drift"
+    if fid == "nccl-slow-link" and not 0 < params["factor"] < 1:
+        return "factor", f"must be between 0 and 1 (exclusive), not {params['factor']}"
+    if fid == "ecc-uncorrectable" and params["count"] < 1:
+        return "count", "must be >= 1"
+    if fid == "compat-libs-broken":
+        try:
+            version = tuple(int(p) for p in params["toolkit_version"].split("."))
+        except ValueError:
+            return "toolkit_version", f"{params['toolkit_version']!r} is not a dotted version such as 1.17.4"
+        mode = effective_mode(pool.toolkit, pool.device_plugin)
+        rule = rules._compat_rule(mode, version)
+        if rule != "none":
+            return "toolkit_version", (f"toolkit {params['toolkit_version']} still selects cuda-compat in "
+                                       f"{mode.value} mode (rule {rule!r}); pick one whose rule is 'none'")
+    return None
+
+
+def _resolve_fault(profile: Profile, raw: Any, where: _Where, at: Path_) -> FaultSpec:
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("id"), str):
+        raise where.error(at, "a fault is a mapping with an id (and pool, node, gpu, parameters)")
+    catalog = fault_catalog()
+    fault = catalog.get(raw["id"])
+    if fault is None:
+        raise where.error((*at, "id"), f"unknown fault {raw['id']!r} (known: {', '.join(sorted(catalog))})")
+    targeting = {"cluster": (), "node": ("pool", "node"), "gpu": ("pool", "node", "gpu")}[fault.scope]
+    names = [p.name for p in fault.parameters]
+    for key in raw:
+        if key == "id" or key in names or key in targeting:
+            continue
+        if key in ("pool", "node", "gpu"):
+            raise where.error((*at, key), f"{fault.id} is a {fault.scope}-scope fault: it takes no {key}", key=True)
+        raise where.error((*at, key), f"unknown parameter for {fault.id} (parameters: "
+                                      f"{', '.join(names + list(targeting)) or 'none'})", key=True)
+    pool: NodePool | None = None
+    node: int | None = None
+    gpu: int | None = None
+    if fault.scope != "cluster":
+        pool_name = raw.get("pool", profile.pools[0].name)
+        if not isinstance(pool_name, str) or pool_name not in {p.name for p in profile.pools}:
+            raise where.error((*at, "pool"), f"no pool named {pool_name!r} (pools: "
+                                             f"{', '.join(p.name for p in profile.pools)})")
+        pool = profile.pool(pool_name)
+        raw_node = raw.get("node", 0)
+        if raw_node != "all":
+            if not isinstance(raw_node, int) or isinstance(raw_node, bool) or not 0 <= raw_node < pool.count:
+                raise where.error((*at, "node"), f"{raw_node!r} is not a node of pool {pool.name!r} "
+                                                 f"(0-{pool.count - 1}, or \"all\")")
+            node = raw_node
+    if fault.scope == "gpu":
+        assert pool is not None
+        gpu_raw = raw.get("gpu", 0)
+        if not isinstance(gpu_raw, int) or isinstance(gpu_raw, bool) or not 0 <= gpu_raw < pool.gpus_per_node:
+            raise where.error((*at, "gpu"), f"{gpu_raw!r} is not a GPU of pool {pool.name!r} "
+                                            f"(0-{pool.gpus_per_node - 1})")
+        gpu = gpu_raw
+    params: dict[str, Any] = {}
+    for param in fault.parameters:
+        value, problem = _param_value(param, raw.get(param.name, param.default), pool)
+        if problem:
+            raise where.error((*at, param.name) if param.name in raw else (*at, "id"),
+                              f"{param.name}: {problem}" if param.name not in raw else problem)
+        params[param.name] = value
+    for need in fault.requires:
+        problem = _requirement_problem(need, profile, pool, params)
+        if problem:
+            raise where.error((*at, "pool") if "pool" in raw else (*at, "id"), f"{fault.id} needs {need}: {problem}")
+    bad = _fault_checks(fault, pool, gpu, params)
+    if bad:
+        name, problem = bad
+        raise where.error((*at, name) if name in raw else (*at, "id"),
+                          problem if name in raw else f"{name}: {problem}")
+    return FaultSpec(fault.id, pool.name if pool else None, node, gpu, tuple(params.items()))
+
+
+def _spec_to_raw(spec: FaultSpec) -> dict[str, Any]:
+    """A resolved FaultSpec back in profile-file form, to validate it against another profile."""
+    raw: dict[str, Any] = {"id": spec.id}
+    if spec.pool is not None:
+        raw.update(pool=spec.pool, node="all" if spec.node is None else spec.node)
+    if spec.gpu is not None:
+        raw["gpu"] = spec.gpu
+    for name, value in spec.params:
+        raw[name] = str(value) if isinstance(value, DriverVersion) else dict(value) if isinstance(value, tuple) \
+            else value
+    return raw
+
+
+def with_faults(profile: Profile, faults: Iterable[FaultSpec | Mapping[str, Any]]) -> Profile:
+    """A copy of ``profile`` with ``faults`` added: profile-file style mappings
+    (``{"id": "gpu-lost", "pool": "h100", "node": 0, "gpu": 3}``) or FaultSpecs."""
+    where = _Where(f"with_faults({profile.name})")
+    added = [_resolve_fault(profile, _spec_to_raw(f) if isinstance(f, FaultSpec) else f, where,
+                            ("faults", len(profile.faults) + i)) for i, f in enumerate(faults)]
+    return replace(profile, faults=profile.faults + tuple(added))
+
+
+# --- expansion --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SimMigInstance:
+    uuid: str  # MIG-<uuid>
+    profile: str  # 1g.10gb
+    gi: int  # GPU instance id, 1-based in layout order
+    slices: int
+    memory_gib: int
+
+
+@dataclass(frozen=True, slots=True)
+class SimGpu:
+    index: int  # nvidia-smi / NVML index
+    minor: int  # /dev/nvidia<minor>
+    uuid: str  # GPU-<uuid>, stable across loads and faults
+    pci_bus_id: str  # NVML form, 00000000:18:00.0
+    memory_mib: int
+    present: bool = True  # False: the GPU does not enumerate (gpu-lost)
+    health: str = "Healthy"  # what the device plugin's ListAndWatch reports
+    mig: tuple[SimMigInstance, ...] = ()  # the instances that really exist
+    xids: tuple[int, ...] = ()  # critical Xids logged before the device plugin's current run
+    ecc_uncorrected: int = 0  # uncorrectable ECC errors (volatile and aggregate), row remap pending
+    dra_attributes: tuple[tuple[str, str], ...] = ()  # ResourceSlice attributes that lie
+
+    @property
+    def dra_pci_bus_id(self) -> str:
+        """The form DRA's resource.kubernetes.io/pciBusID uses (4-digit domain, lower case)."""
+        return self.pci_bus_id[4:].lower()
+
+
+@dataclass(frozen=True, slots=True)
+class SimNode:
+    """One simulated node: the declared pool plus the effective facts, faults applied."""
+
+    name: str  # <pool>-<index>
+    pool: NodePool  # what was declared (the device-plugin ConfigMap, what GFD reads)
+    index: int
+    gpus: tuple[SimGpu, ...]
+    driver: DriverVersion  # user-mode driver (libcuda, NVML): what nvidia-smi's library reports
+    kernel_driver: DriverVersion  # the loaded nvidia.ko; differs only under library-mismatch
+    uvm: bool  # nvidia_uvm loaded, /dev/nvidia-uvm exists
+    toolkit: Toolkit  # effective
+    device_plugin: DevicePluginConfig  # what the running plugin does
+    device_plugin_registered: bool  # whether the plugin, when it runs, registers with the kubelet
+    dra: DraConfig
+    interconnect: Interconnect
+    label_overrides: tuple[tuple[str, str], ...] = ()  # GFD labels that lie, applied last
+    faults: tuple[str, ...] = ()  # ids of the faults applied here (provenance)
+
+    @property
+    def model(self) -> GpuModel:
+        return self.pool.gpu
+
+    @property
+    def present_gpus(self) -> tuple[SimGpu, ...]:
+        return tuple(g for g in self.gpus if g.present)
+
+    @property
+    def mode(self) -> Mode:
+        return effective_mode(self.toolkit, self.device_plugin)
+
+
+@dataclass(frozen=True)
+class SimCluster:
+    profile: Profile
+    nodes: tuple[SimNode, ...]
+    runtime_classes: tuple[RuntimeClassSpec, ...]  # effective (no-runtimeclass removes nvidia)
+
+    def node(self, name: str) -> SimNode:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+
+def _uuid(key: str) -> str:
+    """A UUID-shaped id derived from ``key`` (profile/node/index): stable across loads and runs.
+    Real GPU UUIDs are not RFC 4122 versioned either, so none is set."""
+    h = hashlib.sha1(f"gpuconf-sim/{key}".encode()).hexdigest()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+#: PCI buses of the eight GPUs of an HGX H100/H200 baseboard; other counts continue the pattern.
+_HGX_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
+
+
+def _pci(index: int) -> str:
+    bus = _HGX_BUSES[index] if index < len(_HGX_BUSES) else 0x10 * (index - len(_HGX_BUSES)) + 0x1B
+    return f"00000000:{bus:02X}:00.0"
+
+
+def _mig_instances(prefix: str, counts: MigCounts, gpu: GpuModel) -> tuple[SimMigInstance, ...]:
+    profiles = _mig_sets()[gpu.name]
+    out: list[SimMigInstance] = []
+    for name, count in counts:
+        p = profiles[name]
+        for _ in range(count):
+            gi = len(out) + 1
+            out.append(SimMigInstance(f"MIG-{_uuid(f'{prefix}/mig/{gi}')}", name, gi, p.slices,
+                                      p.memory_gib))
+    return tuple(out)
+
+
+def _pool_nodes(profile: str, pool: NodePool) -> list[SimNode]:
+    memory = pool.gpu.memory_mib or 0
+    pcis = [_pci(i) for i in range(pool.gpus_per_node)]
+    mig = pool.device_plugin.mig
+    nodes = []
+    for n in range(pool.count):
+        name = f"{pool.name}-{n}"
+        gpus = tuple(
+            SimGpu(i, i, f"GPU-{_uuid(f'{profile}/{name}/{i}')}", pcis[i], memory,
+                   mig=_mig_instances(f"{profile}/{name}/{i}", mig.for_gpu(i), pool.gpu) if mig.enabled else ())
+            for i in range(pool.gpus_per_node))
+        nodes.append(SimNode(name, pool, n, gpus, pool.driver, pool.driver, True, pool.toolkit, pool.device_plugin,
+                             True, pool.dra, pool.interconnect))
+    return nodes
+
+
+def _gpu(node: SimNode, index: int, **changes: Any) -> SimNode:
+    gpus = tuple(replace(g, **changes) if g.index == index else g for g in node.gpus)
+    return replace(node, gpus=gpus)
+
+
+# One function per fault: (node, spec) -> node. Each changes exactly the facts its catalog entry
+# lists under `alters` (tests/sim/test_profiles.py holds them to it).
+_NodeFault = Callable[[SimNode, FaultSpec], SimNode]
+
+
+def _mig_drift(node: SimNode, f: FaultSpec) -> SimNode:
+    assert f.gpu is not None
+    prefix = f"{node.name}/{f.gpu}/drift"
+    return _gpu(node, f.gpu, mig=_mig_instances(prefix, f.param("layout"), node.model))
+
+
+def _compat_broken(node: SimNode, f: FaultSpec) -> SimNode:
+    pinned = effective_mode(node.toolkit, node.device_plugin)  # the downgrade must not change the mode
+    return replace(node, toolkit=replace(node.toolkit, version=f.param("toolkit_version"), mode=pinned))
+
+
+def _slow_link(node: SimNode, f: FaultSpec) -> SimNode:
+    attr = "nic_busbw_gbps" if f.param("link") == "nic" else "busbw_gbps"
+    value = getattr(node.interconnect, attr)
+    return replace(node, interconnect=replace(node.interconnect, **{attr: value * f.param("factor")}))
+
+
+_NODE_FAULTS: dict[str, _NodeFault] = {
+    "gpu-lost": lambda n, f: _gpu(n, cast(int, f.gpu), present=False),
+    "gpu-unhealthy": lambda n, f: _gpu(n, cast(int, f.gpu), health="Unhealthy"),
+    "label-drift": lambda n, f: replace(n, label_overrides=(*[(k, v) for k, v in n.label_overrides
+                                                             if k != f.param("label")],
+                                                           (f.param("label"), f.param("value")))),
+    "driver-skew": lambda n, f: replace(n, driver=f.param("driver"), kernel_driver=f.param("driver")),
+    "uvm-missing": lambda n, f: replace(n, uvm=False),
+    "library-mismatch": lambda n, f: replace(n, kernel_driver=f.param("kernel_driver")),
+    "visible-devices-all": lambda n, f: replace(n, toolkit=replace(n.toolkit, visible_devices="all")),
+    "envvar-leak": lambda n, f: replace(n, toolkit=replace(n.toolkit, accept_envvar_unprivileged=True)),
+    "toolkit-cdi-mode": lambda n, f: replace(n, toolkit=replace(n.toolkit, mode=Mode(f.param("mode")))),
+    "compat-libs-broken": _compat_broken,
+    "mig-layout-drift": _mig_drift,
+    "timeslice-replicas-wrong": lambda n, f: replace(n, device_plugin=replace(
+        n.device_plugin, sharing=replace(n.device_plugin.sharing, replicas=f.param("replicas")))),
+    "dra-attr-wrong": lambda n, f: _gpu(n, cast(int, f.gpu), dra_attributes=(
+        *[(k, v) for k, v in n.gpus[cast(int, f.gpu)].dra_attributes if k != f.param("attribute")],
+        (f.param("attribute"), f.param("value")))),
+    "dra-double-count": lambda n, f: replace(n, device_plugin=replace(n.device_plugin, enabled=True)),
+    "nccl-slow-link": _slow_link,
+    "nccl-hang": lambda n, f: replace(n, interconnect=replace(n.interconnect, hang=True)),
+    "plugin-not-registered": lambda n, f: replace(n, device_plugin_registered=False),
+    "xid-errors": lambda n, f: _gpu(n, cast(int, f.gpu), xids=(*n.gpus[cast(int, f.gpu)].xids, f.param("xid"))),
+    "ecc-uncorrectable": lambda n, f: _gpu(n, cast(int, f.gpu), ecc_uncorrected=f.param("count")),
+}
+
+
+def expand(profile: Profile) -> SimCluster:
+    """The concrete cluster: every node of every pool, faults applied in the order listed."""
+    nodes: list[SimNode] = []
+    first: dict[str, int] = {}
+    for pool in profile.pools:
+        first[pool.name] = len(nodes)
+        nodes.extend(_pool_nodes(profile.name, pool))
+    classes = profile.runtime_classes
+    for fault in profile.faults:
+        if fault.id == "no-runtimeclass":
+            classes = tuple(rc for rc in classes if rc.name != "nvidia")
+            continue
+        assert fault.pool is not None
+        pool = profile.pool(fault.pool)
+        targets = range(pool.count) if fault.node is None else (fault.node,)
+        apply = _NODE_FAULTS[fault.id]
+        for n in targets:
+            i = first[pool.name] + n
+            nodes[i] = apply(nodes[i], fault)
+            nodes[i] = replace(nodes[i], faults=(*nodes[i].faults, fault.id))
+    return SimCluster(profile, tuple(nodes), classes)
+
+
+def expand_nodes(profile: Profile) -> list[SimNode]:
+    return list(expand(profile).nodes)
+
