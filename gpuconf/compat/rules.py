@@ -48,6 +48,7 @@ __all__ = [
     "image_from_ref",
     "outcome",
     "predict",
+    "resolve_modes",
 ]
 
 
@@ -221,7 +222,9 @@ def native_cuda(node: Node) -> CudaVersion | None:
 # --- scenarios -----------------------------------------------------------------------------
 
 
-def _modes(runtime: Runtime) -> list[tuple[Mode, str]]:
+def resolve_modes(runtime: Runtime) -> list[tuple[Mode, str]]:
+    """The effective runtime modes ``runtime`` may run in, each with why: one when the toolkit
+    version (or an explicit mode) settles it, legacy and jit-cdi when it does not."""
     if runtime.mode is not Mode.AUTO:
         return [(runtime.mode, f"runtime mode {runtime.mode.value}")]
     if runtime.device_list_strategy in ("cdi-annotations", "cdi-cri"):
@@ -260,7 +263,7 @@ def _compat_rule(mode: Mode, toolkit: tuple[int, ...] | None) -> str:
 def scenarios(node: Node, image: Image, runtime: Runtime) -> Iterable[Scenario]:
     classes = [node.gpu_class] if node.gpu_class else list(GPU_CLASSES)
     compat_options = [image.compat] if image.compat is not None else [True, False]
-    for (mode, mode_why), gpu_class, compat in itertools.product(_modes(runtime), classes, compat_options):
+    for (mode, mode_why), gpu_class, compat in itertools.product(resolve_modes(runtime), classes, compat_options):
         brand = node.brand or (_CLASS_BRAND[gpu_class] if not node.gpu_class else None)
         conditions = [mode_why]
         if not node.gpu_class:

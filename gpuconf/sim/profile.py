@@ -240,7 +240,7 @@ def effective_mode(toolkit: Toolkit, device_plugin: DevicePluginConfig | None = 
     """The mode the nvidia runtime really runs in (``auto`` resolved as gpuconf.compat.rules does)."""
     strategy = device_plugin.device_list_strategy[0] if device_plugin else None
     runtime = rules.Runtime(toolkit=toolkit.version_tuple, mode=toolkit.mode, device_list_strategy=strategy)
-    return rules._modes(runtime)[0][0]  # one answer: the toolkit version is known
+    return rules.resolve_modes(runtime)[0][0]  # one answer: the toolkit version is known
 
 
 # --- the fault catalog ----------------------------------------------------------------------
