@@ -1,0 +1,222 @@
+"""What the real probes would print on a simulated node (issue: probe emulation).
+
+The node agent hands over the facts a real container would have (the node's hardware and driver,
+the devices the toolkit injected, the container's env, the image's CUDA and whether it carries
+cuda-compat); this module answers with the exact document the cuda-probe prints there, valid
+against ``gpuconf/probe_schemas/cuda-probe.v1.json``, and its exit code. The CUDA outcome comes
+from ``gpuconf.compat.rules`` — the same engine ``gpuconf predict`` uses — so the simulation
+and the prediction cannot disagree silently: a check comparing them tests the engine against the
+probe's schema-level behaviour, and a real cluster tests both against reality.
+
+Container *creation* (the legacy-mode requirement check) is decided by ``create_container``; a
+container that fails there never runs, so no probe document exists for it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gpuconf.compat import rules, tables
+from gpuconf.compat.require import Gpu, HostFacts, check_container
+from gpuconf.compat.rules import Mode
+from gpuconf.compat.versions import CudaVersion
+from gpuconf.sim.profile import SimGpu, SimMigInstance, SimNode
+
+__all__ = ["PROBE_VERSION", "CreateResult", "Visible", "create_container", "cuda_probe_run"]
+
+PROBE_VERSION = "0.1.0"
+#: What containerd/runc print around a failing prestart hook (research/require-cuda.md §2).
+_HOOK_ERROR = ("failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create "
+               "failed: unable to start container process: error during container init: error running prestart hook "
+               "#0: exit status 1, stdout: , stderr: Auto-detected mode as 'legacy'\n{message}: unknown")
+
+
+@dataclass(frozen=True)
+class Visible:
+    """One device the toolkit injected into the container: a full GPU or a MIG instance."""
+
+    gpu: SimGpu
+    mig: SimMigInstance | None = None
+
+
+@dataclass(frozen=True)
+class CreateResult:
+    ok: bool
+    message: str | None = None  # the runtime's error as the kubelet reports it (event and status)
+
+
+def _native(node: SimNode) -> CudaVersion:
+    native = tables.native_cuda(node.driver)
+    if native is None:  # the profile loader only accepts branches in the table
+        raise ValueError(f"driver branch {node.driver.branch} is not in the data")
+    return native
+
+
+def create_container(node: SimNode, *, env: Sequence[str], visible: Sequence[Visible]) -> CreateResult:
+    """The toolkit's part of container creation: only legacy mode evaluates NVIDIA_REQUIRE_*."""
+    if node.mode is not Mode.LEGACY:
+        return CreateResult(True)
+    native = _native(node)
+    model = node.model
+    gpus = tuple(Gpu(model.compute_capability, model.nvml_brand, mig=v.mig is not None) for v in visible)
+    result = check_container(HostFacts(cuda=f"{native.major}.{native.minor}", driver=str(node.driver), gpus=gpus),
+                             env=env)
+    if result.ok:
+        return CreateResult(True)
+    return CreateResult(False, _HOOK_ERROR.format(message=result.message))
+
+
+# --- the cuda-probe document -------------------------------------------------------------------
+
+_OK = {"code": 0, "name": "cudaSuccess", "message": "no error"}
+
+
+def _err(code: int, call: str) -> dict[str, Any]:
+    e = tables.cuda_error(code)
+    return {"call": call, "code": e.code, "name": e.name, "message": e.message, "ms": 0.05, "timed_out": False}
+
+
+def _ok(call: str, ms: float = 0.01) -> dict[str, Any]:
+    return {"call": call, **_OK, "ms": ms, "timed_out": False}
+
+
+def _brand(name: str) -> dict[str, Any]:
+    for row in tables.load("nvml_brands")["brands"]:
+        if row["string"] == name:
+            return {"enum": int(row["enum"]), "name": name}
+    return {"enum": 0, "name": "Unknown"}
+
+
+def _absent(reason: str) -> dict[str, Any]:
+    return {"available": False, "reason": reason}
+
+
+def _device(index: int, node: SimNode, v: Visible, sfx: str, *, ptx_ok: bool, kernel_ms: float) -> dict[str, Any]:
+    model = node.model
+    mig = v.mig
+    name = f"{model.name} MIG {mig.profile}" if mig else model.name
+    memory = (mig.memory_gib << 30) if mig else v.gpu.memory_mib << 20
+    ptx = _ok(f"ptx_jit{sfx}") if ptx_ok else _err(222, f"ptx_jit{sfx}")
+    return {
+        "index": index, "name": name, "uuid": mig.uuid if mig else v.gpu.uuid,
+        "pci_bus_id": v.gpu.pci_bus_id[4:].lower() if v.gpu.pci_bus_id.startswith("0000") else v.gpu.pci_bus_id,
+        "total_memory_bytes": memory, "compute_capability": model.compute_capability, "mig": mig is not None,
+        "mig_source": "nvml", "multiprocessors": 132 if mig is None else 16 * mig.slices,
+        "properties": _ok(f"cudaGetDeviceProperties{sfx}"),
+        "vector_add": {"ok": True, "verified": True, "elements": 1048576, "kernel_ms": kernel_ms, "mismatches": 0,
+                       "result": _ok(f"vector_add{sfx}", kernel_ms)},
+        "ptx_jit": {"ok": ptx_ok, "verified": ptx_ok, "ptx_target": "compute_75", "result": ptx},
+    }
+
+
+def _nvml(node: SimNode, visible: Sequence[Visible]) -> dict[str, Any]:
+    if node.kernel_driver != node.driver:
+        return _absent("nvmlInit_v2: Driver/library version mismatch")
+    native = _native(node)
+    gpus: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for v in visible:
+        g = v.gpu
+        if g.uuid in seen:
+            continue
+        seen.add(g.uuid)
+        dc = node.model.gpu_class == "data-center"
+        count: dict[str, Any] = {"corrected": 0, "uncorrected": g.ecc_uncorrected}
+        gpus.append({
+            "index": g.index, "uuid": g.uuid, "name": node.model.name, "pci_bus_id": g.pci_bus_id,
+            "brand": _brand(node.model.nvml_brand), "persistence_mode": True,
+            "mig_mode": {"current": bool(g.mig), "pending": False} if node.model.mig_capable
+            else _absent("nvmlDeviceGetMigMode: Not Supported"),
+            "ecc": {"enabled": True, "pending": False, "volatile": dict(count), "aggregate": dict(count)} if dc
+            else _absent("nvmlDeviceGetEccMode: Not Supported"),
+            "retired_pages": _absent("nvmlDeviceGetRetiredPages: Not Supported"),
+            "remapped_rows": {"correctable": 0, "uncorrectable": g.ecc_uncorrected,
+                              "pending": g.ecc_uncorrected > 0, "failure": False} if dc
+            else _absent("nvmlDeviceGetRemappedRows: Not Supported"),
+        })
+    return {"available": True, "library": "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+            "driver_version": str(node.driver), "cuda_driver_version": native.as_int(), "gpus": gpus}
+
+
+def cuda_probe_run(node: SimNode, *, visible: Sequence[Visible], image_cuda: CudaVersion, env: Mapping[str, str],
+                   compat: bool, started_at: str, hostname: str) -> tuple[int, str]:
+    """(exit code, stdout) of the cuda-probe in a container that was created on ``node``."""
+    runtime = image_cuda.major_minor
+    doc: dict[str, Any] = {
+        "schema": "gpuconf.cuda-probe/v1",
+        "probe": {"version": PROBE_VERSION, "built_with_cuda": f"{runtime.major}.{runtime.minor}",
+                  "archs": "sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120 compute_120", "timeout_s": 30},
+        "started_at": started_at, "duration_ms": 0.0, "exit_code": 0, "exit_reason": "ok", "hostname": hostname,
+        "env": {k: env.get(k) for k in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES",
+                                        "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_REQUIRE_CUDA", "NVIDIA_DISABLE_REQUIRE")},
+        "device_nodes": {"/dev/nvidiactl": bool(visible), "/dev/nvidia-uvm": bool(visible) and node.uvm,
+                         "gpus": sorted({f"/dev/nvidia{v.gpu.minor}" for v in visible},
+                                        key=lambda p: int(p[len("/dev/nvidia"):]))},
+        "runtime": {"value": runtime.as_int(), "version": f"{runtime.major}.{runtime.minor}"},
+    }
+    present = [v for v in visible if v.gpu.present]
+    if not visible:
+        # No device requested: the toolkit injects no driver at all, exactly like a GPU-less host.
+        doc.update(driver={"value": 0, "version": None, "result": _ok("cudaDriverGetVersion")},
+                   libcuda=_absent("no libcuda.so* mapped: libcuda.so.1: cannot open shared object file: "
+                                   "No such file or directory"),
+                   init=_err(35, "cudaFree(0)"), device_count={"value": 0, "result": _err(35, "cudaGetDeviceCount")},
+                   devices=[], nvml=_absent("libnvidia-ml.so.1: cannot open shared object file: No such file or "
+                                            "directory"))
+        return _finish(doc, 3, "CUDA init failed: cudaFree(0) returned 35 cudaErrorInsufficientDriver")
+
+    prediction = rules.predict(
+        rules.Node(node.driver, node.model.name, node.model.gpu_class, node.model.nvml_brand,
+                   node.model.compute_capability),
+        rules.Image(image_cuda, env=tuple(f"{k}={v}" for k, v in env.items()), compat=compat),
+        rules.Runtime(toolkit=node.toolkit.version_tuple, mode=node.mode),
+    )
+    (outcome,) = prediction.outcomes
+    if outcome.result == "rejected":
+        raise ValueError(f"{node.name}: the container was created, but the rules say creation fails: "
+                         f"{outcome.error_message}")
+    native = _native(node)
+    compat_used = outcome.libcuda != "host"
+    lib_cuda = runtime if compat_used else native
+    compat_branch = tables.branch_for_cuda(runtime) if compat_used else None
+    lib_path = (f"/usr/local/cuda/compat/libcuda.so.{compat_branch}.00.00" if compat_used
+                else f"/usr/lib/x86_64-linux-gnu/libcuda.so.{node.driver}")
+    doc["driver"] = {"value": lib_cuda.as_int(), "version": f"{lib_cuda.major}.{lib_cuda.minor}",
+                     "result": _ok("cudaDriverGetVersion")}
+    doc["libcuda"] = {"available": True, "path": lib_path, "version": lib_path.split("libcuda.so.")[1],
+                      "compat": compat_used}
+    doc["nvml"] = _nvml(node, visible)
+
+    init_error: int | None = None
+    if node.kernel_driver != node.driver:
+        init_error = 803  # user-mode driver and kernel module disagree
+    elif not node.uvm:
+        init_error = 999  # nvidia-uvm missing: the driver cannot set up unified memory
+    elif outcome.result == "cuda-error":
+        init_error = outcome.error_code
+    if init_error is not None:
+        doc.update(init=_err(init_error, "cudaFree(0)"),
+                   device_count={"value": 0, "result": _err(init_error, "cudaGetDeviceCount")}, devices=[])
+        e = tables.cuda_error(init_error)
+        return _finish(doc, 3, f"CUDA init failed: cudaFree(0) returned {e.code} {e.name}: {e.message}")
+    if not present:
+        doc.update(init=_err(100, "cudaFree(0)"),
+                   device_count={"value": 0, "result": _err(100, "cudaGetDeviceCount")}, devices=[])
+        return _finish(doc, 4, "no CUDA device: cudaFree(0) returned 100 cudaErrorNoDevice")
+
+    ptx_ok = outcome.rule != "minor-version"  # newer PTX than the driver can JIT: 222
+    devices = [_device(i, node, v, f"(device {i})", ptx_ok=ptx_ok, kernel_ms=0.04) for i, v in enumerate(present)]
+    doc.update(init=_ok("cudaFree(0)", 120.0), devices=devices,
+               device_count={"value": len(devices), "result": _ok("cudaGetDeviceCount")})
+    if not ptx_ok:
+        return _finish(doc, 7, "PTX JIT failed on every device: 222 cudaErrorUnsupportedPtxVersion")
+    return _finish(doc, 0, "ok")
+
+
+def _finish(doc: dict[str, Any], code: int, reason: str) -> tuple[int, str]:
+    doc["exit_code"] = code
+    doc["exit_reason"] = reason
+    return code, json.dumps(doc, indent=2) + "\n"

@@ -1,0 +1,118 @@
+"""Probe emulation: on each simulated node the cuda-probe prints what the real one would, a
+document the real parser accepts, with the CUDA outcome the compatibility rules predict."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuconf.compat import tables
+from gpuconf.compat.versions import parse_cuda
+from gpuconf.probes.cuda import parse_cuda_probe
+from gpuconf.sim.emulate import Visible, create_container, cuda_probe_run
+from gpuconf.sim.profile import SimNode, expand, load_profile, with_faults
+
+
+def node(profile: str, name: str, faults: list[dict] | None = None) -> SimNode:
+    p = load_profile(profile)
+    return expand(with_faults(p, faults) if faults else p).node(name)
+
+
+def official_env(version: str) -> dict[str, str]:
+    row = tables.image_require(version)
+    assert row is not None
+    return {"NVIDIA_REQUIRE_CUDA": row.require, "CUDA_VERSION": row.cuda_version_env}
+
+
+def run(n: SimNode, *, gpus: int = 1, image: str = "13.0.2", compat: bool = True, env: dict | None = None,
+        visible: list[Visible] | None = None):
+    env = dict(official_env(image) if env is None else env)
+    devices = visible if visible is not None else [Visible(g) for g in n.gpus[:gpus]]
+    created = create_container(n, env=[f"{k}={v}" for k, v in env.items()], visible=devices)
+    if not created.ok:
+        return created, None
+    code, stdout = cuda_probe_run(n, visible=devices, image_cuda=parse_cuda(image), env=env, compat=compat,
+                                  started_at="2026-11-29T00:00:00.000Z", hostname=n.name)
+    return created, parse_cuda_probe(stdout, exit_code=code, source=n.name)
+
+
+def test_a_healthy_h100_runs_the_13_0_probe_on_its_own_driver():
+    n = node("healthy-h100", "h100-0")
+    _, report = run(n, gpus=8)
+    assert report.exit_code == 0 and report.init.ok
+    assert report.driver_cuda == "13.0" and report.libcuda_compat is False
+    assert [d.uuid for d in report.devices] == [g.uuid for g in n.gpus]
+    assert report.nvml_driver_version == str(n.driver)
+
+
+def test_a_570_data_center_node_runs_13_0_through_the_compat_libcuda():
+    _, report = run(node("mixed-driver-570", "a100-570-0"))
+    assert report.exit_code == 0
+    assert report.libcuda_compat is True and report.libcuda_path.startswith("/usr/local/cuda/compat/")
+    assert report.driver_cuda == "13.0"
+
+
+def test_without_cuda_compat_the_570_node_fails_13_0_with_35():
+    _, report = run(node("mixed-driver-570", "a100-570-0"), compat=False)
+    assert (report.exit_code, report.init.code, report.driver_cuda) == (3, 35, "12.8")
+    assert report.devices == ()
+
+
+def test_minor_version_compatibility_runs_but_the_ptx_kernel_fails_with_222():
+    _, report = run(node("healthy-h100", "h100-0"), image="13.1.1", compat=False)
+    assert report.exit_code == 7
+    assert all(d.vector_add_ok and not d.ptx_jit_ok and d.ptx_jit.code == 222 for d in report.devices)
+
+
+def test_legacy_mode_rejects_an_unsatisfied_requirement_at_creation_with_the_runtime_text():
+    created, report = run(node("healthy-h100", "h100-0"), env={"NVIDIA_REQUIRE_CUDA": "cuda>=99.0"})
+    assert report is None and not created.ok
+    assert "error running prestart hook #0" in created.message
+    assert "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=99.0, please update" in created.message
+
+
+def test_a_node_whose_toolkit_runs_in_cdi_mode_does_not_check_requirements():
+    n = node("healthy-h100", "h100-0", [{"id": "toolkit-cdi-mode", "pool": "h100", "node": 0}])
+    created, report = run(n, env={"NVIDIA_REQUIRE_CUDA": "cuda>=99.0"})
+    assert created.ok and report.exit_code == 0
+
+
+@pytest.mark.parametrize("fault,code,nvml_absent", [
+    ("uvm-missing", 999, False),
+    ("library-mismatch", 803, True),
+])
+def test_driver_faults_fail_cuda_init_with_their_error(fault, code, nvml_absent):
+    n = node("healthy-h100", "h100-0", [{"id": fault, "pool": "h100", "node": 0}])
+    _, report = run(n)
+    assert (report.exit_code, report.init.code) == (3, code)
+    assert (report.nvml_absent_reason is not None) is nvml_absent
+    if nvml_absent:
+        assert "Driver/library version mismatch" in report.nvml_absent_reason
+
+
+def test_a_lost_gpu_that_is_still_injected_is_not_seen_by_the_probe():
+    n = node("healthy-h100", "h100-0", [{"id": "gpu-lost", "pool": "h100", "node": 0, "gpu": 3}])
+    _, report = run(n, gpus=8)
+    assert report.exit_code == 0 and len(report.devices) == 7
+    assert n.gpus[3].uuid not in {d.uuid for d in report.devices}
+
+
+def test_uncorrectable_ecc_shows_in_nvml_with_a_pending_row_remap():
+    n = node("healthy-h100", "h100-0", [{"id": "ecc-uncorrectable", "pool": "h100", "node": 0, "gpu": 0}])
+    _, report = run(n)
+    gpu = report.nvml_gpus[0]
+    assert gpu.ecc_volatile_uncorrected and gpu.ecc_volatile_uncorrected > 0 and gpu.remapped_rows_pending
+
+
+def test_a_container_given_no_gpu_sees_no_driver():
+    _, report = run(node("healthy-h100", "h100-0"), visible=[])
+    assert (report.exit_code, report.init.code, report.driver_cuda) == (3, 35, None)
+
+
+def test_a_mig_instance_is_seen_as_that_instance():
+    n = node("a100-mig-mixed", "a100-0")
+    gpu = next(g for g in n.gpus if g.mig)
+    _, report = run(n, visible=[Visible(gpu, gpu.mig[0])])
+    (device,) = report.devices
+    assert device.mig and device.uuid == gpu.mig[0].uuid and device.uuid.startswith("MIG-")
+    assert device.total_memory_bytes == gpu.mig[0].memory_gib << 30
+    assert "MIG " + gpu.mig[0].profile in device.name
