@@ -67,7 +67,8 @@ def test_legacy_mode_rejects_an_unsatisfied_requirement_at_creation_with_the_run
     created, report = run(node("healthy-h100", "h100-0"), env={"NVIDIA_REQUIRE_CUDA": "cuda>=99.0"})
     assert report is None and not created.ok
     assert "error running prestart hook #0" in created.message
-    assert "nvidia-container-cli: requirement error: unsatisfied condition: cuda>=99.0, please update" in created.message
+    assert ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=99.0, please update"
+            in created.message)
 
 
 def test_a_node_whose_toolkit_runs_in_cdi_mode_does_not_check_requirements():
