@@ -1,0 +1,186 @@
+"""What a simulated node publishes about itself, derived from its facts: the labels NFD, the GPU
+Operator and GFD put on the Node, the capacity and allocatable the device plugin reports, the
+devices it advertises (for allocation), and the ResourceSlices NVIDIA's DRA driver publishes.
+
+Pure functions of ``SimNode``; the node agent writes their results through the Kubernetes API.
+GFD describes the *declared* configuration read from the node (the device-plugin ConfigMap),
+the device plugin reports what is really there: that difference is what several faults
+(label-drift, mig-layout-drift, timeslice-replicas-wrong) plant for the suites to find.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from gpuconf.compat import tables
+from gpuconf.sim.profile import SimGpu, SimMigInstance, SimNode
+
+__all__ = ["AdvertisedDevice", "advertised_devices", "node_labels", "node_resources", "resource_slices"]
+
+GPU = "nvidia.com/gpu"
+
+
+def _cuda_labels(node: SimNode) -> dict[str, str]:
+    parts = str(node.driver).split(".")
+    major, minor = parts[0], parts[1] if len(parts) > 1 else "0"
+    rev = parts[2] if len(parts) > 2 else ""
+    native = tables.native_cuda(node.driver)
+    labels = {
+        "nvidia.com/cuda.driver-version.full": str(node.driver),
+        "nvidia.com/cuda.driver-version.major": major, "nvidia.com/cuda.driver-version.minor": minor,
+        "nvidia.com/cuda.driver-version.revision": rev,
+        # The deprecated keys GFD still writes, for tools that read them.
+        "nvidia.com/cuda.driver.major": major, "nvidia.com/cuda.driver.minor": minor, "nvidia.com/cuda.driver.rev": rev,
+    }
+    if native is not None:
+        labels.update({
+            "nvidia.com/cuda.runtime-version.full": f"{native.major}.{native.minor}",
+            "nvidia.com/cuda.runtime-version.major": str(native.major),
+            "nvidia.com/cuda.runtime-version.minor": str(native.minor),
+            "nvidia.com/cuda.runtime.major": str(native.major), "nvidia.com/cuda.runtime.minor": str(native.minor),
+        })
+    return labels
+
+
+def node_labels(node: SimNode) -> dict[str, str]:
+    """The GPU labels of the Node object (label_overrides, the label-drift fault, applied last)."""
+    model = node.model
+    declared = node.pool.device_plugin
+    sharing = declared.sharing
+    mig = declared.mig
+    cc_major, _, cc_minor = model.compute_capability.partition(".")
+    product = model.gfd_product
+    count = len(node.gpus)
+    memory = model.memory_mib or 0
+    labels = {
+        "feature.node.kubernetes.io/pci-10de.present": "true",
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.family": model.architecture,
+        "nvidia.com/gpu.compute.major": cc_major, "nvidia.com/gpu.compute.minor": cc_minor,
+        "nvidia.com/gpu.machine": f"sim-{node.pool.name}",
+        "nvidia.com/gpu.mode": "compute",
+        "nvidia.com/mig.capable": str(model.mig_capable).lower(),
+        "nvidia.com/mig.strategy": mig.strategy if model.mig_capable else "none",
+        "nvidia.com/mps.capable": str(sharing.strategy == "mps").lower(),
+        "nvidia.com/vgpu.present": "false",
+        "nvidia.com/gpu.replicas": str(sharing.replicas if sharing.strategy != "none" else 1),
+        "nvidia.com/gpu.sharing-strategy": sharing.strategy,
+        **_cuda_labels(node),
+    }
+    if mig.strategy == "single" and node.gpus and node.gpus[0].mig:
+        instance = node.gpus[0].mig[0]
+        product = f"{product}-MIG-{instance.profile}"
+        count = sum(len(g.mig) for g in node.gpus)
+        memory = instance.memory_gib * 1024
+    elif mig.strategy == "mixed":
+        per_profile: Counter[str] = Counter(i.profile for g in node.gpus for i in g.mig)
+        for profile, n in sorted(per_profile.items()):
+            sample = next(i for g in node.gpus for i in g.mig if i.profile == profile)
+            prefix = f"nvidia.com/mig-{profile}"
+            labels.update({f"{prefix}.count": str(n), f"{prefix}.product": f"{product}-MIG-{profile}",
+                           f"{prefix}.memory": str(sample.memory_gib * 1024), f"{prefix}.slices.gi": str(sample.slices),
+                           f"{prefix}.replicas": "1"})
+        count = sum(1 for g in node.gpus if not g.mig)
+    if sharing.strategy != "none" and not sharing.rename_by_default:
+        product = f"{product}-SHARED"
+    labels.update({"nvidia.com/gpu.product": product, "nvidia.com/gpu.count": str(count),
+                   "nvidia.com/gpu.memory": str(memory)})
+    for operand in ("driver", "container-toolkit", "device-plugin", "gpu-feature-discovery", "dcgm-exporter",
+                    "operator-validator"):
+        labels[f"nvidia.com/gpu.deploy.{operand}"] = "true"
+    labels.update(dict(node.pool.labels))
+    labels.update(dict(node.label_overrides))
+    return labels
+
+
+@dataclass(frozen=True)
+class AdvertisedDevice:
+    """One device the device plugin reports in ListAndWatch, and what backs it."""
+
+    resource: str  # nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-1g.10gb
+    id: str  # what the kubelet allocates and the plugin turns into NVIDIA_VISIBLE_DEVICES
+    healthy: bool
+    gpu: SimGpu
+    mig: SimMigInstance | None = None
+
+
+def advertised_devices(node: SimNode) -> list[AdvertisedDevice]:
+    """ListAndWatch's answer: nothing without a registered plugin; per real GPU or MIG instance
+    (a lost GPU does not enumerate), times the time-slicing/MPS replicas."""
+    plugin = node.device_plugin
+    if not plugin.enabled or not node.device_plugin_registered:
+        return []
+    replicas = plugin.sharing.replicas if plugin.sharing.strategy != "none" else 1
+    gpu_resource = f"{GPU}.shared" if plugin.sharing.strategy != "none" and plugin.sharing.rename_by_default else GPU
+    out: list[AdvertisedDevice] = []
+    for g in node.present_gpus:
+        healthy = g.health == "Healthy"
+        if plugin.mig.strategy in ("single", "mixed") and g.mig:
+            for inst in g.mig:
+                resource = GPU if plugin.mig.strategy == "single" else f"nvidia.com/mig-{inst.profile}"
+                out.append(AdvertisedDevice(resource, inst.uuid, healthy, g, inst))
+            continue
+        base = g.uuid if plugin.device_id_strategy == "uuid" else str(g.index)
+        for r in range(replicas):
+            out.append(AdvertisedDevice(gpu_resource, base if replicas == 1 else f"{base}::{r}", healthy, g))
+    return out
+
+
+def node_resources(node: SimNode) -> tuple[dict[str, str], dict[str, str]]:
+    """(capacity, allocatable) extended resources, as the kubelet reports them from the plugin:
+    unhealthy devices count in capacity but not in allocatable."""
+    capacity: Counter[str] = Counter()
+    allocatable: Counter[str] = Counter()
+    for d in advertised_devices(node):
+        capacity[d.resource] += 1
+        if d.healthy:
+            allocatable[d.resource] += 1
+    for resource in capacity:
+        allocatable.setdefault(resource, 0)
+    return ({k: str(v) for k, v in sorted(capacity.items())}, {k: str(v) for k, v in sorted(allocatable.items())})
+
+
+def _semver(version: str) -> str:
+    """DRA publishes versions as semver, so leading zeros are dropped (560.35.03 → 560.35.3)."""
+    parts = [str(int(p)) for p in version.split(".")]
+    while len(parts) < 3:
+        parts.append("0")
+    return ".".join(parts[:3])
+
+
+def resource_slices(node: SimNode) -> list[dict[str, object]]:
+    """The node-local ResourceSlice NVIDIA's DRA driver publishes (empty without the driver)."""
+    if not node.dra.enabled:
+        return []
+    model = node.model
+    native = tables.native_cuda(node.driver)
+    devices: list[dict[str, object]] = []
+    for g in node.present_gpus:
+        common = {
+            "productName": {"string": model.name}, "brand": {"string": model.nvml_brand},
+            "architecture": {"string": model.architecture.capitalize()},
+            "cudaComputeCapability": {"version": _semver(model.compute_capability)},
+            "driverVersion": {"version": _semver(str(node.driver))},
+            "cudaDriverVersion": {"version": _semver(f"{native.major}.{native.minor}" if native else "0.0")},
+            "resource.kubernetes.io/pciBusID": {"string": g.pci_bus_id[4:].lower()},
+        }
+        overrides = {k: {"string": v} if not k.endswith("Version") else {"version": v} for k, v in g.dra_attributes}
+        if g.mig:
+            for inst in g.mig:
+                devices.append({"name": f"gpu-{g.index}-mig-{inst.gi}", "attributes": {
+                    **common, "type": {"string": "mig"}, "uuid": {"string": inst.uuid},
+                    "parentUUID": {"string": g.uuid}, "profile": {"string": inst.profile},
+                    "index": {"int": inst.gi}, "parentIndex": {"int": g.index}, **overrides},
+                    "capacity": {"memory": {"value": f"{inst.memory_gib}Gi"}}})
+            continue
+        devices.append({"name": f"gpu-{g.index}", "attributes": {
+            **common, "type": {"string": "gpu"}, "uuid": {"string": g.uuid}, "index": {"int": g.index},
+            "minor": {"int": g.minor}, **overrides},
+            "capacity": {"memory": {"value": f"{g.memory_mib}Mi"}}})
+    return [{
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": f"{node.name}-{node.dra.driver}"},
+        "spec": {"driver": node.dra.driver, "nodeName": node.name,
+                 "pool": {"name": node.name, "generation": 1, "resourceSliceCount": 1}, "devices": devices},
+    }]
