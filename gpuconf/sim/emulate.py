@@ -25,7 +25,7 @@ from gpuconf.compat.rules import Mode
 from gpuconf.compat.versions import CudaVersion
 from gpuconf.sim.profile import SimGpu, SimMigInstance, SimNode
 
-__all__ = ["PROBE_VERSION", "CreateResult", "Visible", "create_container", "cuda_probe_run"]
+__all__ = ["PROBE_VERSION", "CreateResult", "Visible", "create_container", "cuda_probe_run", "nccl_probe_run"]
 
 PROBE_VERSION = "0.1.0"
 #: What containerd/runc print around a failing prestart hook (research/require-cuda.md §2).
@@ -220,3 +220,134 @@ def _finish(doc: dict[str, Any], code: int, reason: str) -> tuple[int, str]:
     doc["exit_code"] = code
     doc["exit_reason"] = reason
     return code, json.dumps(doc, indent=2) + "\n"
+
+
+# --- the nccl-probe document (single process: every GPU of one pod) ----------------------------
+
+_GIB = 1 << 30
+_LARGE = 64 << 20
+#: Without an interconnect figure in the profile (PCIe boxes), a conservative PCIe Gen4 ring.
+_PCIE_BUSBW_GBPS = 20.0
+#: NVLS (NVLink SHARP) exists on NVSwitch systems from Hopper on.
+_NVLS_ARCHS = ("hopper", "blackwell")
+
+
+def _nccl_curve(peak: float, size: int) -> float:
+    """busbw at ``size``: latency-bound for small messages, ``peak`` for large ones."""
+    return peak * size / (size + (4 << 20))
+
+
+def nccl_probe_run(node: SimNode, *, visible: Sequence[Visible], image_cuda: CudaVersion, env: Mapping[str, str],
+                   started_at: str, hostname: str, max_bytes: int = 4 * _GIB) -> tuple[int, str]:
+    """(exit code, stdout) of the nccl-probe run over every GPU the pod got, on ``node``'s
+    simulated interconnect: the profile's busbw (nccl-slow-link lowers it), a hang when the
+    interconnect hangs (nccl-hang), and the transport NCCL would report."""
+    runtime = image_cuda.major_minor
+    gpus = [v for v in visible if v.gpu.present]
+    native = _native(node)
+    n = len(gpus)
+    doc: dict[str, Any] = {
+        "schema": "gpuconf.nccl-probe/v1",
+        "probe": {"version": PROBE_VERSION, "built_with_cuda": f"{runtime.major}.{runtime.minor}",
+                  "built_with_nccl": "2.27.7", "archs": "sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120 compute_120"},
+        "started_at": started_at, "duration_ms": 0.0, "hostname": hostname, "hung": False,
+        "args": {"mode": "single-process", "rank": 0, "world_size": 1, "id_addr": None, "bootstrap_only": False,
+                 "min_bytes": 8, "max_bytes": max_bytes, "step_factor": 2, "warmup": 5, "iters": 20,
+                 "iters_large": 5, "iters_large_from_bytes": 256 << 20, "op": "sum", "dtype": "float32",
+                 "timeout_s": 300, "bootstrap_timeout_s": 120},
+        "env": {k: env.get(k) for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NCCL_DEBUG",
+                                        "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA",
+                                        "NCCL_IB_DISABLE", "NCCL_NET", "NCCL_NET_PLUGIN", "NCCL_NET_GDR_LEVEL",
+                                        "NCCL_P2P_DISABLE", "NCCL_P2P_LEVEL", "NCCL_SHM_DISABLE", "NCCL_NVLS_ENABLE",
+                                        "NCCL_CUMEM_ENABLE", "NCCL_ALGO", "NCCL_PROTO", "NCCL_TOPO_FILE",
+                                        "NCCL_MNNVL_ENABLE")},
+        "runtime": {"value": runtime.as_int(), "version": f"{runtime.major}.{runtime.minor}"},
+        "driver": {"value": native.as_int(), "version": f"{native.major}.{native.minor}"},
+        "nccl": {"version_code": 22707, "version": "2.27.7",
+                 "library": {"available": True, "path": "/usr/lib/x86_64-linux-gnu/libnccl.so.2.27.7"}},
+        "failure": None,
+        "watchdog": {"timeout_s": 300, "grace_s": 15, "fired": False, "hard": False, "step": None, "abort": None},
+    }
+    not_reached = _absent("not reached")
+    debug_settings = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET,GRAPH,ENV,BOOTSTRAP",
+                      "NCCL_DEBUG_FILE": "/tmp/nccl-probe-sim/nccl-debug.log"}
+    if n == 0:
+        doc.update(device_count={"value": 0, "result": _err(100, "cudaGetDeviceCount")}, local_gpus=[],
+                   bootstrap={"mode": "single-process", "rank": 0, "world_size": 1, "role": "local",
+                              "status": "not-run", "reason": "no usable GPU: NCCL unique id not created",
+                              "unique_id": _absent("not created: no usable GPU")},
+                   comm_init=not_reached, nranks=None, memory=not_reached, sweep=not_reached, summary=not_reached,
+                   nccl_debug={"source": "probe", "settings": debug_settings, "captured": False,
+                               "reason": "NCCL wrote no debug output (no NCCL call that logs was made)"})
+        return _finish(doc, 4, "no GPU visible: cudaGetDeviceCount returned 0 devices")
+
+    model = node.model
+    nvlink = node.interconnect.nvlink
+    peak = node.interconnect.busbw_gbps or _PCIE_BUSBW_GBPS
+    nvls = nvlink and model.architecture in _NVLS_ARCHS and n >= 4
+    transports = (["NVLS", "P2P/CUMEM"] if nvls else ["P2P/CUMEM"]) if nvlink else ["SHM/direct/direct"]
+    memory = (gpus[0].mig.memory_gib << 30) if gpus[0].mig else gpus[0].gpu.memory_mib << 20
+    limit = min(max_bytes, 1 << ((memory // 3).bit_length() - 1))  # send+recv with headroom, a power of two
+    factor = 2 * (n - 1) / n if n > 1 else 0.0
+    sizes: list[dict[str, Any]] = []
+    size = 8
+    hung_at: int | None = None
+    while size <= limit:
+        if node.interconnect.hang and size >= (1 << 20):
+            hung_at = size
+            break
+        busbw = _nccl_curve(peak, size) if n > 1 else 0.0
+        algbw = busbw / factor if factor else _nccl_curve(peak, size)
+        count = max(size // 4, 1)
+        time_us = round(size / (algbw * 1e3), 3) if algbw else 1.0
+        sizes.append({"bytes": size, "count": count, "warmup": 5, "iters": 20 if size < (256 << 20) else 5,
+                      "time_us": time_us, "time_us_per_gpu": [time_us] * n, "algbw_gbps": round(algbw, 3),
+                      "busbw_gbps": round(busbw, 3), "checked_elements": count, "mismatches": 0, "correct": True})
+        size *= 2
+    large = [s["busbw_gbps"] for s in sizes if s["bytes"] >= _LARGE]
+    doc.update(
+        device_count={"value": n, "result": _ok("cudaGetDeviceCount")},
+        local_gpus=[{"index": i, "name": model.name, "uuid": v.mig.uuid if v.mig else v.gpu.uuid,
+                     "pci_bus_id": v.gpu.pci_bus_id[4:].lower(), "total_memory_bytes": memory,
+                     "compute_capability": model.compute_capability, "global_rank": i} for i, v in enumerate(gpus)],
+        bootstrap={"mode": "single-process", "rank": 0, "world_size": 1, "role": "local", "status": "ok",
+                   "reason": "unique id created locally",
+                   "unique_id": {"obtained": True, "fingerprint": "5eed5eed5eed5eed",
+                                 "result": {"call": "ncclGetUniqueId", "code": 0, "name": "ncclSuccess",
+                                            "message": "no error", "last_error": None}}},
+        comm_init={"result": {"call": "ncclCommInitRankConfig", "code": 0, "name": "ncclSuccess",
+                              "message": "no error", "last_error": None},
+                   "ms": 850.0, "nranks": n, "global_ranks": list(range(n)), "blocking": False},
+        nranks=n,
+        memory={"requested_max_bytes": max_bytes, "local_limit_bytes": limit, "agreed_max_bytes": limit,
+                "reduced": limit < max_bytes, "reason": "send and receive buffers must fit with headroom",
+                "free_bytes_min": memory, "total_bytes_min": memory, "headroom_bytes": memory - 2 * limit,
+                "headroom_rule": "2 x max_bytes <= free memory - 1/3"},
+        sweep={"pattern": "(rank+1)*(i%7+1)", "expected": "sum over ranks", "exact_in_float32": True,
+               "completed": hung_at is None, "running_bytes": hung_at, "sizes": sizes},
+        nccl_debug={"source": "probe", "settings": debug_settings, "captured": True, "lines_total": 200,
+                    "nccl_version": f"2.27.7+cuda{runtime.major}.{runtime.minor}", "transports": transports,
+                    "transport_kinds": sorted({t.split("/")[0] for t in transports}),
+                    "channel_lines": 16 * n, "network": {"name": None, "plugin": None, "lines": []},
+                    "nvls": {"supported": nvls, "channels": 16 if nvls else 0, "used": nvls, "lines": []},
+                    "gdr": {"enabled": None, "lines": []}, "warnings": [],
+                    "excerpt": [f"NCCL INFO Channel 00/0 : 0[0] -> 1[1] via {transports[-1]}"] if n > 1 else [],
+                    "excerpt_truncated": False},
+    )
+    peak_row = max(sizes, key=lambda s: s["busbw_gbps"]) if sizes else None
+    doc["summary"] = {
+        "nranks": n, "local_gpus": n, "sizes_run": len(sizes), "busbw_factor": factor,
+        "peak_busbw_gbps": peak_row["busbw_gbps"] if peak_row else None,
+        "peak_algbw_gbps": peak_row["algbw_gbps"] if peak_row else None,
+        "peak_at_bytes": peak_row["bytes"] if peak_row else None, "large_message_threshold_bytes": _LARGE,
+        "large_message_sizes": len(large),
+        "large_message_avg_busbw_gbps": round(sum(large) / len(large), 3) if large else None,
+        "mismatches_total": 0, "all_correct": True,
+    }
+    if hung_at is not None:
+        doc["hung"] = True
+        doc["watchdog"].update(fired=True, step=f"all_reduce {hung_at} bytes",
+                               abort={"attempted": True, "completed": True, "ms": 120.0})
+        return _finish(doc, 6, f"timeout: all_reduce of {hung_at} bytes did not finish within 300 s "
+                               "(communicators aborted)")
+    return _finish(doc, 0, "ok")

@@ -48,7 +48,7 @@ namespace {
 // Exact doubles (the busbw arithmetic is checked to 1e-9) and short scalar arrays on one line.
 constexpr gpuconf::JsonFormat kJsonFormat{true, 16};
 
-constexpr const char* kProbeVersion = "1.0.0";
+constexpr const char* kProbeVersion = "0.1.0";  // gpuconf/data/probe_images.yaml probe_version
 constexpr const char* kSchemaId = "gpuconf.nccl-probe/v1";
 
 enum ExitCode {

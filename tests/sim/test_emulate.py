@@ -117,3 +117,40 @@ def test_a_mig_instance_is_seen_as_that_instance():
     assert device.mig and device.uuid == gpu.mig[0].uuid and device.uuid.startswith("MIG-")
     assert device.total_memory_bytes == gpu.mig[0].memory_gib << 30
     assert "MIG " + gpu.mig[0].profile in device.name
+
+
+# --- nccl-probe -----------------------------------------------------------------------------------
+
+from gpuconf.probes.nccl import parse_nccl_probe  # noqa: E402
+from gpuconf.sim.emulate import nccl_probe_run  # noqa: E402
+
+
+def nccl(n: SimNode, gpus: int = 8):
+    code, stdout = nccl_probe_run(n, visible=[Visible(g) for g in n.gpus[:gpus]], image_cuda=parse_cuda("13.0.2"),
+                                  env={}, started_at="2026-11-29T00:00:00.000Z", hostname=n.name)
+    return parse_nccl_probe(stdout, exit_code=code, source=n.name)
+
+
+def test_an_8x_h100_node_reaches_its_nvlink_busbw_over_nvls():
+    n = node("healthy-h100", "h100-0")
+    report = nccl(n)
+    assert report.exit_code == 0 and report.all_correct and report.nranks == 8
+    assert report.nvls_used is True and "NVLS" in report.transports
+    assert report.large_message_avg_busbw_gbps == pytest.approx(n.interconnect.busbw_gbps, rel=0.1)
+
+
+def test_a_slow_link_shows_as_lower_busbw():
+    healthy = nccl(node("healthy-h100", "h100-0")).large_message_avg_busbw_gbps
+    slow = nccl(node("healthy-h100", "h100-0", [{"id": "nccl-slow-link", "pool": "h100", "node": 0}]))
+    assert slow.exit_code == 0 and slow.large_message_avg_busbw_gbps < 0.8 * healthy
+
+
+def test_a_hung_interconnect_is_reported_as_a_hang_with_the_size_in_flight():
+    report = nccl(node("healthy-h100", "h100-0", [{"id": "nccl-hang", "pool": "h100", "node": 0}]))
+    assert report.exit_code == 6 and report.hung and report.running_bytes == 1 << 20
+    assert report.sweep_completed is False
+
+
+def test_a_pod_without_gpus_gets_no_device():
+    report = nccl(node("healthy-h100", "h100-0"), gpus=0)
+    assert report.exit_code == 4 and report.nranks is None
