@@ -163,9 +163,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from gpuconf.images_cli import add_images_parser
     from gpuconf.predict_cli import add_predict_parser
+    from gpuconf.sim_cli import add_sim_parser
 
     add_predict_parser(sub)
     add_images_parser(sub)
+    add_sim_parser(sub)
     return parser
 
 

@@ -52,7 +52,7 @@ def test_probe_pods_are_restricted_never_preempt_and_go_through_the_scheduler():
         assert RESTRICTED.items() <= c["securityContext"].items()
     assert spec["priorityClassName"] == "gpuconf-probe"
     assert "nodeName" not in spec and spec["nodeSelector"] == {"kubernetes.io/hostname": "node-a"}
-    assert spec["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 8}
+    assert spec["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}  # quantities are strings
     assert spec["automountServiceAccountToken"] is False
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
     assert p["metadata"]["labels"]["gpuconf.io/run-id"] == "run1"
@@ -61,7 +61,7 @@ def test_probe_pods_are_restricted_never_preempt_and_go_through_the_scheduler():
 def test_env_and_mig_resources_pass_through_and_names_cannot_break_the_yaml():
     p = pod(env={"NVIDIA_DISABLE_REQUIRE": "1"}, gpu_resource="nvidia.com/mig-1g.10gb", check='x": y\n- z')
     assert p["spec"]["containers"][0]["env"] == [{"name": "NVIDIA_DISABLE_REQUIRE", "value": "1"}]
-    assert p["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": 1}
+    assert p["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "1"}
     assert p["metadata"]["labels"]["gpuconf.io/check"] == 'x": y\n- z'
 
 

@@ -1,0 +1,492 @@
+"""The node agents' pure half: what a kubelet, the NVIDIA device plugin, the container toolkit and
+the DRA driver would decide on a simulated node, as functions of plain data (no API calls).
+
+* :func:`kubelet_wording`: the event texts of the kubelet version a profile declares;
+* :func:`go_duration`: Go's ``time.Duration`` text, as the ``Pulled`` event prints it;
+* :func:`image_facts`: what an image reference carries (CUDA version, env, cuda-compat, size);
+* :class:`DeviceBook`: the kubelet's device manager on one node (admission and allocation);
+* :func:`injected_devices`: what the container toolkit (or CDI, for DRA) puts in a container;
+* :func:`dra_devices`: a ResourceClaim allocation's devices on a node;
+* ``make_*``: the Node, Lease, DeviceClass, RuntimeClass and ClusterPolicy objects.
+
+Every text a user would see is the real component's wording, with the source named where it is
+defined.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuconf.compat import tables
+from gpuconf.compat.versions import CudaVersion, VersionError, parse_cuda
+from gpuconf.sim.emulate import Visible
+from gpuconf.sim.node_facts import AdvertisedDevice, advertised_devices, node_labels, node_resources
+from gpuconf.sim.profile import Profile, SimCluster, SimNode
+
+__all__ = [
+    "AdmissionError",
+    "DeviceBook",
+    "as_visible",
+    "cluster_policy_status",
+    "plugin_env",
+    "ImageFacts",
+    "KubeletWording",
+    "dra_devices",
+    "go_duration",
+    "image_facts",
+    "injected_devices",
+    "kubelet_version",
+    "kubelet_wording",
+    "make_cluster_policy",
+    "make_cluster_policy_crd",
+    "make_device_classes",
+    "make_lease",
+    "make_node",
+    "make_node_status",
+    "make_runtime_class",
+    "pod_ip",
+]
+
+Obj = dict[str, Any]
+
+# --- kubelet wording ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KubeletWording:
+    """The kubelet's container event messages (pkg/kubelet/kuberuntime and images), by version.
+
+    ``created``/``started`` take ``{name}``; the image messages take ``{image}``.
+    """
+
+    created: str
+    started: str
+    image_present: str
+    pulling: str = 'Pulling image "{image}"'
+    #: pkg/kubelet/images/image_manager.go since 1.30: pull time, then time including the wait in
+    #: the (serialized) pull queue, both truncated to milliseconds, then the image size.
+    pulled: str = 'Successfully pulled image "{image}" in {pull} ({total} including waiting). Image size: {size} bytes.'
+    failed: str = "Error: {message}"  # kuberuntime_container.go startContainer: "Error: %v"
+    killing: str = "Stopping container {name}"
+
+
+#: (first kubelet minor, wording). 1.32.0 and 1.33.2 kubelets write "Created container: <name>"
+#: (captured in public cluster logs); kubernetes/kubernetes#134043 (1.35) dropped the container
+#: name ("Container created"), and 1.35 clusters add "and can be accessed by the pod" to the
+#: image-present message. Where 1.34 words the image message is not confirmed: it is taken to be
+#: the 1.33 text.
+_WORDINGS: tuple[tuple[int, KubeletWording], ...] = (
+    (0, KubeletWording("Created container {name}", "Started container {name}",
+                       'Container image "{image}" already present on machine')),
+    (32, KubeletWording("Created container: {name}", "Started container {name}",
+                        'Container image "{image}" already present on machine')),
+    (35, KubeletWording("Container created", "Container started",
+                        'Container image "{image}" already present on machine and can be accessed by the pod')),
+)
+
+
+def kubelet_wording(kubernetes: str) -> KubeletWording:
+    """The event wording of a kubelet of version ``kubernetes`` (``1.34`` or ``v1.34.2``)."""
+    minor = int(kubernetes.lstrip("v").split(".")[1])
+    return [w for first, w in _WORDINGS if minor >= first][-1]
+
+
+def kubelet_version(profile: Profile) -> str:
+    """``v1.34.0`` from a profile's ``kubernetes: "1.34"``."""
+    parts = profile.kubernetes.lstrip("v").split(".")
+    return "v" + ".".join((parts + ["0"])[:3])
+
+
+def go_duration(seconds: float) -> str:
+    """``time.Duration(...).Truncate(time.Millisecond).String()``: 0s, 523ms, 11.624s, 1m5.2s, 1h0m3s."""
+    ms = max(0, int(seconds * 1000))
+    if ms == 0:
+        return "0s"
+    if ms < 1000:
+        return f"{ms}ms"
+    hours, rest = divmod(ms, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    secs, frac = divmod(rest, 1000)
+    text = f"{secs}" + (f".{frac:03d}".rstrip("0") if frac else "") + "s"
+    if hours or minutes:
+        text = f"{minutes}m" + text
+    if hours:
+        text = f"{hours}h" + text
+    return text
+
+
+# --- images ---------------------------------------------------------------------------------------
+
+#: Compressed sizes of the official nvidia/cuda flavours, rounded (illustrative, not per release:
+#: they only make Pulled messages and pull times plausible). Other images: a small utility image.
+_FLAVOUR_BYTES = {"base": 110_000_000, "runtime": 1_700_000_000, "devel": 4_300_000_000}
+_OTHER_BYTES = 45_000_000
+#: What the gpuconf probe images are built FROM (probes/*/Dockerfile: the run stage).
+_PROBE_BASES = {"cuda-probe": "base", "nccl-probe": "runtime"}
+_CUDA_TAG = re.compile(r"^(\d+\.\d+(?:\.\d+)?)-(?:cudnn\d*-)?(base|runtime|devel)(?:-|$)")
+_PROBE_TAG = re.compile(r"-cuda(\d+\.\d+(?:\.\d+)?)$")
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What an image carries, as far as the simulation needs it."""
+
+    ref: str  # as the pod spec names it
+    normalized: str  # docker.io/nvidia/cuda:13.0.2-devel-ubuntu24.04 (what containerd reports)
+    image_id: str  # <repository>@sha256:<digest>
+    size: int  # bytes, for the Pulled message and the pull time
+    cuda: CudaVersion | None = None  # the CUDA the image is built on (nvidia/cuda and gpuconf probes)
+    env: tuple[tuple[str, str], ...] = ()  # the image config's Env
+    compat: bool = False  # carries /usr/local/cuda/compat (every nvidia/cuda flavour does)
+    probe: str | None = None  # cuda-probe | nccl-probe for gpuconf's prebuilt probe images
+
+
+def _split_ref(ref: str) -> tuple[str, str, str]:
+    """(registry, repository path, tag) with Docker's defaults (docker.io, library/, latest)."""
+    name = ref.split("@", 1)[0]
+    tag = "latest"
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    if colon > slash:
+        name, tag = name[:colon], name[colon + 1:]
+    first, _, rest = name.partition("/")
+    if rest and ("." in first or ":" in first or first == "localhost"):
+        registry, path = first, rest
+    else:
+        registry, path = "docker.io", name
+    if registry == "docker.io" and "/" not in path:
+        path = f"library/{path}"
+    return registry, path, tag
+
+
+def _official_env(cuda: str) -> tuple[tuple[str, str], ...]:
+    """The Env of nvidia/cuda:<cuda>-* (research/require-cuda.md §9; NVIDIA_REQUIRE_CUDA from the data)."""
+    row = tables.image_require(cuda)
+    env = [("NVIDIA_VISIBLE_DEVICES", "all"), ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),
+           ("CUDA_VERSION", row.cuda_version_env if row else cuda)]
+    if row is not None:
+        env.append(("NVIDIA_REQUIRE_CUDA", row.require))
+    return tuple(env)
+
+
+def image_facts(ref: str) -> ImageFacts:
+    """Facts of ``ref``: official ``[registry/]nvidia/cuda:<ver>-<flavour>-<distro>`` images and
+    gpuconf's ``<registry>/gpuconf/<probe>:<probe-version>-cuda<ver>`` carry CUDA, its env and
+    cuda-compat; anything else is an ordinary image without them."""
+    registry, path, tag = _split_ref(ref)
+    digest = hashlib.sha256(f"{registry}/{path}:{tag}".encode()).hexdigest()
+    normalized, image_id = f"{registry}/{path}:{tag}", f"{registry}/{path}@sha256:{digest}"
+    jitter = 1 + (int(digest[:4], 16) % 600 - 300) / 10_000  # +-3 %, stable per image
+    official = path in ("nvidia/cuda", "library/nvidia/cuda")
+    match = _CUDA_TAG.match(tag) if official else None
+    probe = next((p for p in _PROBE_BASES if path.endswith(f"gpuconf/{p}")), None)
+    probe_match = _PROBE_TAG.search(tag) if probe else None
+    version, flavour = (match.group(1), match.group(2)) if match else \
+        (probe_match.group(1), _PROBE_BASES[probe]) if probe and probe_match else (None, None)
+    if version is None or flavour is None:
+        return ImageFacts(ref, normalized, image_id, int(_OTHER_BYTES * jitter))
+    try:
+        cuda = parse_cuda(version)
+    except VersionError:
+        return ImageFacts(ref, normalized, image_id, int(_OTHER_BYTES * jitter))
+    return ImageFacts(ref, normalized, image_id, int(_FLAVOUR_BYTES[flavour] * jitter), cuda,
+                      _official_env(version), True, probe)
+
+
+# --- the device manager -----------------------------------------------------------------------
+
+
+class AdmissionError(Exception):
+    """The kubelet rejects the pod: ``reason`` and the message of its event (``Pod was rejected:``
+    prefixes it in the pod status)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason, self.message = reason, message
+
+
+def _quantity(value: Any) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0  # extended resources are whole numbers; the API server rejects anything else
+
+
+@dataclass
+class DeviceBook:
+    """The kubelet's device manager on one node, fed by the device plugin's ListAndWatch.
+
+    Resources the plugin never registered are skipped, as the kubelet does (its admission drops
+    extended resources the node does not report, and ``allocateContainerResources`` skips names
+    that are not device-plugin resources), so such a pod is admitted and gets nothing.
+    """
+
+    node: SimNode
+    devices: list[AdvertisedDevice] = field(init=False)
+    owner: dict[str, str] = field(default_factory=dict)  # device id -> pod key
+
+    def __post_init__(self) -> None:
+        self.devices = advertised_devices(self.node)
+
+    @property
+    def resources(self) -> set[str]:
+        return {d.resource for d in self.devices}
+
+    def allocate(self, pod_key: str, containers: Sequence[tuple[str, bool, Mapping[str, Any]]]
+                 ) -> dict[str, list[AdvertisedDevice]]:
+        """Devices per container (``(name, is_init, limits)`` in start order); AdmissionError when
+        a registered resource lacks free healthy devices. Init containers' devices are reused by
+        the app containers, as the device manager's ``devicesToReuse`` does."""
+        taken: dict[str, list[AdvertisedDevice]] = {}
+        reusable: list[AdvertisedDevice] = []
+        mine: set[str] = set()
+        for name, is_init, limits in containers:
+            got: list[AdvertisedDevice] = []
+            for resource, raw in sorted(limits.items()):
+                needed = _quantity(raw)
+                if resource not in self.resources or needed <= 0:
+                    continue
+                reuse = [d for d in reusable if d.resource == resource]
+                free = [d for d in self.devices if d.resource == resource and d.healthy
+                        and d.id not in self.owner and d.id not in mine]
+                available = reuse + self._preferred(free)
+                if needed > len(available):
+                    raise AdmissionError("UnexpectedAdmissionError", (
+                        f"Allocate failed due to requested number of devices unavailable for {resource}. "
+                        f"Requested: {needed}, Available: {len(available)}, which is unexpected"))
+                chosen = available[:needed]
+                got.extend(chosen)
+                mine.update(d.id for d in chosen)
+                reusable = [d for d in reusable if d not in chosen]
+            taken[name] = got
+            if is_init:
+                reusable.extend(d for d in got if d not in reusable)
+        for device_id in mine:
+            self.owner[device_id] = pod_key
+        return taken
+
+    def _preferred(self, free: list[AdvertisedDevice]) -> list[AdvertisedDevice]:
+        """GetPreferredAllocation: shared (time-sliced) replicas go to the least-used GPU first."""
+        if not any("::" in d.id for d in free):
+            return free
+        used: dict[str, int] = {}
+        for d in self.devices:
+            if d.id in self.owner:
+                used[d.gpu.uuid] = used.get(d.gpu.uuid, 0) + 1
+        return sorted(free, key=lambda d: (used.get(d.gpu.uuid, 0), d.gpu.index))
+
+    def release(self, pod_key: str) -> None:
+        for device_id in [i for i, owner in self.owner.items() if owner == pod_key]:
+            del self.owner[device_id]
+
+
+def plugin_env(devices: Sequence[AdvertisedDevice]) -> dict[str, str]:
+    """The device plugin's Allocate response with ``deviceListStrategy: envvar``: the devices' ids,
+    replica suffixes (``::n``) stripped and duplicates dropped."""
+    if not devices:
+        return {}
+    ids: list[str] = []
+    for d in devices:
+        base = d.id.split("::", 1)[0]
+        if base not in ids:
+            ids.append(base)
+    return {"NVIDIA_VISIBLE_DEVICES": ",".join(ids)}
+
+
+def as_visible(devices: Iterable[AdvertisedDevice]) -> list[Visible]:
+    out: list[Visible] = []
+    for d in devices:
+        v = Visible(d.gpu, d.mig)
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def _every_device(node: SimNode) -> list[Visible]:
+    """``NVIDIA_VISIBLE_DEVICES=all``: every GPU that enumerates, as MIG instances where enabled."""
+    out: list[Visible] = []
+    for g in node.present_gpus:
+        out.extend([Visible(g, m) for m in g.mig] if g.mig else [Visible(g)])
+    return out
+
+
+def _by_id(node: SimNode, value: str) -> list[Visible]:
+    """A device list (``0,1``, ``GPU-...``, ``MIG-...``); ids the node does not have are left out."""
+    out: list[Visible] = []
+    for raw in value.split(","):
+        token = raw.strip()
+        for g in node.present_gpus:
+            if token in (g.uuid, str(g.index)):
+                out.append(Visible(g))
+            out.extend(Visible(g, m) for m in g.mig if token == m.uuid)
+    return out
+
+
+def injected_devices(node: SimNode, *, nvidia_runtime: bool, allocated: Sequence[Visible],
+                     cdi: Sequence[Visible], own_env: str | None, privileged: bool) -> list[Visible]:
+    """What ends up in the container.
+
+    ``allocated``: the device plugin's choice, honoured by the toolkit; ``cdi``: DRA devices, which
+    containerd injects through CDI with any runtime handler; ``own_env``: NVIDIA_VISIBLE_DEVICES
+    as the container itself (its spec, or its image when nothing was allocated) sets it. Without
+    the nvidia runtime the toolkit injects nothing. The toolkit honours ``own_env`` only for
+    privileged containers or with accept-nvidia-visible-devices-envvar-when-unprivileged (the
+    envvar-leak fault); the visible-devices-all fault injects every device whenever the toolkit
+    injects anything.
+    """
+    out = list(cdi)
+    if not nvidia_runtime:
+        return out
+    wants = own_env not in (None, "", "void", "none")
+    if node.toolkit.visible_devices == "all" and (allocated or wants):
+        chosen = _every_device(node)
+    elif own_env is not None and (privileged or node.toolkit.accept_envvar_unprivileged):
+        chosen = [] if not wants else _every_device(node) if own_env == "all" else _by_id(node, own_env or "")
+    else:
+        chosen = list(allocated)
+    return out + [v for v in chosen if v not in out]
+
+
+def dra_devices(node: SimNode, claim: Mapping[str, Any], requests: Iterable[str] | None = None) -> list[Visible]:
+    """The devices of an allocated ResourceClaim that the node's DRA driver prepares: results for
+    this node's pool (device names as node_facts.resource_slices gives them: ``gpu-<i>``,
+    ``gpu-<i>-mig-<gi>``), narrowed to ``requests`` when the container names some."""
+    wanted = set(requests) if requests is not None else None
+    results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or [])
+    out: list[Visible] = []
+    for r in results:
+        if r.get("driver") != node.dra.driver or r.get("pool") != node.name:
+            continue
+        request = str(r.get("request", ""))
+        if wanted is not None and request not in wanted and request.split("/", 1)[0] not in wanted:
+            continue
+        match = re.fullmatch(r"gpu-(\d+)(?:-mig-(\d+))?", str(r.get("device", "")))
+        if not match:
+            continue
+        gpu = next((g for g in node.present_gpus if g.index == int(match.group(1))), None)
+        if gpu is None:
+            continue
+        if match.group(2) is None:
+            out.append(Visible(gpu))
+        else:
+            out.extend(Visible(gpu, m) for m in gpu.mig if m.gi == int(match.group(2)))
+    return out
+
+
+# --- objects ------------------------------------------------------------------------------------
+
+#: kubelet condition reasons and messages (pkg/kubelet/nodestatus/setters.go).
+_CONDITIONS = (
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+)
+CONTAINER_RUNTIME = "containerd://2.1.4"
+
+
+def pod_ip(node_index: int, serial: int) -> str:
+    """An address from the node's podCIDR 10.<hi>.<lo>.0/24 (.2 to .254, reused in turn)."""
+    return f"10.{(node_index >> 8) & 255}.{node_index & 255}.{2 + serial % 253}"
+
+
+def make_node(node: SimNode, index: int) -> Obj:
+    """The Node a kubelet registers (metadata and spec; the status comes with make_node_status)."""
+    labels = {"kubernetes.io/hostname": node.name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+              "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
+              "node.kubernetes.io/instance-type": "sim", **node_labels(node)}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": node.name, "labels": labels, "annotations": {
+            "node.alpha.kubernetes.io/ttl": "0", "volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
+        "spec": {"podCIDR": f"10.{(index >> 8) & 255}.{index & 255}.0/24",
+                 "podCIDRs": [f"10.{(index >> 8) & 255}.{index & 255}.0/24"],
+                 "providerID": f"gpuconf-sim://{node.name}"},
+    }
+
+
+def make_node_status(node: SimNode, *, kubelet: str, port: int, now: str) -> Obj:
+    """status: capacity/allocatable (cpu, memory, pods + the device plugin's resources),
+    conditions, addresses, daemonEndpoints (the agents' log endpoint) and nodeInfo."""
+    gpus = max(1, len(node.gpus))
+    cpu = max(8, 24 * gpus)
+    memory_ki = max(32, 256 * gpus) * 1024 * 1024
+    extended_capacity, extended_allocatable = node_resources(node)
+    base = {"cpu": str(cpu), "ephemeral-storage": "1843269916Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0",
+            "pods": "110"}
+    ident = hashlib.sha1(f"gpuconf-sim/{node.name}".encode()).hexdigest()
+    return {
+        "capacity": {**base, "memory": f"{memory_ki}Ki", **extended_capacity},
+        "allocatable": {**base, "memory": f"{memory_ki - 102400}Ki", **extended_allocatable},
+        "conditions": [{"type": t, "status": s, "reason": r, "message": m, "lastHeartbeatTime": now,
+                        "lastTransitionTime": now} for t, s, r, m in _CONDITIONS],
+        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": node.name}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
+        "nodeInfo": {"machineID": ident[:32], "systemUUID": f"{ident[:8]}-{ident[8:12]}-{ident[12:16]}-"
+                                                            f"{ident[16:20]}-{ident[20:32]}",
+                     "bootID": ident[8:40], "kernelVersion": "6.8.0-87-generic", "osImage": "Ubuntu 24.04.3 LTS",
+                     "containerRuntimeVersion": CONTAINER_RUNTIME, "kubeletVersion": kubelet,
+                     "kubeProxyVersion": "",  # deprecated; the kubelet leaves it empty (no omitempty)
+                     "operatingSystem": "linux", "architecture": "amd64"},
+    }
+
+
+def make_lease(node_name: str, node_uid: str | None, *, duration: int, now_micro: str) -> Obj:
+    """The node's heartbeat Lease in kube-node-lease, owned by its Node (pkg/kubelet/nodelease)."""
+    meta: Obj = {"name": node_name, "namespace": "kube-node-lease"}
+    if node_uid:
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid}]
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": meta,
+            "spec": {"holderIdentity": node_name, "leaseDurationSeconds": duration, "renewTime": now_micro}}
+
+
+def make_device_classes(drivers: Iterable[str]) -> list[Obj]:
+    """The DeviceClasses NVIDIA's DRA driver chart installs (gpu.nvidia.com, mig.nvidia.com)."""
+    out = []
+    for driver in sorted(set(drivers)):
+        for kind, name in (("gpu", driver), ("mig", driver.replace("gpu.", "mig.", 1))):
+            out.append({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+                        "spec": {"selectors": [{"cel": {"expression": (
+                            f"device.driver == '{driver}' && device.attributes['{driver}'].type == '{kind}'")}}]}})
+    return out
+
+
+def make_runtime_class(name: str, handler: str) -> Obj:
+    return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name}, "handler": handler}
+
+
+def make_cluster_policy_crd() -> Obj:
+    """A minimal clusterpolicies.nvidia.com (the GPU Operator's CRD, schema left open)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "clusterpolicies.nvidia.com"},
+        "spec": {"group": "nvidia.com", "scope": "Cluster",
+                 "names": {"plural": "clusterpolicies", "singular": "clusterpolicy", "kind": "ClusterPolicy",
+                           "listKind": "ClusterPolicyList"},
+                 "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                               "schema": {"openAPIV3Schema": {"type": "object",
+                                                              "x-kubernetes-preserve-unknown-fields": True}}}]},
+    }
+
+
+def make_cluster_policy(cluster: SimCluster) -> Obj:
+    """ClusterPolicy ``cluster-policy`` describing what the operator deploys on the pools."""
+    pools = cluster.profile.pools
+    plugin = any(p.device_plugin.enabled for p in pools)
+    mig = any(p.device_plugin.mig.enabled for p in pools)
+    strategy = next((p.device_plugin.mig.strategy for p in pools if p.device_plugin.mig.enabled), "single")
+    return {
+        "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
+        "spec": {"operator": {"defaultRuntime": "containerd"}, "driver": {"enabled": True},
+                 "toolkit": {"enabled": True}, "devicePlugin": {"enabled": plugin}, "gfd": {"enabled": True},
+                 "dcgmExporter": {"enabled": True}, "migManager": {"enabled": mig}, "mig": {"strategy": strategy},
+                 "validator": {"plugin": {"env": []}}, "cdi": {"enabled": True, "default": False}},
+    }
+
+
+def cluster_policy_status() -> Obj:
+    return {"state": "ready", "namespace": "gpu-operator"}

@@ -1,0 +1,121 @@
+"""``gpuconf sim``: run a simulated GPU cluster, or only its node agents, and list what it knows."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+from typing import Any, TextIO
+
+from gpuconf.errors import EXIT_ENVIRONMENT, EXIT_OK, UsageError
+
+
+def add_sim_parser(sub: Any) -> None:
+    p = sub.add_parser("sim", help="run a simulated GPU cluster (no GPUs, no Kubernetes needed)",
+                       description="The simulated GPU cluster the suite is tested against: a fake API server, "
+                       "a scheduler and node agents playing kubelet, device plugin, toolkit, GFD and the DRA driver.")
+    ssub = p.add_subparsers(dest="sim_command", required=True, parser_class=type(p))
+    serve = ssub.add_parser("serve", help="run a whole simulated cluster until Ctrl-C",
+                            description="Start a simulated cluster from a profile and write a kubeconfig that kubectl "
+                            "and `pytest suites/ --kubeconfig` can use.")
+    serve.add_argument("--profile", required=True, help="a shipped profile name (gpuconf sim profiles) or a YAML file")
+    serve.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
+    serve.add_argument("--kubeconfig-out", required=True, metavar="PATH", help="where to write the kubeconfig")
+    serve.set_defaults(func=_cmd_serve)
+    agents = ssub.add_parser("agents", help="run only the node agents against an existing API server",
+                             description="Register the profile's nodes on an existing cluster (kind, a real control "
+                             "plane, or another gpuconf sim) and act as their kubelets, device plugins and DRA driver.")
+    agents.add_argument("--kubeconfig", required=True, help="kubeconfig of the target cluster")
+    agents.add_argument("--context", help="kubeconfig context")
+    agents.add_argument("--profile", required=True, help="a shipped profile name or a YAML file")
+    agents.set_defaults(func=_cmd_agents)
+    profiles = ssub.add_parser("profiles", help="list the shipped profiles")
+    profiles.set_defaults(func=_cmd_profiles)
+    faults = ssub.add_parser("faults", help="list the fault catalog: each fault and the check that must catch it")
+    faults.set_defaults(func=_cmd_faults)
+
+
+def _wait_for_signal() -> None:
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
+    done.wait()
+
+
+def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from gpuconf.sim.cluster import SimulatedCluster
+
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be 0..65535, not {args.port}")
+    out = Path(args.kubeconfig_out)
+    if not out.parent.is_dir():
+        raise UsageError(f"--kubeconfig-out: no such directory: {out.parent}")
+    sim = SimulatedCluster(args.profile, port=args.port)
+    try:
+        sim.start()
+    except OSError as exc:
+        stderr.write(f"gpuconf sim serve: cannot start the API server: {exc}\n")
+        return EXIT_ENVIRONMENT
+    try:
+        sim.write_kubeconfig(out)
+        stdout.write(f"{sim.summary()} (started in {sim.startup_s:.1f} s)\n"
+                     f"kubeconfig: {out}\n  kubectl --kubeconfig {out} get nodes\nCtrl-C stops it.\n")
+        stdout.flush()
+        _wait_for_signal()
+    finally:
+        sim.stop()
+    return EXIT_OK
+
+
+def _cmd_agents(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from kubernetes import config as kconfig
+    from kubernetes.config.config_exception import ConfigException
+
+    from gpuconf.sim.agent import NodeAgents
+    from gpuconf.sim.profile import expand, load_profile
+
+    cluster = expand(load_profile(args.profile))
+    if not Path(args.kubeconfig).is_file():
+        raise UsageError(f"--kubeconfig: no such file: {args.kubeconfig}")
+    try:
+        api = kconfig.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=args.kubeconfig, context=args.context)
+    except ConfigException as exc:
+        raise UsageError(f"--kubeconfig {args.kubeconfig}: {exc}") from exc
+    agents = NodeAgents(cluster, api)
+    try:
+        agents.start()
+    except Exception as exc:  # the cluster is unreachable or refuses us: one line, no traceback
+        stderr.write(f"gpuconf sim agents: cannot register the nodes: {exc}\n")
+        agents.stop()
+        return EXIT_ENVIRONMENT
+    try:
+        stdout.write(f"node agents for {len(cluster.nodes)} nodes of {cluster.profile.name} running; Ctrl-C stops "
+                     "them\n")
+        stdout.flush()
+        _wait_for_signal()
+    finally:
+        agents.stop()
+    return EXIT_OK
+
+
+def _cmd_profiles(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from gpuconf.sim.profile import expand, load_profile, shipped_profiles
+
+    for name in shipped_profiles():
+        profile = load_profile(name)
+        nodes = expand(profile).nodes if sum(p.count for p in profile.pools) <= 64 else None
+        size = (f"{len(nodes)} nodes, {sum(len(n.gpus) for n in nodes)} GPUs" if nodes is not None else
+                f"{sum(p.count for p in profile.pools)} nodes")
+        first = " ".join(profile.description.split()).split(". ")[0].rstrip(".")
+        stdout.write(f"{name:20s} {size:24s} {first}\n")
+    return EXIT_OK
+
+
+def _cmd_faults(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from gpuconf.sim.profile import fault_catalog
+
+    for fault in fault_catalog().values():
+        stdout.write(f"{fault.id:26s} {fault.summary}\n{'':26s} caught by {fault.check} ({fault.suite})\n")
+    return EXIT_OK

@@ -1,0 +1,113 @@
+"""The whole simulated cluster end to end, and the `gpuconf sim` commands."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kubernetes import client, watch
+
+from gpuconf.cli import main
+from gpuconf.probe_pods import make_cuda_probe_pod
+from gpuconf.probes.cuda import parse_cuda_probe
+from gpuconf.sim.cluster import SimulatedCluster
+from gpuconf.sim.server import FakeApiServer
+
+
+def wait_finished(api: client.CoreV1Api, namespace: str, names: set[str], timeout: int = 30) -> None:
+    done: set[str] = set()
+    w = watch.Watch()
+    for event in w.stream(api.list_namespaced_pod, namespace, timeout_seconds=timeout):
+        pod = event["object"]
+        if pod.status.phase in ("Succeeded", "Failed"):
+            done.add(pod.metadata.name)
+        if done >= names:
+            w.stop()
+            return
+    raise AssertionError(f"pods not finished within {timeout} s: {sorted(names - done)}")
+
+
+def test_probe_pods_are_scheduled_run_and_answer_as_the_compatibility_rules_say():
+    with SimulatedCluster("mixed-driver-570") as sim:
+        api = client.CoreV1Api(sim.api_client())
+        api.create_namespace({"metadata": {"name": "run1"}})
+        cases = {"native": ("h100-580-0", "13.0.2"), "compat": ("a100-570-0", "13.0.2")}
+        for name, (node, cuda) in cases.items():
+            api.create_namespaced_pod("run1", make_cuda_probe_pod(
+                name=name, namespace="run1", run_id="run1", check="smoke", cuda=cuda, node=node, gpu_count=2,
+                runtime_class="nvidia"))
+        wait_finished(api, "run1", set(cases))
+        native = parse_cuda_probe(api.read_namespaced_pod_log("native", "run1", container="probe"), exit_code=0)
+        compat = parse_cuda_probe(api.read_namespaced_pod_log("compat", "run1", container="probe"), exit_code=0)
+        assert (native.driver_cuda, native.libcuda_compat, len(native.devices)) == ("13.0", False, 2)
+        assert (compat.driver_cuda, compat.libcuda_compat) == ("13.0", True)
+        gpus = {g.uuid for g in sim.cluster.node("h100-580-0").gpus}
+        assert {d.uuid for d in native.devices} <= gpus
+        events = api.list_namespaced_event("run1", field_selector="involvedObject.name=native").items
+        reasons = [e.reason for e in sorted(events, key=lambda e: int(e.metadata.resource_version))]
+        assert reasons[0] == "Scheduled" and "Started" in reasons
+
+
+def test_sim_serve_writes_a_kubeconfig_serves_until_interrupted_and_exits_0(tmp_path: Path):
+    kubeconfig = tmp_path / "kubeconfig"
+    proc = subprocess.Popen([sys.executable, "-m", "gpuconf.cli", "sim", "serve", "--profile", "t4-timeslicing",
+                             "--kubeconfig-out", str(kubeconfig)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stdout is not None
+        banner = [proc.stdout.readline() for _ in range(2)]
+        assert banner[0].startswith("simulated cluster t4-timeslicing: 2 nodes, 8 GPUs"), banner
+        from kubernetes import config as kconfig
+
+        api = client.CoreV1Api(kconfig.new_client_from_config(config_file=str(kubeconfig)))
+        allocatable = {n.metadata.name: n.status.allocatable["nvidia.com/gpu"] for n in api.list_node().items}
+        assert allocatable == {"t4-0": "16", "t4-1": "16"}
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+
+
+def test_sim_agents_register_nodes_on_another_api_server(tmp_path: Path):
+    with FakeApiServer() as server:
+        kubeconfig = tmp_path / "kubeconfig"
+        server.write_kubeconfig(kubeconfig)
+        proc = subprocess.Popen([sys.executable, "-m", "gpuconf.cli", "sim", "agents", "--kubeconfig", str(kubeconfig),
+                                 "--profile", "h200-dra-only"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            assert proc.stdout is not None
+            assert "node agents for 2 nodes of h200-dra-only running" in proc.stdout.readline()
+            assert {n["metadata"]["name"] for n in server.store.list("nodes").items} == {"h200-0", "h200-1"}
+            assert len(server.store.list("resourceslices").items) == 2
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=30)
+        assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["sim", "serve", "--profile", "nope", "--kubeconfig-out", "/tmp/kc"], "unknown simulated cluster profile 'nope'"),
+    (["sim", "serve", "--profile", "healthy-h100", "--kubeconfig-out", "/nonexistent/dir/kc"], "no such directory"),
+    (["sim", "serve", "--profile", "healthy-h100", "--port", "70000", "--kubeconfig-out", "/tmp/kc"], "--port"),
+    (["sim", "agents", "--kubeconfig", "/nonexistent", "--profile", "healthy-h100"], "no such file"),
+    (["sim"], "required"),
+])
+def test_bad_sim_input_is_one_line_and_exit_2(argv, fragment):
+    out, err = io.StringIO(), io.StringIO()
+    assert main(argv, stdout=out, stderr=err) == 2
+    assert fragment in err.getvalue() and err.getvalue().count("\n") == 1
+
+
+def test_profiles_and_faults_are_listed():
+    out = io.StringIO()
+    assert main(["sim", "profiles"], stdout=out, stderr=io.StringIO()) == 0
+    assert "healthy-h100" in out.getvalue() and "scale-1000" in out.getvalue()
+    out = io.StringIO()
+    assert main(["sim", "faults"], stdout=out, stderr=io.StringIO()) == 0
+    assert "gpu-lost" in out.getvalue() and "caught by" in out.getvalue()
