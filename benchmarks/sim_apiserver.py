@@ -82,8 +82,8 @@ def scale_lists(server: FakeApiServer) -> dict[str, Any]:
             "list pods in a small namespace (HTTP)": lambda: core.list_namespaced_pod("small"),
             "list all pods, all namespaces (HTTP, raw JSON)": lambda: core.list_pod_for_all_namespaces(
                 _preload_content=False).data,
-            "list pods on one node (in process)": lambda: store.list("pods", field_selector="spec.nodeName=gpu-node-0500",
-                                                                     copy=False),
+            "list pods on one node (in process)": lambda: store.list(
+                "pods", field_selector="spec.nodeName=gpu-node-0500", copy=False),
         }.items():
             seconds, _ = timed(call)
             figures[label] = round(seconds * 1000, 1)

@@ -111,3 +111,22 @@ def test_profiles_and_faults_are_listed():
     out = io.StringIO()
     assert main(["sim", "faults"], stdout=out, stderr=io.StringIO()) == 0
     assert "gpu-lost" in out.getvalue() and "caught by" in out.getvalue()
+
+
+@pytest.mark.parametrize("profile", ["healthy-h100", "a100-mig-mixed", "t4-timeslicing", "h200-dra-only",
+                                     "mixed-driver-570", "multi-pool"])
+def test_every_shipped_profile_starts_and_publishes_its_nodes(profile):
+    with SimulatedCluster(profile) as sim:
+        api = client.CoreV1Api(sim.api_client())
+        nodes = api.list_node().items
+        assert {n.metadata.name for n in nodes} == {n.name for n in sim.cluster.nodes}
+        assert all(c.status == "True" for n in nodes for c in n.status.conditions if c.type == "Ready")
+
+
+def test_the_1000_node_profile_starts_and_answers():
+    """Its timings are measured by benchmarks/sim_scale.py, not asserted here."""
+    with SimulatedCluster("scale-1000") as sim:
+        api = client.CoreV1Api(sim.api_client())
+        node = api.read_node("h100-999")
+        assert node.status.allocatable["nvidia.com/gpu"] == "8"
+        assert len(api.list_node(_preload_content=False).data) > 1000 * 1000  # every node, over HTTP
