@@ -1,5 +1,4 @@
-"""Root conftest: makes `pytest suites/` and `pytest tests/` work from the repository root.
+"""Root conftest: loads the gpuconf pytest plugin, so `pytest suites/` (the conformance suites)
+and `pytest tests/` (the project's own tests) both work from the repository root."""
 
-The gpuconf pytest plugin (cluster options, probe campaigns, reports) is registered here once
-it exists; until then this file only marks the rootdir.
-"""
+pytest_plugins = ["gpuconf.plugin"]
