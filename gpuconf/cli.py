@@ -178,7 +178,7 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
         args = build_parser().parse_args(argv)
         return int(args.func(args, out, err))
     except UsageError as exc:
-        text = str(exc)
+        text = " ".join(str(exc).split())  # one line, whatever the cause's formatting
         print(text if text.startswith("gpuconf") else f"gpuconf: {text}", file=err)
         return EXIT_USAGE
     except KeyboardInterrupt:

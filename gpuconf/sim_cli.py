@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import signal
 import threading
 from pathlib import Path
@@ -29,6 +30,10 @@ def add_sim_parser(sub: Any) -> None:
     agents.add_argument("--kubeconfig", required=True, help="kubeconfig of the target cluster")
     agents.add_argument("--context", help="kubeconfig context")
     agents.add_argument("--profile", required=True, help="a shipped profile name or a YAML file")
+    agents.add_argument("--address", default="127.0.0.1",
+                        help="the nodes' InternalIP: an address of this machine the API server can reach, so it "
+                        "can fetch pod logs from the agents' HTTPS log endpoint (default 127.0.0.1)")
+    agents.add_argument("--log-port", type=int, default=0, help="port of that endpoint (default: a free one)")
     agents.set_defaults(func=_cmd_agents)
     profiles = ssub.add_parser("profiles", help="list the shipped profiles")
     profiles.set_defaults(func=_cmd_profiles)
@@ -75,15 +80,21 @@ def _cmd_agents(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
     from gpuconf.sim.agent import NodeAgents
     from gpuconf.sim.profile import expand, load_profile
 
+    try:
+        ipaddress.ip_address(args.address)
+    except ValueError as exc:
+        raise UsageError(f"--address: not an IP address: {args.address!r}") from exc
+    if not 0 <= args.log_port <= 65535:
+        raise UsageError(f"--log-port must be 0..65535, not {args.log_port}")
     cluster = expand(load_profile(args.profile))
     if not Path(args.kubeconfig).is_file():
         raise UsageError(f"--kubeconfig: no such file: {args.kubeconfig}")
     try:
         api = kconfig.new_client_from_config(  # type: ignore[no-untyped-call]
             config_file=args.kubeconfig, context=args.context)
-    except ConfigException as exc:
-        raise UsageError(f"--kubeconfig {args.kubeconfig}: {exc}") from exc
-    agents = NodeAgents(cluster, api)
+    except (ConfigException, Exception) as exc:  # a malformed file raises yaml/type errors, not only these
+        raise UsageError(f"--kubeconfig {args.kubeconfig}: not a usable kubeconfig: {exc}") from exc
+    agents = NodeAgents(cluster, api, address=args.address, log_port=args.log_port)
     try:
         agents.start()
     except Exception as exc:  # the cluster is unreachable or refuses us: one line, no traceback

@@ -98,13 +98,14 @@ class NodeAgents:
     ``workers``: threads running pods; ``lease_interval``: seconds between one node's lease
     renewals (default: :func:`default_lease_interval` at ``lease_rate``); ``speed``: how much
     faster than real time pulls, compiles and probe runs go (1.0: real time); ``log_port``: the
-    log endpoint's port (0: a free one).
+    log endpoint's port (0: a free one); ``address``: the nodes' InternalIP, where an API server
+    reaches that endpoint (``gpuconf sim agents --address`` against a real control plane).
     """
 
     def __init__(self, cluster: SimCluster, api_client: client.ApiClient, *, workers: int = 4,
                  lease_interval: float | None = None, lease_rate: float = DEFAULT_LEASE_RATE,
                  speed: float = Timings.speed, log_port: int = 0, register_concurrency: int = 8,
-                 retry_timeout: float = 30.0, watch_timeout: int = 300) -> None:
+                 retry_timeout: float = 30.0, watch_timeout: int = 300, address: str = "127.0.0.1") -> None:
         self.cluster = cluster
         self.lease_interval = lease_interval if lease_interval is not None else \
             default_lease_interval(len(cluster.nodes), lease_rate)
@@ -120,7 +121,10 @@ class NodeAgents:
         self.logs = LogStore()
         self.kubelet = Kubelet(self._runtimes, self, self.logs, wording=kubelet_wording(cluster.profile.kubernetes),
                                timings=Timings(speed=speed))
-        self._endpoint = LogEndpoint(self._lookup, port=log_port)
+        #: The InternalIP the nodes advertise: where an API server reaches the log endpoint.
+        self.address = address
+        bind = "127.0.0.1" if address.startswith("127.") else "0.0.0.0"  # noqa: S104 - the node's own address
+        self._endpoint = LogEndpoint(self._lookup, host=bind, port=log_port, name=address)
         self._queue = WorkQueue()
         self._cache: dict[str, Obj] = {}
         self._cache_lock = threading.Lock()
@@ -145,6 +149,11 @@ class NodeAgents:
     @property
     def log_url(self) -> str:
         return self._endpoint.url
+
+    @property
+    def log_certificate(self) -> bytes:
+        """The log endpoint's self-signed serving certificate (PEM)."""
+        return self._endpoint.certificate
 
     def start(self) -> NodeAgents:
         """Register everything (returns once every Node, Lease and slice exists), then run pods."""
@@ -277,7 +286,8 @@ class NodeAgents:
         api = self._api
         runtime = self._runtimes[node.name]
         body = make_node(node, runtime.index)
-        status = make_node_status(node, kubelet=self.kubelet_version, port=self.log_port, now=rfc3339(time.time()))
+        status = make_node_status(node, kubelet=self.kubelet_version, port=self.log_port, now=rfc3339(time.time()),
+                                  address=self.address)
         created = api.ignoring((409,), api.core.create_node, body)
         if created is None:  # adopt the existing Node: our labels over its own, our status in place of its
             existing = api.call(api.core.read_node, node.name)

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import ssl
+import tempfile
 import threading
 import urllib.parse
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from gpuconf.sim.server import LogUnavailable
@@ -131,11 +134,50 @@ class _Server(ThreadingHTTPServer):
         super().__init__(address, _Handler)
 
 
-class LogEndpoint:
-    """The agents' ``/containerLogs`` endpoint on ``host:port`` (0: a free port)."""
+def _self_signed(host: str) -> tuple[bytes, bytes]:
+    """A fresh EC P-256 certificate and key (PEM) for ``host``, valid for a year: what a kubelet
+    with a self-signed serving certificate presents. The kube-apiserver does not verify kubelet
+    certificates unless given --kubelet-certificate-authority."""
+    import datetime
+    import ipaddress
 
-    def __init__(self, lookup: LogLookup, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"gpuconf-sim-kubelet@{host}")])
+    now = datetime.datetime.now(datetime.UTC)
+    try:
+        alt: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        alt = x509.DNSName(host)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=365))
+            .add_extension(x509.SubjectAlternativeName([alt]), critical=False)
+            .sign(key, hashes.SHA256()))
+    return (cert.public_bytes(serialization.Encoding.PEM),
+            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                              serialization.NoEncryption()))
+
+
+class LogEndpoint:
+    """The agents' ``/containerLogs`` endpoint on ``host:port`` (0: a free port), over HTTPS with
+    a self-signed certificate, as a kubelet serves it to the API server."""
+
+    def __init__(self, lookup: LogLookup, *, host: str = "127.0.0.1", port: int = 0, name: str | None = None) -> None:
         self._server = _Server((host, port), lookup)
+        cert, key = _self_signed(name or host)
+        with tempfile.TemporaryDirectory() as tmp:
+            cert_path, key_path = Path(tmp, "kubelet.crt"), Path(tmp, "kubelet.key")
+            cert_path.write_bytes(cert)
+            key_path.write_bytes(key)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(cert_path, key_path)
+        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        self.certificate = cert
         self._thread: threading.Thread | None = None
 
     @property
@@ -144,7 +186,7 @@ class LogEndpoint:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"https://127.0.0.1:{self.port}"
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.1},

@@ -409,7 +409,7 @@ def make_node(node: SimNode, index: int) -> Obj:
     }
 
 
-def make_node_status(node: SimNode, *, kubelet: str, port: int, now: str) -> Obj:
+def make_node_status(node: SimNode, *, kubelet: str, port: int, now: str, address: str = "127.0.0.1") -> Obj:
     """status: capacity/allocatable (cpu, memory, pods + the device plugin's resources),
     conditions, addresses, daemonEndpoints (the agents' log endpoint) and nodeInfo."""
     gpus = max(1, len(node.gpus))
@@ -424,7 +424,7 @@ def make_node_status(node: SimNode, *, kubelet: str, port: int, now: str) -> Obj
         "allocatable": {**base, "memory": f"{memory_ki - 102400}Ki", **extended_allocatable},
         "conditions": [{"type": t, "status": s, "reason": r, "message": m, "lastHeartbeatTime": now,
                         "lastTransitionTime": now} for t, s, r, m in _CONDITIONS],
-        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": node.name}],
+        "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": node.name}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
         "nodeInfo": {"machineID": ident[:32], "systemUUID": f"{ident[:8]}-{ident[8:12]}-{ident[12:16]}-"
                                                             f"{ident[16:20]}-{ident[20:32]}",

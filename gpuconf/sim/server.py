@@ -29,9 +29,12 @@ import json
 import logging
 import select
 import socket
+import ssl
 import threading
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -105,10 +108,13 @@ class LogBook:
             for key in [k for k in self._texts if k[:2] == (namespace, pod)]:
                 del self._texts[key]
 
-    def __call__(self, request: LogRequest) -> str:
+    def recorded(self, request: LogRequest) -> str | None:
         key = (request.namespace, request.pod_name, request.container, request.previous)
         with self._lock:
-            text = self._texts.get(key)
+            return self._texts.get(key)
+
+    def __call__(self, request: LogRequest) -> str:
+        text = self.recorded(request)
         if text is not None:
             return text
         if request.previous:
@@ -118,6 +124,23 @@ class LogBook:
             raise LogUnavailable(f'container "{request.container}" in pod "{request.pod_name}" is waiting to start: '
                                  "ContainerCreating")
         return ""
+
+
+def _fetch_kubelet_log(endpoint: str, request: LogRequest) -> str:
+    query = urllib.parse.urlencode({"previous": "true"} if request.previous else {})
+    path = "/".join(urllib.parse.quote(p, safe="") for p in (request.namespace, request.pod_name, request.container))
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    url = f"{endpoint}/containerLogs/{path}" + (f"?{query}" if query else "")
+    try:
+        with urllib.request.urlopen(url, timeout=10, context=context) as response:  # noqa: S310 - our own URL
+            return bytes(response.read()).decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        raise LogUnavailable(e.read().decode("utf-8", "replace").strip() or f"kubelet answered {e.code}") from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise LogUnavailable(f"Get \"{url}\": {reason}") from None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -611,7 +634,7 @@ class FakeApiServer:
         self.store = store or Store(history=history)
         self.faults = faults or FaultPlan()
         self.logs = LogBook()
-        self.log_provider: LogProvider = self.logs
+        self.log_provider: LogProvider = self._default_logs
         self.bookmark_interval = bookmark_interval
         self.watch_timeout = watch_timeout
         self.version = dict(version)
@@ -725,8 +748,38 @@ class FakeApiServer:
             self.set_outage(False)
 
     def set_log_provider(self, provider: LogProvider | None) -> None:
-        """Serve ``pods/log`` from ``provider`` (a node agent); None restores :attr:`logs`."""
-        self.log_provider = provider or self.logs
+        """Serve ``pods/log`` from ``provider`` (a node agent); None restores the default:
+        :attr:`logs`, then the pod's kubelet endpoint."""
+        self.log_provider = provider or self._default_logs
+
+    def _default_logs(self, request: LogRequest) -> str:
+        """What a real API server does: texts recorded here first (tests), otherwise fetch the
+        logs from the kubelet of the pod's node, at the node's InternalIP and
+        ``status.daemonEndpoints.kubeletEndpoint.Port``, over HTTPS without verifying the
+        kubelet's certificate (kube-apiserver without --kubelet-certificate-authority)."""
+        recorded = self.logs.recorded(request)
+        if recorded is not None:
+            return recorded
+        endpoint = self._kubelet_endpoint(request.pod)
+        if endpoint is None:
+            return self.logs(request)
+        return _fetch_kubelet_log(endpoint, request)
+
+    def _kubelet_endpoint(self, pod: Mapping[str, Any]) -> str | None:
+        node_name = (pod.get("spec") or {}).get("nodeName")
+        if not node_name:
+            return None
+        try:
+            node = self.store.get("nodes", str(node_name), copy=False)
+        except ApiError:
+            return None
+        status = node.get("status") or {}
+        port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port") or 0
+        address = next((a.get("address") for a in status.get("addresses") or [] if a.get("type") == "InternalIP"), None)
+        if not port or not address:
+            return None
+        host = f"[{address}]" if ":" in str(address) else str(address)
+        return f"https://{host}:{port}"
 
     # Routing -------------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+import ssl
 import threading
 import urllib.error
 import urllib.request
@@ -86,10 +87,14 @@ def test_logs_are_served_on_the_kubelet_style_endpoint_too(apiserver, api_client
         core.create_namespaced_pod(namespace, plain_pod("talk", "h100-0", annotations={
             "gpuconf.io/sim-logs": "one\ntwo\nthree\n"}))
         wait_pod(core, namespace, "talk", finished)
-        with urllib.request.urlopen(f"{agents.log_url}/containerLogs/{namespace}/talk/main?tailLines=2") as resp:
+        # HTTPS, with the kubelet-style self-signed certificate (verified here against itself).
+        tls = ssl.create_default_context(cadata=agents.log_certificate.decode())
+        assert agents.log_url.startswith("https://")
+        with urllib.request.urlopen(f"{agents.log_url}/containerLogs/{namespace}/talk/main?tailLines=2",
+                                    context=tls) as resp:
             assert resp.read() == b"two\nthree\n"
         try:
-            urllib.request.urlopen(f"{agents.log_url}/containerLogs/{namespace}/nope/main")
+            urllib.request.urlopen(f"{agents.log_url}/containerLogs/{namespace}/nope/main", context=tls)
             raise AssertionError("an unknown pod must be a 404")
         except urllib.error.HTTPError as e:
             assert e.code == 404

@@ -96,6 +96,7 @@ def test_sim_agents_register_nodes_on_another_api_server(tmp_path: Path):
     (["sim", "serve", "--profile", "healthy-h100", "--kubeconfig-out", "/nonexistent/dir/kc"], "no such directory"),
     (["sim", "serve", "--profile", "healthy-h100", "--port", "70000", "--kubeconfig-out", "/tmp/kc"], "--port"),
     (["sim", "agents", "--kubeconfig", "/nonexistent", "--profile", "healthy-h100"], "no such file"),
+    (["sim", "agents", "--kubeconfig", __file__, "--profile", "healthy-h100"], "not a usable kubeconfig"),
     (["sim"], "required"),
 ])
 def test_bad_sim_input_is_one_line_and_exit_2(argv, fragment):
@@ -130,3 +131,37 @@ def test_the_1000_node_profile_starts_and_answers():
         node = api.read_node("h100-999")
         assert node.status.allocatable["nvidia.com/gpu"] == "8"
         assert len(api.list_node(_preload_content=False).data) > 1000 * 1000  # every node, over HTTP
+
+
+def test_an_api_server_fetches_logs_from_separately_run_agents_over_https(tmp_path: Path):
+    """gpuconf sim agents in another process, as against a real control plane: the API server
+    finds the pod's kubelet by the node's InternalIP and kubeletEndpoint port and reads the logs
+    over HTTPS, as kube-apiserver does."""
+    from gpuconf.sim.controllers import ControlPlane
+
+    with FakeApiServer() as server, ControlPlane(server.store):
+        kubeconfig = tmp_path / "kubeconfig"
+        server.write_kubeconfig(kubeconfig)
+        proc = subprocess.Popen([sys.executable, "-m", "gpuconf.cli", "sim", "agents", "--kubeconfig", str(kubeconfig),
+                                 "--profile", "healthy-h100"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        try:
+            assert proc.stdout is not None and "running" in proc.stdout.readline()
+            api = client.CoreV1Api(client.ApiClient(client.Configuration(host=server.url)))
+            api.create_namespace({"metadata": {"name": "run2"}})
+            api.create_namespaced_pod("run2", make_cuda_probe_pod(
+                name="p", namespace="run2", run_id="run2", check="smoke", cuda="13.0.2", node="h100-1",
+                runtime_class="nvidia"))
+            wait_finished(api, "run2", {"p"})
+            report = parse_cuda_probe(api.read_namespaced_pod_log("p", "run2", container="probe"), exit_code=0)
+            assert report.devices and report.driver_cuda == "13.0"
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=30)
+
+
+def test_sim_agents_rejects_an_address_that_is_not_an_ip():
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["sim", "agents", "--kubeconfig", __file__, "--profile", "healthy-h100", "--address", "node.local"],
+                stdout=out, stderr=err) == 2
+    assert "--address: not an IP address" in err.getvalue()
