@@ -41,11 +41,13 @@ def add_sim_parser(sub: Any) -> None:
     faults.set_defaults(func=_cmd_faults)
 
 
-def _wait_for_signal() -> None:
+def _stop_on_signal() -> threading.Event:
+    """An event set by SIGINT or SIGTERM. Installed before anything is announced, so a signal
+    sent right after the "running" line still stops the command cleanly."""
     done = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
-    done.wait()
+    return done
 
 
 def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -56,6 +58,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     out = Path(args.kubeconfig_out)
     if not out.parent.is_dir():
         raise UsageError(f"--kubeconfig-out: no such directory: {out.parent}")
+    stop = _stop_on_signal()
     sim = SimulatedCluster(args.profile, port=args.port)
     try:
         sim.start()
@@ -67,7 +70,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         stdout.write(f"{sim.summary()} (started in {sim.startup_s:.1f} s)\n"
                      f"kubeconfig: {out}\n  kubectl --kubeconfig {out} get nodes\nCtrl-C stops it.\n")
         stdout.flush()
-        _wait_for_signal()
+        stop.wait()
     finally:
         sim.stop()
     return EXIT_OK
@@ -94,6 +97,7 @@ def _cmd_agents(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
             config_file=args.kubeconfig, context=args.context)
     except (ConfigException, Exception) as exc:  # a malformed file raises yaml/type errors, not only these
         raise UsageError(f"--kubeconfig {args.kubeconfig}: not a usable kubeconfig: {exc}") from exc
+    stop = _stop_on_signal()
     agents = NodeAgents(cluster, api, address=args.address, log_port=args.log_port)
     try:
         agents.start()
@@ -105,7 +109,7 @@ def _cmd_agents(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
         stdout.write(f"node agents for {len(cluster.nodes)} nodes of {cluster.profile.name} running; Ctrl-C stops "
                      "them\n")
         stdout.flush()
-        _wait_for_signal()
+        stop.wait()
     finally:
         agents.stop()
     return EXIT_OK
