@@ -459,8 +459,10 @@ class Kubelet:
         if probe == "nccl-probe" and c.image.cuda is not None:
             args = [str(a) for a in (c.spec.get("command") or []) + (c.spec.get("args") or [])]
             if _multi_process(args):
-                # Multi-node NCCL needs every rank's pod at once; a rank runs as a plain container.
-                return 0, "", t.scaled(t.plain_seconds)
+                # Multi-node NCCL (every rank's pod at once) is not simulated yet. Say so and fail
+                # like the probe's usage error, rather than pretend a result.
+                return 2, "gpuconf sim: multi-process nccl-probe runs (--world-size > 1) are not simulated yet\n", \
+                    t.scaled(t.plain_seconds)
             code, out = emulate.nccl_probe_run(node, visible=visible, image_cuda=c.image.cuda, env=env,
                                                started_at=rfc3339_milli(now), hostname=hostname)
             seconds = _timeout_arg(args) if node.interconnect.hang else t.nccl_probe_seconds
