@@ -9,11 +9,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client, watch
+from kubernetes import client
 
 from gpuconf.sim import FakeApiServer
 from gpuconf.sim.controllers import ControlPlane, _claim_generate_name, format_indexes
 from gpuconf.sim.scheduler import Scheduler
+
+from .watching import _watch, wait_for
 
 DRIVER = "gpu.nvidia.com"
 GPU_CLASS = {"metadata": {"name": "gpu.nvidia.com"}, "spec": {"selectors": [{"cel": {"expression":
@@ -22,40 +24,6 @@ CLAIM_SPEC = {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassN
 FINALIZER = "resource.kubernetes.io/delete-protection"
 
 # --- helpers (the same waiting rule as test_scheduler.py: a watch with a deadline, never a sleep) ------
-
-
-def _watch(listing: Any) -> watch.Watch:
-    """A Watch that decodes events as the list decodes items (the client guesses some names wrong,
-    e.g. V1ResourceClaim for what is ResourceV1ResourceClaim)."""
-    items = type(listing).openapi_types["items"]  # "List[V1Pod]"
-    return watch.Watch(return_type=items[len("List["):-1])
-
-
-def wait_for(list_fn: Callable[..., Any], *args: Any, until: Callable[[Any], bool], timeout: float = 5.0,
-             **kwargs: Any) -> Any:
-    deadline = time.monotonic() + timeout
-    listing = list_fn(*args, **kwargs)
-    last = None
-    for item in listing.items:
-        last = item
-        if until(item):
-            return item
-    rv = listing.metadata.resource_version
-    stream = _watch(listing)
-    try:
-        while (remaining := deadline - time.monotonic()) > 0:
-            for event in stream.stream(list_fn, *args, resource_version=rv, timeout_seconds=math.ceil(remaining),
-                                       **kwargs):
-                obj = event["object"]
-                rv = obj.metadata.resource_version
-                last = obj
-                if event["type"] != "DELETED" and until(obj):
-                    return obj
-                if time.monotonic() > deadline:
-                    break
-    finally:
-        stream.stop()
-    raise AssertionError(f"condition not met within {timeout}s; last object seen: {last}")
 
 
 def wait_count(list_fn: Callable[..., Any], *args: Any, count: int, timeout: float = 5.0, **kwargs: Any) -> list:
