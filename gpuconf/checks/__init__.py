@@ -1,0 +1,1 @@
+"""The checks' pure decisions: facts in, a Verdict out (no Kubernetes, no I/O)."""

@@ -1,0 +1,89 @@
+"""Verdicts: the closed vocabulary every check answers in, with its evidence.
+
+A check is a pure ``evaluate_*(facts) -> Verdict`` (style.md: thin hooks, pure decisions); suites
+fetch the facts and act on the verdict; reports map outcomes to JUnit, JSON and the sign-off page.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from gpuconf.compat import tables
+
+__all__ = ["Check", "Outcome", "Verdict", "check", "checks"]
+
+
+class Outcome(enum.Enum):
+    PASS = "pass"
+    DEGRADED = "degraded"  # works, but not as declared or not at full strength
+    FAIL = "fail"
+    NOT_TESTED = "not-tested"  # the capability is absent or the check could not run; reason says why
+
+
+@dataclass(frozen=True)
+class Check:
+    """One entry of gpuconf/data/checks.yaml."""
+
+    id: str
+    title: str
+    requirement: str
+    severity: str  # fail | degraded: the outcome when the check does not hold
+    remediation: str
+    suite: str
+    sources: tuple[str, ...] = ()
+
+
+@cache
+def checks() -> dict[str, Check]:
+    out = {}
+    for row in tables.load("checks")["checks"]:
+        out[row["id"]] = Check(row["id"], row["title"], row["requirement"], row["severity"], row["remediation"],
+                               row["suite"], tuple(row.get("sources", [])))
+    return out
+
+
+def check(check_id: str) -> Check:
+    return checks()[check_id]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    check: str
+    node: str | None
+    outcome: Outcome
+    summary: str
+    expected: str | None = None
+    observed: str | None = None
+    evidence: tuple[str, ...] = ()
+    facts: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def remediation(self) -> str:
+        return check(self.check).remediation
+
+    def message(self) -> str:
+        """What a failing test prints: the summary, one expected/observed line, the remedy."""
+        lines = [f"{self.check}" + (f" on {self.node}" if self.node else "") + f": {self.summary}"]
+        if self.expected is not None or self.observed is not None:
+            lines.append(f"  expected {self.expected}; observed {self.observed}")
+        lines += [f"  evidence: {e}" for e in self.evidence]
+        if self.outcome in (Outcome.FAIL, Outcome.DEGRADED):
+            lines.append(f"  remediation: {self.remediation}")
+        return "\n".join(lines)
+
+
+def passed(check_id: str, node: str | None, summary: str, **kw: Any) -> Verdict:
+    return Verdict(check_id, node, Outcome.PASS, summary, **kw)
+
+
+def failed(check_id: str, node: str | None, summary: str, **kw: Any) -> Verdict:
+    """The check's own severity decides FAIL or DEGRADED."""
+    outcome = Outcome.FAIL if check(check_id).severity == "fail" else Outcome.DEGRADED
+    return Verdict(check_id, node, outcome, summary, **kw)
+
+
+def not_tested(check_id: str, node: str | None, reason: str) -> Verdict:
+    return Verdict(check_id, node, Outcome.NOT_TESTED, reason)

@@ -1,0 +1,97 @@
+"""Inventory checks as pure decisions, fed from simulated nodes: healthy nodes pass every check,
+and each fault fails exactly the check the catalog names for it, with a message naming the node
+and the cause."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuconf.checks.inventory import (
+    NodeView,
+    evaluate_allocatable_matches_capacity,
+    evaluate_cuda_device_nodes,
+    evaluate_driver_uniform,
+    evaluate_gpu_count,
+    evaluate_gpu_resource_advertised,
+    evaluate_labels_match_hardware,
+    evaluate_nvml_initializes,
+)
+from gpuconf.compat import tables
+from gpuconf.compat.versions import parse_cuda
+from gpuconf.probes.cuda import parse_cuda_probe
+from gpuconf.sim.emulate import Visible, cuda_probe_run
+from gpuconf.sim.node_facts import node_labels, node_resources, resource_slices
+from gpuconf.sim.profile import SimNode, expand, fault_catalog, load_profile, with_faults
+from gpuconf.verdict import Outcome, checks
+
+PROFILE = "healthy-h100"
+
+
+def view(n: SimNode) -> NodeView:
+    capacity, allocatable = node_resources(n)
+    devices = sum(len(s["spec"]["devices"]) for s in resource_slices(n))
+    return NodeView(n.name, node_labels(n), capacity, allocatable, devices)
+
+
+def whole_node_probe(n: SimNode):
+    row = tables.image_require("13.0.2")
+    env = {"NVIDIA_REQUIRE_CUDA": row.require, "CUDA_VERSION": row.cuda_version_env}
+    code, out = cuda_probe_run(n, visible=[Visible(g) for g in n.gpus], image_cuda=parse_cuda("13.0.2"), env=env,
+                               compat=True, started_at="2026-11-29T00:00:00.000Z", hostname=n.name)
+    return parse_cuda_probe(out, exit_code=code)
+
+
+def verdicts(nodes: list[SimNode]) -> dict[tuple[str, str], Outcome]:
+    out = {}
+    views = [view(n) for n in nodes]
+    for v in evaluate_driver_uniform(views):
+        out[(v.check, v.node)] = v
+    for n, v in zip(nodes, views, strict=True):
+        probe = whole_node_probe(n)
+        for verdict in (evaluate_gpu_resource_advertised(v), evaluate_allocatable_matches_capacity(v),
+                        evaluate_gpu_count(v, probe=probe), evaluate_labels_match_hardware(v, probe),
+                        evaluate_nvml_initializes(n.name, probe), evaluate_cuda_device_nodes(n.name, probe)):
+            out[(verdict.check, n.name)] = verdict
+    return out
+
+
+def test_a_healthy_cluster_passes_every_inventory_check():
+    results = verdicts(list(expand(load_profile(PROFILE)).nodes))
+    bad = {k: v.message() for k, v in results.items() if v.outcome is not Outcome.PASS}
+    assert not bad, bad
+
+
+INVENTORY_FAULTS = [f for f in fault_catalog().values() if f.check in checks() and f.id != "label-drift"] + [
+    fault_catalog()["label-drift"]]
+
+
+@pytest.mark.parametrize("fault", INVENTORY_FAULTS, ids=[f"{f.id} is caught by {f.check}" for f in INVENTORY_FAULTS])
+def test_each_fault_fails_its_check_on_its_node_and_nothing_else(fault):
+    profile = with_faults(load_profile(PROFILE), [{"id": fault.id, "pool": "h100", "node": 0}
+                                                  | ({"gpu": 2} if fault.scope == "gpu" else {})])
+    nodes = list(expand(profile).nodes)
+    results = verdicts(nodes)
+    broken = {k for k, v in results.items() if v.outcome in (Outcome.FAIL, Outcome.DEGRADED)}
+    assert broken == {(fault.check, "h100-0")}, {k: results[k].message() for k in broken}
+    verdict = results[(fault.check, "h100-0")]
+    assert verdict.outcome is (Outcome.FAIL if fault.severity == "fail" else Outcome.DEGRADED)
+    message = verdict.message()
+    assert "h100-0" in message and "remediation:" in message and "expected" in message
+
+
+def test_the_unhealthy_count_and_resource_are_named():
+    n = expand(with_faults(load_profile(PROFILE), [{"id": "gpu-unhealthy", "pool": "h100", "node": 0, "gpu": 5}])) \
+        .node("h100-0")
+    verdict = evaluate_allocatable_matches_capacity(view(n))
+    assert "nvidia.com/gpu: 7 of 8 allocatable (1 unhealthy)" in verdict.summary
+
+
+def test_time_sliced_nodes_count_physical_gpus():
+    n = expand(load_profile("t4-timeslicing")).node("t4-0")
+    verdict = evaluate_gpu_count(view(n), expected=len(n.gpus))
+    assert verdict.outcome is Outcome.PASS, verdict.message()
+
+
+def test_a_node_without_gpu_labels_is_not_tested_rather_than_failed():
+    verdict = evaluate_gpu_resource_advertised(NodeView("cpu-node", {"kubernetes.io/os": "linux"}, {"cpu": "8"}))
+    assert verdict.outcome is Outcome.NOT_TESTED
