@@ -1,0 +1,24 @@
+"""The only door to the Kubernetes API: connecting, discovery, inventory, run namespaces, campaigns.
+
+Everything above this package (plugin, suites) sees our frozen dataclasses and our exceptions
+(:mod:`gpuconf.cluster.errors`), never the client's models or ``ApiException``.
+"""
+
+from gpuconf.cluster.access import Cluster, Discovery, RetryPolicy, connect
+from gpuconf.cluster.campaign import RunContext, collect_leftovers, run_campaign
+from gpuconf.cluster.errors import (
+    ApiCallError,
+    ClusterError,
+    ConflictError,
+    ForbiddenError,
+    KubeconfigError,
+    NotFoundError,
+    UnreachableError,
+)
+from gpuconf.cluster.inventory import GpuNode, Inventory, build_inventory, load_inventory
+from gpuconf.cluster.outcomes import ContainerOutcome, PodEvent, PodOutcome, PodTimings
+
+__all__ = ["ApiCallError", "Cluster", "ClusterError", "ConflictError", "ContainerOutcome", "Discovery",
+           "ForbiddenError", "GpuNode", "Inventory", "KubeconfigError", "NotFoundError", "PodEvent",
+           "PodOutcome", "PodTimings", "RetryPolicy", "RunContext", "UnreachableError", "build_inventory",
+           "collect_leftovers", "connect", "load_inventory", "run_campaign"]

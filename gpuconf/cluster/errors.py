@@ -1,0 +1,62 @@
+"""Our exceptions for everything that goes wrong between the suite and the Kubernetes API.
+
+Each one carries a ``kind`` (a closed vocabulary the plugin maps to a skip, an error or an exit
+status) and a one-line message a user can act on; the client's exception is kept as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ApiCallError", "ClusterError", "ConflictError", "ForbiddenError", "KubeconfigError",
+           "NotFoundError", "UnreachableError"]
+
+
+class ClusterError(Exception):
+    """Base of every error of :mod:`gpuconf.cluster`; ``str()`` is one line."""
+
+    kind = "cluster"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))  # one line, whatever the server said
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class KubeconfigError(ClusterError):
+    """The kubeconfig cannot be used: missing, unreadable, not YAML, not a kubeconfig, unknown context."""
+
+    kind = "kubeconfig"
+
+
+class UnreachableError(ClusterError):
+    """The API server did not answer: connection refused, DNS, TLS, connection reset past the deadline."""
+
+    kind = "unreachable"
+
+
+class ApiCallError(ClusterError):
+    """The API server answered with an error status (after retries, for the retryable ones)."""
+
+    kind = "api"
+
+    def __init__(self, message: str, *, status: int, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class ForbiddenError(ApiCallError):
+    """401 or 403: the credentials are rejected or RBAC does not allow the call."""
+
+    kind = "forbidden"
+
+
+class NotFoundError(ApiCallError):
+    kind = "not-found"
+
+
+class ConflictError(ApiCallError):
+    """409: AlreadyExists or a stale resourceVersion."""
+
+    kind = "conflict"

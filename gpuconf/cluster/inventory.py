@@ -1,0 +1,215 @@
+"""What GPU hardware and plumbing the cluster says it has, as plain frozen data.
+
+:func:`build_inventory` is pure (API objects as the dicts the server sends, camelCase); only
+:func:`load_inventory` calls the API, with one list per kind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpuconf.cluster.access import Cluster
+from gpuconf.cluster.errors import NotFoundError
+
+__all__ = ["ClusterPolicyState", "GpuNode", "Inventory", "NodeCondition", "ResourceSliceInfo", "RuntimeClassInfo",
+           "Taint", "build_inventory", "is_gpu_resource", "load_inventory"]
+
+Obj = Mapping[str, Any]
+
+#: The label GPU Feature Discovery (and the GPU Operator) puts on every node with an NVIDIA GPU.
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+
+
+def is_gpu_resource(name: str) -> bool:
+    """nvidia.com/gpu, nvidia.com/gpu.shared (renamed sharing), nvidia.com/mig-1g.10gb, ..."""
+    return name.startswith(("nvidia.com/gpu", "nvidia.com/mig-"))
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True)
+class NodeCondition:
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ResourceSliceInfo:
+    """One ResourceSlice: whose devices, from which driver and pool, how many."""
+
+    name: str
+    node: str | None  # None: the slice is not per node (allNodes or a node selector)
+    driver: str
+    pool: str
+    devices: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RuntimeClassInfo:
+    name: str
+    handler: str
+
+
+@dataclass(frozen=True)
+class ClusterPolicyState:
+    """The GPU Operator's ClusterPolicy as it reports itself (``status.state``: ready, notReady, ...)."""
+
+    name: str
+    state: str | None
+    spec: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class GpuNode:
+    name: str
+    labels: Mapping[str, str]
+    capacity: Mapping[str, str]
+    allocatable: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    conditions: tuple[NodeCondition, ...]
+    slices: tuple[ResourceSliceInfo, ...]
+    unschedulable: bool
+
+    @property
+    def ready(self) -> bool:
+        return any(c.type == "Ready" and c.status == "True" for c in self.conditions)
+
+    @property
+    def gpu_allocatable(self) -> dict[str, int]:
+        """The GPU extended resources this node offers, as counts (``{"nvidia.com/gpu": 8}``)."""
+        return {k: _count(v) for k, v in self.allocatable.items() if is_gpu_resource(k)}
+
+    @property
+    def gpu_capacity(self) -> dict[str, int]:
+        return {k: _count(v) for k, v in self.capacity.items() if is_gpu_resource(k)}
+
+
+@dataclass(frozen=True)
+class Inventory:
+    gpu_nodes: tuple[GpuNode, ...]
+    other_nodes: tuple[str, ...]
+    runtime_classes: tuple[RuntimeClassInfo, ...]
+    device_classes: tuple[str, ...]
+    slices: tuple[ResourceSliceInfo, ...]
+    cluster_policy: ClusterPolicyState | None  # None: not served, or served with no object
+
+    def node(self, name: str) -> GpuNode:
+        for n in self.gpu_nodes:
+            if n.name == name:
+                return n
+        raise KeyError(f"no GPU node {name!r} (GPU nodes: {', '.join(n.name for n in self.gpu_nodes) or 'none'})")
+
+
+def _count(quantity: str) -> int:
+    """Extended resources are integers; anything else counts as 0 rather than a guess."""
+    try:
+        return int(quantity)
+    except ValueError:
+        return 0
+
+
+def _strings(mapping: Any) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (mapping or {}).items()}
+
+
+def _slice_info(obj: Obj) -> ResourceSliceInfo:
+    spec = obj.get("spec") or {}
+    node = spec.get("nodeName")
+    return ResourceSliceInfo(
+        name=str((obj.get("metadata") or {}).get("name", "")), node=str(node) if node else None,
+        driver=str(spec.get("driver", "")), pool=str((spec.get("pool") or {}).get("name", "")),
+        devices=tuple(str(d.get("name", "")) for d in spec.get("devices") or ()))
+
+
+def _is_gpu_node(node: Obj, has_slices: bool) -> bool:
+    meta, status = node.get("metadata") or {}, node.get("status") or {}
+    resources = {**(status.get("capacity") or {}), **(status.get("allocatable") or {})}
+    return (has_slices or any(is_gpu_resource(k) for k in resources)
+            or str((meta.get("labels") or {}).get(GPU_PRESENT_LABEL, "")).lower() == "true")
+
+
+def _gpu_node(node: Obj, slices: tuple[ResourceSliceInfo, ...]) -> GpuNode:
+    meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
+    return GpuNode(
+        name=str(meta.get("name", "")), labels=_strings(meta.get("labels")),
+        capacity=_strings(status.get("capacity")), allocatable=_strings(status.get("allocatable")),
+        taints=tuple(Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "")))
+                     for t in spec.get("taints") or ()),
+        conditions=tuple(NodeCondition(str(c.get("type", "")), str(c.get("status", "Unknown")),
+                                       str(c.get("reason", "")), str(c.get("message", "")))
+                         for c in status.get("conditions") or ()),
+        slices=slices, unschedulable=bool(spec.get("unschedulable")))
+
+
+def build_inventory(nodes: Iterable[Obj], runtime_classes: Iterable[Obj], device_classes: Iterable[Obj],
+                    slices: Iterable[Obj], cluster_policy: Obj | None) -> Inventory:
+    """Pure: the inventory from listed objects. A node is a GPU node when it has a GPU extended
+    resource (capacity or allocatable), the ``nvidia.com/gpu.present=true`` label, or a ResourceSlice."""
+    slice_infos = tuple(sorted((_slice_info(s) for s in slices), key=lambda s: s.name))
+    by_node: dict[str, list[ResourceSliceInfo]] = {}
+    for info in slice_infos:
+        if info.node:
+            by_node.setdefault(info.node, []).append(info)
+    gpu_nodes: list[GpuNode] = []
+    others: list[str] = []
+    for node in nodes:
+        name = str((node.get("metadata") or {}).get("name", ""))
+        if _is_gpu_node(node, name in by_node):
+            gpu_nodes.append(_gpu_node(node, tuple(by_node.get(name, ()))))
+        else:
+            others.append(name)
+    policy = None
+    if cluster_policy is not None:
+        policy = ClusterPolicyState(str((cluster_policy.get("metadata") or {}).get("name", "")),
+                                    (cluster_policy.get("status") or {}).get("state"),
+                                    dict(cluster_policy.get("spec") or {}))
+    return Inventory(
+        gpu_nodes=tuple(sorted(gpu_nodes, key=lambda n: n.name)), other_nodes=tuple(sorted(others)),
+        runtime_classes=tuple(sorted((RuntimeClassInfo(str((r.get("metadata") or {}).get("name", "")),
+                                                       str(r.get("handler", ""))) for r in runtime_classes),
+                                     key=lambda r: r.name)),
+        device_classes=tuple(sorted(str((d.get("metadata") or {}).get("name", "")) for d in device_classes)),
+        slices=slice_infos, cluster_policy=policy)
+
+
+def _list_all(cluster: Cluster, what: str, fn: Any, *args: Any) -> list[dict[str, Any]]:
+    """Every item, in pages of 500 (a 1000-node list is megabytes)."""
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        page = cluster.call_json(what, fn, *args, limit=500, _continue=token)
+        items.extend(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+
+
+def load_inventory(cluster: Cluster) -> Inventory:
+    """List nodes, RuntimeClasses, and, where served, DeviceClasses, ResourceSlices (resource.k8s.io/v1)
+    and the ClusterPolicy; then :func:`build_inventory`."""
+    discovery = cluster.discover()
+    nodes = _list_all(cluster, "list nodes", cluster.core.list_node)
+    runtime_classes = _list_all(cluster, "list runtimeclasses", cluster.node_api.list_runtime_class)
+    device_classes: list[dict[str, Any]] = []
+    slices: list[dict[str, Any]] = []
+    if discovery.serves_resource("resource.k8s.io/v1", "resourceslices"):
+        device_classes = _list_all(cluster, "list deviceclasses", cluster.resource.list_device_class)
+        slices = _list_all(cluster, "list resourceslices", cluster.resource.list_resource_slice)
+    policy: dict[str, Any] | None = None
+    if discovery.cluster_policy:
+        try:
+            policies = cluster.call_json("list clusterpolicies", cluster.custom.list_cluster_custom_object,
+                                         "nvidia.com", "v1", "clusterpolicies").get("items") or []
+        except NotFoundError:  # the CRD went away between discovery and the list
+            policies = []
+        policy = policies[0] if policies else None
+    return build_inventory(nodes, runtime_classes, device_classes, slices, policy)

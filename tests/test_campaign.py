@@ -1,0 +1,176 @@
+"""gpuconf.cluster campaigns: the run namespace and its cleanup, leftovers, and probe campaigns
+followed with one watch, against the simulated cluster."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuconf.cluster import Cluster, NotFoundError, PodOutcome, RunContext, collect_leftovers, connect, run_campaign
+from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION, select_leftovers
+from gpuconf.cluster.outcomes import finished_reason, make_outcome
+from gpuconf.probe_pods import PRIORITY_CLASS, make_cuda_probe_pod
+from gpuconf.probes.cuda import parse_cuda_probe
+from gpuconf.sim.cluster import SimulatedCluster
+from gpuconf.sim.faults import FaultPlan
+
+NODES = ("h100-0", "h100-1")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with SimulatedCluster("healthy-h100") as sim:
+        yield connect(sim.write_kubeconfig(tmp_path_factory.mktemp("h100") / "kubeconfig"))
+
+
+def namespace_gone(cluster: Cluster, name: str) -> bool:
+    try:
+        ns = cluster.call_json("read namespace", cluster.core.read_namespace, name)
+    except NotFoundError:
+        return True
+    return bool(ns["metadata"].get("deletionTimestamp"))
+
+
+def probe_pod(ctx: RunContext, name: str, *, node: str | None, gpus: int) -> dict[str, Any]:
+    return make_cuda_probe_pod(name=name, namespace=ctx.namespace, run_id=ctx.run_id, check="smoke", cuda="13.0.2",
+                               node=node, gpu_count=gpus, runtime_class="nvidia")
+
+
+@pytest.fixture(scope="module")
+def outcomes(cluster: Cluster) -> Iterator[dict[str, PodOutcome]]:
+    """Launched once: one 8-GPU probe per node, and one asking for 9 GPUs with a 2 s schedule budget."""
+    with RunContext(cluster, handle_signals=False) as ctx:
+        too_big = probe_pod(ctx, "nine-gpus", node=None, gpus=9)
+        too_big["metadata"]["annotations"] = {SCHEDULE_BUDGET_ANNOTATION: "2"}
+        yield run_campaign(ctx, [*(probe_pod(ctx, f"probe-{n}", node=n, gpus=8) for n in NODES), too_big],
+                           timeout=20)
+
+
+def test_a_probe_per_node_succeeds_and_its_log_parses(outcomes: dict[str, PodOutcome]) -> None:
+    for node in NODES:
+        outcome = outcomes[f"probe-{node}"]
+        assert (outcome.phase, outcome.node, outcome.exit_code, outcome.timed_out) == ("Succeeded", node, 0, False)
+        report = parse_cuda_probe(outcome.logs["probe"], exit_code=outcome.exit_code)
+        assert len(report.devices) == 8
+        assert outcome.container("build").init and outcome.container("build").exit_code == 0
+
+
+def test_a_probe_has_its_events_and_timings(outcomes: dict[str, PodOutcome]) -> None:
+    outcome = outcomes["probe-h100-0"]
+    reasons = outcome.event_reasons()
+    assert reasons[0] == "Scheduled" and {"Pulled", "Started"} <= set(reasons)
+    scheduled = next(e for e in outcome.events if e.reason == "Scheduled")
+    assert scheduled.reporting_component == "default-scheduler" and scheduled.count == 1
+    t = outcome.timings
+    assert t.created and t.scheduled and t.pulled and t.started and t.finished
+    assert t.created <= t.scheduled <= t.pulled <= t.started <= t.finished
+
+
+def test_a_pod_asking_for_9_gpus_is_pending_with_insufficient_gpu_within_its_budget(
+        outcomes: dict[str, PodOutcome]) -> None:
+    outcome = outcomes["nine-gpus"]
+    assert (outcome.phase, outcome.reason, outcome.unschedulable, outcome.timed_out) == (
+        "Pending", "Unschedulable", True, False)
+    assert outcome.message is not None and "Insufficient nvidia.com/gpu" in outcome.message
+    assert outcome.event_reasons()[0] == "FailedScheduling" and outcome.events[0].type == "Warning"
+    assert outcome.logs == {} and outcome.missing_logs == {"build": "never started", "probe": "never started"}
+
+
+def test_a_campaign_resumes_its_watch_when_the_stream_is_cut(tmp_path: Path) -> None:
+    faults = FaultPlan()
+    faults.cut_watch(after_events=1, abrupt=True, resources=["pods"], times=3)
+    with SimulatedCluster("healthy-h100", faults=faults) as sim:
+        cluster = connect(sim.write_kubeconfig(tmp_path / "kc"))
+        with RunContext(cluster, handle_signals=False) as ctx:
+            outcome = run_campaign(ctx, [probe_pod(ctx, "p", node="h100-1", gpus=1)], timeout=15)["p"]
+    assert outcome.phase == "Succeeded" and not outcome.timed_out
+    assert [i.mode for i in faults.injected] == ["cut-watch"] * len(faults.injected) and faults.injected
+
+
+def test_the_run_namespace_is_labelled_and_the_priority_class_never_preempts(cluster: Cluster) -> None:
+    with RunContext(cluster, handle_signals=False) as ctx:
+        ns = cluster.call_json("read namespace", cluster.core.read_namespace, ctx.namespace)
+        labels = ns["metadata"]["labels"]
+        assert (labels["gpuconf.io/run-id"], labels["app.kubernetes.io/managed-by"]) == (ctx.run_id, "gpuconf")
+    pc = cluster.call_json("read priorityclass", cluster.scheduling.read_priority_class, PRIORITY_CLASS)
+    assert (pc["value"], pc["preemptionPolicy"]) == (0, "Never")  # and it stays: other runs may use it
+    assert namespace_gone(cluster, ctx.namespace)
+
+
+def test_cleanup_removes_the_namespace_even_when_the_body_raises(cluster: Cluster) -> None:
+    undone: list[str] = []
+    with pytest.raises(RuntimeError, match="boom"), RunContext(cluster, handle_signals=False) as ctx:
+        ctx.add_cleanup("first", lambda: undone.append("first"))
+        ctx.add_cleanup("second", lambda: undone.append("second"))
+        raise RuntimeError("boom")
+    assert undone == ["second", "first"]  # last in, first out, before the namespace
+    assert namespace_gone(cluster, ctx.namespace)
+
+
+def test_ctrl_c_runs_the_cleanup_then_interrupts(cluster: Cluster) -> None:
+    before = signal.getsignal(signal.SIGINT)
+    with pytest.raises(KeyboardInterrupt), RunContext(cluster) as ctx:
+        os.kill(os.getpid(), signal.SIGINT)
+    assert namespace_gone(cluster, ctx.namespace)
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_leftover_namespace_of_an_old_run_is_collected_and_the_current_one_kept(cluster: Cluster) -> None:
+    cluster.call("create namespace", cluster.core.create_namespace, {"metadata": {
+        "name": "gpuconf-old", "labels": {"gpuconf.io/run-id": "old", "app.kubernetes.io/managed-by": "gpuconf"}}})
+    with RunContext(cluster, handle_signals=False) as ctx:
+        collected = collect_leftovers(cluster, current_run_id=ctx.run_id, grace_s=0)
+        assert "gpuconf-old" in collected and ctx.namespace not in collected
+        assert not namespace_gone(cluster, ctx.namespace)
+    assert namespace_gone(cluster, "gpuconf-old")
+
+
+NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
+
+
+def _ns(name: str, run: str | None, age: timedelta, managed: bool = True) -> dict[str, Any]:
+    labels = {"app.kubernetes.io/managed-by": "gpuconf"} if managed else {}
+    if run:
+        labels["gpuconf.io/run-id"] = run
+    return {"metadata": {"name": name, "labels": labels,
+                         "creationTimestamp": (NOW - age).strftime("%Y-%m-%dT%H:%M:%SZ")}}
+
+
+@pytest.mark.parametrize("namespace,collected", [
+    (_ns("gpuconf-a", "a", timedelta(hours=7)), True),
+    (_ns("gpuconf-b", "b", timedelta(hours=1)), False),
+    (_ns("gpuconf-now", "now", timedelta(days=3)), False),
+    (_ns("team-x", "x", timedelta(days=3), managed=False), False),
+], ids=["a run older than the grace period was killed", "a younger run may still be running",
+        "the current run is never collected", "a namespace gpuconf does not manage is never collected"])
+def test_select_leftovers(namespace: dict[str, Any], collected: bool) -> None:
+    names = select_leftovers([namespace], current_run_id="now", now=NOW, grace_s=6 * 3600)
+    assert (names == [namespace["metadata"]["name"]]) is collected
+
+
+def test_an_init_container_failure_is_the_pods_reason() -> None:
+    pod = {"metadata": {"name": "p"}, "spec": {"nodeName": "n", "initContainers": [{"name": "build", "image": "i"}],
+                                               "containers": [{"name": "probe", "image": "i"}]},
+           "status": {"phase": "Failed", "initContainerStatuses": [
+               {"name": "build", "state": {"terminated": {"exitCode": 2, "reason": "Error", "message": "nvcc"}}}],
+               "containerStatuses": [{"name": "probe", "state": {"waiting": {"reason": "PodInitializing"}}}]}}
+    outcome = make_outcome(pod, [], logs={"build": "nvcc fatal"}, missing_logs={"probe": "never started"})
+    assert (outcome.reason, outcome.exit_code, outcome.message) == ("Init:Error", 2, "nvcc")
+
+
+def test_a_crash_loop_is_terminal_while_the_pod_is_still_running() -> None:
+    pod = {"status": {"phase": "Running", "containerStatuses": [
+        {"name": "probe", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}
+    assert finished_reason(pod) == "CrashLoopBackOff"
+    assert finished_reason({"status": {"phase": "Pending"}}) is None
+
+
+def test_pods_must_be_for_the_run_namespace(cluster: Cluster, tmp_path: Path) -> None:
+    with RunContext(cluster, handle_signals=False) as ctx, pytest.raises(ValueError, match="not the run's"):
+        run_campaign(ctx, [{"metadata": {"name": "x", "namespace": "default"}}], timeout=1)
