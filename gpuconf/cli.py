@@ -161,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="batch: read one JSON case per line on stdin, write one result per line")
     req.set_defaults(func=_cmd_require)
 
+    from gpuconf.diagnose_cli import add_diagnose_parser
     from gpuconf.images_cli import add_images_parser
     from gpuconf.predict_cli import add_predict_parser
     from gpuconf.sim_cli import add_sim_parser
@@ -168,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_predict_parser(sub)
     add_images_parser(sub)
     add_sim_parser(sub)
+    add_diagnose_parser(sub)
     return parser
 
 
