@@ -1,31 +1,54 @@
 """The gpuconf pytest plugin (loaded by the root conftest.py).
 
-Today it carries the cluster connection the suites need: ``--simulate PROFILE`` runs the very
-same suites against a simulated GPU cluster started in-process for the run (and torn down after
-it), ``--kubeconfig``/``--context`` point them at a real one. Suites ask for the ``gpu_cluster``
-fixture; with neither option they skip with the reason. The full plugin (campaigns, reports,
-``--expect``) grows here with the core-suites issue.
+Cluster options: ``--simulate PROFILE`` runs the very same suites against a simulated GPU cluster
+started in-process for the run (torn down after it); ``--kubeconfig``/``--context`` point them at
+a real one. The cluster is opened lazily, once per session, at collection (suites parametrize per
+GPU node) and closed in ``pytest_unconfigure``; everything the run creates lives in one run
+namespace, deleted at the end, on failure and on Ctrl-C. Without a cluster option, suites skip
+with the reason. State lives in ``config.stash`` (style.md), never in globals.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
 
-__all__ = ["ClusterHandle"]
+from gpuconf.cluster import Cluster, ClusterError, Inventory, PodOutcome, RunContext, connect, load_inventory
+
+__all__ = ["ClusterHandle", "Session"]
 
 
 @dataclass(frozen=True)
 class ClusterHandle:
-    """What a suite gets: an API client, the kubeconfig behind it, and where the answers come from."""
+    """What a suite gets: the cluster, its kubeconfig, and where the answers come from."""
 
-    api_client: client.ApiClient
+    cluster: Cluster
     kubeconfig: Path | None
     provenance: str  # "simulated:<profile>" or "kubeconfig:<path>[@context]"
+
+    @property
+    def api_client(self) -> client.ApiClient:
+        return self.cluster.api_client
+
+
+@dataclass
+class Session:
+    """The session's cluster, run namespace and shared observations (launch once, assert many)."""
+
+    handle: ClusterHandle | None = None
+    skip_reason: str | None = None
+    sim: Any = None
+    run: RunContext | None = None
+    inventory: Inventory | None = None
+    probes: dict[str, PodOutcome] = field(default_factory=dict)
+
+
+SESSION = pytest.StashKey[Session]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,9 +58,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "see `gpuconf sim profiles`, or a profile YAML file)")
     group.addoption("--kubeconfig", metavar="PATH", default=None, help="kubeconfig of the cluster under test")
     group.addoption("--context", metavar="NAME", default=None, help="kubeconfig context to use")
+    group.addoption("--probe-timeout", metavar="SECONDS", type=float, default=900.0,
+                    help="budget for a probe campaign (image pulls included; default 900)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "inventory: the node inventory checks (labels, capacity, probe views)")
+    config.stash[SESSION] = Session()
     simulate = config.getoption("--simulate")
     if simulate and config.getoption("--kubeconfig"):
         raise pytest.UsageError("give either --simulate or --kubeconfig, not both")
@@ -50,23 +77,155 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(exc)) from exc
 
 
-@pytest.fixture(scope="session")
-def gpu_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterHandle]:
-    """The cluster under test for the whole session."""
-    simulate = request.config.getoption("--simulate")
-    kubeconfig = request.config.getoption("--kubeconfig")
+def session(config: pytest.Config) -> Session:
+    """The session state, opening the cluster on first use."""
+    state = config.stash[SESSION]
+    if state.handle is not None or state.skip_reason is not None:
+        return state
+    simulate, kubeconfig = config.getoption("--simulate"), config.getoption("--kubeconfig")
     if simulate:
         from gpuconf.sim.cluster import SimulatedCluster
 
-        with SimulatedCluster(simulate) as sim:
-            path = sim.write_kubeconfig(tmp_path_factory.mktemp("sim") / "kubeconfig")
-            yield ClusterHandle(sim.api_client(), path, f"simulated:{sim.profile.name}")
-        return
-    if kubeconfig:
-        from kubernetes import config as kconfig
+        state.sim = SimulatedCluster(simulate).start()
+        path = state.sim.write_kubeconfig(_tmp_kubeconfig())
+        state.handle = ClusterHandle(connect(str(path)), path, f"simulated:{state.sim.profile.name}")
+    elif kubeconfig:
+        context = config.getoption("--context")
+        try:
+            cluster = connect(kubeconfig, context)
+        except ClusterError as exc:
+            raise pytest.UsageError(str(exc)) from exc
+        state.handle = ClusterHandle(cluster, Path(kubeconfig), f"kubeconfig:{kubeconfig}"
+                                     + (f"@{context}" if context else ""))
+    else:
+        state.skip_reason = "no cluster to test: give --kubeconfig PATH or --simulate PROFILE"
+    return state
 
-        context = request.config.getoption("--context")
-        api = kconfig.new_client_from_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
-        yield ClusterHandle(api, Path(kubeconfig), f"kubeconfig:{kubeconfig}" + (f"@{context}" if context else ""))
+
+def _tmp_kubeconfig() -> Path:
+    import tempfile
+
+    directory = Path(tempfile.mkdtemp(prefix="gpuconf-sim-"))
+    return directory / "kubeconfig"
+
+
+def inventory(config: pytest.Config) -> Inventory | None:
+    state = session(config)
+    if state.handle is None:
+        return None
+    if state.inventory is None:
+        state.inventory = load_inventory(state.handle.cluster)
+    return state.inventory
+
+
+def run_context(config: pytest.Config) -> RunContext:
+    state = session(config)
+    assert state.handle is not None
+    if state.run is None:
+        state.run = RunContext(state.handle.cluster).__enter__()
+    return state.run
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``gpu_node`` parametrizes a test over the cluster's GPU nodes, ids = node names."""
+    if "gpu_node" not in metafunc.fixturenames:
         return
-    pytest.skip("no cluster to test: give --kubeconfig PATH or --simulate PROFILE")
+    inv = inventory(metafunc.config)
+    names = [n.name for n in inv.gpu_nodes] if inv is not None else []
+    if inv is not None and not names:
+        raise pytest.UsageError("the cluster has no GPU nodes (no node advertises nvidia.com/gpu, nvidia.com/mig-*, "
+                                "a DRA ResourceSlice, or the nvidia.com/gpu.present label)")
+    metafunc.parametrize("gpu_node", names or [pytest.param(None, marks=pytest.mark.skip(
+        reason=session(metafunc.config).skip_reason or "no GPU nodes"))], ids=names or ["no-cluster"])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(SESSION, None)
+    if state is None:
+        return
+    if state.run is not None:
+        state.run.__exit__(None, None, None)
+    if state.sim is not None:
+        state.sim.stop()
+
+
+@pytest.fixture(scope="session")
+def gpu_cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
+    """The cluster under test for the whole session."""
+    state = session(request.config)
+    if state.handle is None:
+        pytest.skip(state.skip_reason or "no cluster")
+    yield state.handle
+
+
+@pytest.fixture(scope="session")
+def gpu_inventory(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle) -> Inventory:
+    inv = inventory(request.config)
+    assert inv is not None
+    return inv
+
+
+@pytest.fixture(scope="session")
+def whole_node_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> dict[str, PodOutcome]:
+    """One cuda-probe per GPU node asking for every allocatable nvidia.com/gpu, launched together."""
+    from gpuconf.cluster import run_campaign
+    from gpuconf.probe_pods import make_cuda_probe_pod
+
+    state = session(request.config)
+    if state.probes:
+        return state.probes
+    ctx = run_context(request.config)
+    runtime_class = "nvidia" if any(rc.name == "nvidia" for rc in gpu_inventory.runtime_classes) else None
+    pods = []
+    for node in gpu_inventory.gpu_nodes:
+        count = int(node.allocatable.get("nvidia.com/gpu", "0") or 0)
+        if count < 1:
+            continue
+        pods.append(make_cuda_probe_pod(name=f"inventory-{node.name}", namespace=ctx.namespace, run_id=ctx.run_id,
+                                        check="inventory", cuda="13.0.2", node=node.name, gpu_count=count,
+                                        runtime_class=runtime_class))
+    outcomes = run_campaign(ctx, pods, timeout=request.config.getoption("--probe-timeout"))
+    state.probes = {o.node or name.removeprefix("inventory-"): o for name, o in outcomes.items()}
+    return state.probes
+
+
+def judge(verdict: Any, record_property: Any) -> None:
+    """Act on a check's verdict: record it as evidence (JUnit properties), then pass, skip with the
+    reason, or fail with the message (no Python traceback: the message is the evidence)."""
+    from gpuconf.verdict import Outcome
+
+    record_property("gpuconf.check", verdict.check)
+    record_property("gpuconf.outcome", verdict.outcome.value)
+    if verdict.node:
+        record_property("gpuconf.node", verdict.node)
+    if verdict.expected is not None:
+        record_property("gpuconf.expected", verdict.expected)
+    if verdict.observed is not None:
+        record_property("gpuconf.observed", verdict.observed)
+    if verdict.outcome is Outcome.NOT_TESTED:
+        pytest.skip(verdict.summary)
+    if verdict.outcome in (Outcome.FAIL, Outcome.DEGRADED):
+        prefix = "DEGRADED: " if verdict.outcome is Outcome.DEGRADED else ""
+        pytest.fail(prefix + verdict.message(), pytrace=False)
+
+
+def probe_report(probes: dict[str, PodOutcome], node: str) -> Any:
+    """The node's whole-node cuda-probe report, or a failure that says why there is none."""
+    from gpuconf.diagnose import diagnose
+    from gpuconf.probes import ProbeParseError
+    from gpuconf.probes.cuda import parse_cuda_probe
+
+    outcome = probes.get(node)
+    if outcome is None:
+        pytest.skip(f"no probe ran on {node}: it advertises no nvidia.com/gpu")
+    text = outcome.logs.get("probe")
+    if text is None:
+        hints = [d.title for d in diagnose("\n".join([outcome.message or ""] + [e.message for e in outcome.events]))]
+        pytest.fail(f"the probe pod on {node} produced no output: {outcome.phase} {outcome.reason or ''} "
+                    f"{outcome.message or ''}".strip() + (f"\n  diagnosis: {'; '.join(hints)}" if hints else ""),
+                    pytrace=False)
+    try:
+        code = outcome.container("probe").exit_code
+        return parse_cuda_probe(text, exit_code=code, source=f"probe pod on {node}")
+    except ProbeParseError as exc:
+        pytest.fail(str(exc), pytrace=False)

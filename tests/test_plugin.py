@@ -18,7 +18,7 @@ def test_nodes_are_visible(gpu_cluster):
 
 def test_simulate_runs_a_suite_against_a_simulated_cluster(pytester: pytest.Pytester):
     pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest("-p", "gpuconf.plugin", "--simulate", "t4-timeslicing")
+    result = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", "t4-timeslicing")
     result.assert_outcomes(passed=1)
 
 

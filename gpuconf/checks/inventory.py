@@ -86,9 +86,11 @@ def _physical_advertised(node: NodeView) -> int | None:
     return total // replicas
 
 
-def evaluate_gpu_count(node: NodeView, *, probe: CudaProbeReport | None = None,
+def evaluate_gpu_count(node: NodeView, *, probe: CudaProbeReport | None = None, probe_requested: int | None = None,
                        expected: int | None = None) -> Verdict:
-    """The GPU count agrees across GFD, the device plugin, a whole-node probe and --expect."""
+    """The GPU count agrees across GFD, the device plugin, a whole-node probe and --expect. The
+    probe counts only when it asked for every advertised GPU (``probe_requested``): a probe that
+    got the allocatable ones on a node with an unhealthy GPU says nothing about the node's count."""
     cid = "inventory.gpu-count-matches-expected"
     views: dict[str, int] = {}
     gfd_count = node.label("gpu.count")
@@ -97,7 +99,8 @@ def evaluate_gpu_count(node: NodeView, *, probe: CudaProbeReport | None = None,
     advertised = _physical_advertised(node)
     if advertised is not None and gpu_resources(node.capacity):
         views["device plugin (capacity, replicas removed)"] = advertised
-    if probe is not None and probe.init.ok:
+    whole_node = probe_requested is None or advertised is None or probe_requested == advertised
+    if probe is not None and probe.init.ok and whole_node:
         views["probe (CUDA devices in a whole-node pod)"] = len(probe.devices)
     if expected is not None:
         views["--expect"] = expected
@@ -160,7 +163,10 @@ def evaluate_driver_uniform(nodes: Sequence[NodeView]) -> list[Verdict]:
         if not known:
             out += [not_tested(cid, n.name, "no nvidia.com/cuda.driver-version.full label") for n in members]
             continue
-        majority = max(set(known), key=known.count)
+        # The pool's version is the most common one; on a tie, the newest (a node left behind by
+        # an upgrade is the usual odd one out). A declared --expect version will take precedence.
+        majority = max(set(known), key=lambda v: (known.count(v), tuple(int(p) for p in v.split(".")
+                                                                        if p.isdigit())))
         for n in members:
             version = versions[n.name]
             if version is None:

@@ -1,0 +1,51 @@
+"""Inventory: on every GPU node, what GFD labels, what the device plugin advertises and what a
+probe pod sees through NVML and CUDA agree; the driver is one version per pool; device nodes and
+NVML work. One whole-node probe per node, launched together, feeds every check."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuconf.checks import inventory as checks
+from gpuconf.cluster import Inventory
+from gpuconf.plugin import judge, probe_report
+
+pytestmark = pytest.mark.inventory
+
+
+def view(inv: Inventory, name: str) -> checks.NodeView:
+    n = inv.node(name)
+    return checks.NodeView(n.name, n.labels, n.capacity, n.allocatable, sum(len(s.devices) for s in n.slices))
+
+
+def test_gpu_resource_advertised(gpu_node, gpu_inventory, record_property):
+    judge(checks.evaluate_gpu_resource_advertised(view(gpu_inventory, gpu_node)), record_property)
+
+
+def test_allocatable_matches_capacity(gpu_node, gpu_inventory, record_property):
+    judge(checks.evaluate_allocatable_matches_capacity(view(gpu_inventory, gpu_node)), record_property)
+
+
+def test_gpu_count_matches(gpu_node, gpu_inventory, whole_node_probes, record_property):
+    probe = probe_report(whole_node_probes, gpu_node) if gpu_node in whole_node_probes else None
+    requested = int(gpu_inventory.node(gpu_node).allocatable.get("nvidia.com/gpu", "0") or 0)  # what it asked for
+    judge(checks.evaluate_gpu_count(view(gpu_inventory, gpu_node), probe=probe, probe_requested=requested),
+          record_property)
+
+
+def test_labels_match_hardware(gpu_node, gpu_inventory, whole_node_probes, record_property):
+    judge(checks.evaluate_labels_match_hardware(view(gpu_inventory, gpu_node),
+                                                probe_report(whole_node_probes, gpu_node)), record_property)
+
+
+def test_driver_version_uniform_in_pool(gpu_node, gpu_inventory, record_property):
+    verdicts = checks.evaluate_driver_uniform([view(gpu_inventory, n.name) for n in gpu_inventory.gpu_nodes])
+    judge(next(v for v in verdicts if v.node == gpu_node), record_property)
+
+
+def test_nvml_initializes(gpu_node, whole_node_probes, record_property):
+    judge(checks.evaluate_nvml_initializes(gpu_node, probe_report(whole_node_probes, gpu_node)), record_property)
+
+
+def test_cuda_device_nodes_present(gpu_node, whole_node_probes, record_property):
+    judge(checks.evaluate_cuda_device_nodes(gpu_node, probe_report(whole_node_probes, gpu_node)), record_property)
