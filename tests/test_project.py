@@ -51,6 +51,6 @@ def test_mypy_strict_passes():
 
 
 def test_ruff_passes():
-    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "gpuconf", "tests"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "-m", "ruff", "check", "gpuconf", "tests", "suites"], cwd=ROOT,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -33,7 +33,8 @@ FAULTS = [f for f in fault_catalog().values() if f.check in TEST_FOR_CHECK]
 def run_suite(pytester: pytest.Pytester, profile: str) -> tuple[pytest.RunResult, set[str]]:
     pytester.makepyfile(test_inventory=SUITE)
     # A subprocess: the cluster (threads, TLS, the cryptography bindings) must not share this interpreter.
-    result = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", profile, "-rf", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", profile, "-rf",
+                                           "-p", "no:cacheprovider")
     failed = set(re.findall(r"^FAILED test_inventory\.py::(\S+)", result.stdout.str(), re.M))
     return result, failed
 
