@@ -50,6 +50,24 @@ class Session:
 
 SESSION = pytest.StashKey[Session]()
 
+#: Exit statuses beyond pytest's own (0-5), one per reason a run cannot start (README: exit statuses).
+EXIT_BAD_KUBECONFIG = 10
+EXIT_UNREACHABLE = 11
+EXIT_FORBIDDEN = 12
+EXIT_NO_GPU_NODES = 13
+
+
+def _exit_for(exc: ClusterError) -> int:
+    from gpuconf.cluster import ForbiddenError, KubeconfigError, UnreachableError
+
+    if isinstance(exc, KubeconfigError):
+        return EXIT_BAD_KUBECONFIG
+    if isinstance(exc, UnreachableError):
+        return EXIT_UNREACHABLE
+    if isinstance(exc, ForbiddenError):
+        return EXIT_FORBIDDEN
+    return pytest.ExitCode.USAGE_ERROR
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("gpuconf", "gpuconf: GPU cluster conformance")
@@ -91,10 +109,7 @@ def session(config: pytest.Config) -> Session:
         state.handle = ClusterHandle(connect(str(path)), path, f"simulated:{state.sim.profile.name}")
     elif kubeconfig:
         context = config.getoption("--context")
-        try:
-            cluster = connect(kubeconfig, context)
-        except ClusterError as exc:
-            raise pytest.UsageError(str(exc)) from exc
+        cluster = connect(kubeconfig, context)  # ClusterError: pytest_sessionstart ends the run with it
         state.handle = ClusterHandle(cluster, Path(kubeconfig), f"kubeconfig:{kubeconfig}"
                                      + (f"@{context}" if context else ""))
     else:
@@ -126,15 +141,27 @@ def run_context(config: pytest.Config) -> RunContext:
     return state.run
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Open the cluster before collection (suites parametrize over its GPU nodes), so a run that
+    cannot start ends here with one line and its own exit status, not with collection errors."""
+    config = session.config
+    if not (config.getoption("--simulate") or config.getoption("--kubeconfig")):
+        return
+    try:
+        inv = inventory(config)
+    except ClusterError as exc:
+        pytest.exit(f"gpuconf: {exc}", returncode=_exit_for(exc))
+    if inv is not None and not inv.gpu_nodes:
+        pytest.exit("gpuconf: the cluster has no GPU nodes (no node advertises nvidia.com/gpu, nvidia.com/mig-*, "
+                    "a DRA ResourceSlice, or the nvidia.com/gpu.present label)", returncode=EXIT_NO_GPU_NODES)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """``gpu_node`` parametrizes a test over the cluster's GPU nodes, ids = node names."""
     if "gpu_node" not in metafunc.fixturenames:
         return
     inv = inventory(metafunc.config)
     names = [n.name for n in inv.gpu_nodes] if inv is not None else []
-    if inv is not None and not names:
-        raise pytest.UsageError("the cluster has no GPU nodes (no node advertises nvidia.com/gpu, nvidia.com/mig-*, "
-                                "a DRA ResourceSlice, or the nvidia.com/gpu.present label)")
     metafunc.parametrize("gpu_node", names or [pytest.param(None, marks=pytest.mark.skip(
         reason=session(metafunc.config).skip_reason or "no GPU nodes"))], ids=names or ["no-cluster"])
 

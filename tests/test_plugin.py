@@ -34,3 +34,45 @@ def test_an_unknown_profile_is_a_usage_error_naming_the_shipped_ones(pytester: p
     result = pytester.runpytest("-p", "gpuconf.plugin", "--simulate", "nope")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*unknown simulated cluster profile 'nope'*healthy-h100*"])
+
+
+def _kubeconfig(path, server: str) -> None:
+    path.write_text(f"""apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "{server}"}}}}]
+users: [{{name: u, user: {{}}}}]
+contexts: [{{name: c, context: {{cluster: c, user: u}}}}]
+current-context: c
+""")
+
+
+@pytest.mark.parametrize("case,status,fragment", [
+    ("not yaml", 10, "not YAML"),
+    ("unknown context", 10, "unknown context"),
+    ("unreachable", 11, "cannot reach the API server"),
+    ("no gpu nodes", 13, "the cluster has no GPU nodes"),
+])
+def test_a_run_that_cannot_start_says_why_in_one_line_with_its_own_exit_status(pytester: pytest.Pytester, case,
+                                                                               status, fragment):
+    from gpuconf.sim.server import FakeApiServer
+
+    pytester.makepyfile(test_suite="def test_node(gpu_node):\n    pass\n")
+    kubeconfig = pytester.path / "kubeconfig"
+    args = ["-p", "gpuconf.plugin", "--kubeconfig", str(kubeconfig)]
+    server = FakeApiServer().start()
+    try:
+        if case == "not yaml":
+            kubeconfig.write_text("{{{ not: yaml")
+        elif case == "unknown context":
+            _kubeconfig(kubeconfig, server.url)
+            args += ["--context", "prod"]
+        elif case == "unreachable":
+            _kubeconfig(kubeconfig, "http://127.0.0.1:9")
+        else:
+            server.write_kubeconfig(kubeconfig)
+        result = pytester.runpytest_subprocess(*args)
+    finally:
+        server.stop()
+    assert result.ret == status, result.stdout.str() + result.stderr.str()
+    output = result.stdout.str() + result.stderr.str()
+    assert fragment in output and "Traceback" not in output
