@@ -1,0 +1,30 @@
+"""Smoke: every GPU a node advertises runs a verified kernel in a normally scheduled pod."""
+
+from __future__ import annotations
+
+from gpuconf.probes.cuda import CudaProbeReport
+from gpuconf.verdict import Verdict, failed, not_tested, passed
+
+__all__ = ["evaluate_vector_add"]
+
+
+def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int) -> Verdict:
+    """``requested``: how many GPUs the pod asked for; each must show up and pass."""
+    cid = "smoke.vector-add-every-gpu"
+    if requested < 1:
+        return not_tested(cid, node, "the node advertises no nvidia.com/gpu to request")
+    if not probe.init.ok:
+        return failed(cid, node, f"CUDA could not start in the probe pod: {probe.init}",
+                      expected=f"a CUDA context on {requested} GPUs", observed=str(probe.init),
+                      evidence=(probe.exit_reason,))
+    bad = [d for d in probe.devices if not d.vector_add_ok]
+    per_gpu = tuple(f"GPU {d.index} {d.uuid}: " + ("ok" if d.vector_add_ok else f"FAILED {d.vector_add}")
+                    + (f", {d.kernel_ms} ms" if d.kernel_ms is not None else "") for d in probe.devices)
+    if len(probe.devices) != requested:
+        return failed(cid, node, f"the pod asked for {requested} GPUs and CUDA sees {len(probe.devices)}",
+                      expected=f"{requested} GPUs", observed=f"{len(probe.devices)} GPUs", evidence=per_gpu)
+    if bad:
+        return failed(cid, node, f"{len(bad)} of {requested} GPUs failed the vector-add kernel: "
+                      + ", ".join(f"GPU {d.index} ({d.vector_add})" for d in bad),
+                      expected="every element correct on every GPU", observed=f"{len(bad)} failing", evidence=per_gpu)
+    return passed(cid, node, f"vector-add verified on all {requested} GPUs", evidence=per_gpu)

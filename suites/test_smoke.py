@@ -1,0 +1,21 @@
+"""Smoke: every GPU on every node runs a verified vector-add kernel through a normal resource
+request (the whole-node probe the inventory suite launched: launch once, assert many)."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuconf.checks.smoke import evaluate_vector_add
+from gpuconf.plugin import judge, probe_report
+
+pytestmark = pytest.mark.smoke
+
+
+def test_vector_add_on_every_gpu(gpu_node, gpu_inventory, whole_node_probes, record_property):
+    requested = int(gpu_inventory.node(gpu_node).allocatable.get("nvidia.com/gpu", "0") or 0)
+    if requested < 1:
+        pytest.skip(f"{gpu_node} advertises no nvidia.com/gpu (MIG or DRA nodes are covered by their suites)")
+    verdict = evaluate_vector_add(gpu_node, probe_report(whole_node_probes, gpu_node), requested=requested)
+    for line in verdict.evidence:
+        record_property("gpuconf.gpu", line)
+    judge(verdict, record_property)

@@ -1,0 +1,47 @@
+"""The smoke check's decision, on emulated probe output."""
+
+from __future__ import annotations
+
+import json
+
+from gpuconf.checks.smoke import evaluate_vector_add
+from gpuconf.compat.versions import parse_cuda
+from gpuconf.probes.cuda import parse_cuda_probe
+from gpuconf.sim.emulate import Visible, cuda_probe_run
+from gpuconf.sim.profile import expand, load_profile, with_faults
+from gpuconf.verdict import Outcome
+
+
+def probe(faults=None, gpus=8, break_gpu: int | None = None):
+    p = load_profile("healthy-h100")
+    n = expand(with_faults(p, faults) if faults else p).node("h100-0")
+    code, out = cuda_probe_run(n, visible=[Visible(g) for g in n.gpus[:gpus]], image_cuda=parse_cuda("13.0.2"),
+                               env={}, compat=True, started_at="2026-11-29T00:00:00.000Z", hostname=n.name)
+    if break_gpu is not None:  # a device whose kernel result did not verify (what a bad GPU prints)
+        doc = json.loads(out)
+        dev = doc["devices"][break_gpu]["vector_add"]
+        dev.update(ok=False, verified=True, mismatches=17)
+        doc.update(exit_code=5, exit_reason="vector_add mismatched on device 2")
+        code, out = 5, json.dumps(doc)
+    return parse_cuda_probe(out, exit_code=code)
+
+
+def test_every_gpu_passing_is_a_pass_with_per_gpu_evidence():
+    verdict = evaluate_vector_add("h100-0", probe(), requested=8)
+    assert verdict.outcome is Outcome.PASS and len(verdict.evidence) == 8
+
+
+def test_a_gpu_whose_kernel_mismatches_fails_naming_it():
+    verdict = evaluate_vector_add("h100-0", probe(break_gpu=2), requested=8)
+    assert verdict.outcome is Outcome.FAIL and "1 of 8 GPUs failed" in verdict.summary and "GPU 2" in verdict.summary
+
+
+def test_cuda_that_cannot_start_fails_with_the_error():
+    verdict = evaluate_vector_add("h100-0", probe([{"id": "uvm-missing", "pool": "h100", "node": 0}]), requested=8)
+    assert verdict.outcome is Outcome.FAIL and "cudaErrorUnknown (999)" in verdict.summary
+
+
+def test_fewer_gpus_than_requested_fail():
+    verdict = evaluate_vector_add("h100-0", probe([{"id": "gpu-lost", "pool": "h100", "node": 0, "gpu": 1}]),
+                                  requested=8)
+    assert verdict.outcome is Outcome.FAIL and "asked for 8 GPUs and CUDA sees 7" in verdict.summary
