@@ -78,11 +78,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--context", metavar="NAME", default=None, help="kubeconfig context to use")
     group.addoption("--probe-timeout", metavar="SECONDS", type=float, default=900.0,
                     help="budget for a probe campaign (image pulls included; default 900)")
+    group.addoption("--report-dir", metavar="DIR", default=None,
+                    help="where runs against a cluster write junit.xml, report.json (CTRF), report.md and "
+                    "report.html (default reports/, relative to the invocation directory)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # The marker registry, alphabetical: what each selects (pytest -m smoke for the quick tier).
     config.addinivalue_line("markers", "inventory: the node inventory checks (labels, capacity, probe views)")
+    config.addinivalue_line("markers", "smoke: the quick tier: every GPU runs a verified kernel")
     config.stash[SESSION] = Session()
+    _configure_reports(config)
     simulate = config.getoption("--simulate")
     if simulate and config.getoption("--kubeconfig"):
         raise pytest.UsageError("give either --simulate or --kubeconfig, not both")
@@ -174,6 +180,75 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         state.run.__exit__(None, None, None)
     if state.sim is not None:
         state.sim.stop()
+
+
+_WORSE = {"passed": 0, "skipped": 1, "failed": 2}
+
+
+class ReportCollector:
+    """The report hooks, registered for runs that write reports: gathers every test's result as it is
+    logged (one entry per nodeid, in the order the tests ran) and writes the reports at session end."""
+
+    def __init__(self, config: pytest.Config, report_dir: Path) -> None:
+        import time
+
+        self.config = config
+        self.report_dir = report_dir
+        self.started = time.time()
+        self.tests: dict[str, dict[str, Any]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        entry = self.tests.setdefault(report.nodeid, {"outcome": "passed", "duration": 0.0, "properties": {},
+                                                      "longrepr": None})
+        entry["duration"] += report.duration
+        entry["properties"].update({str(k): v for k, v in report.user_properties})
+        if _WORSE.get(report.outcome, 2) > _WORSE.get(entry["outcome"], 2):
+            entry["outcome"] = report.outcome
+            if isinstance(report.longrepr, tuple):  # a skip: (path, line, "Skipped: reason")
+                entry["longrepr"] = str(report.longrepr[2]).removeprefix("Skipped: ")
+            else:
+                entry["longrepr"] = report.longreprtext
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
+        """Write the reports, also after Ctrl-C (exit status 2): what was collected so far, marked interrupted."""
+        import time
+
+        from gpuconf.report.model import RunRecord, from_test_report
+        from gpuconf.report.writers import write_reports
+
+        state = self.config.stash.get(SESSION, None)
+        handle = state.handle if state is not None else None
+        run = RunRecord(provenance=handle.provenance if handle is not None else None, started=self.started,
+                        finished=time.time(), exit_status=int(exitstatus),
+                        interrupted=int(exitstatus) == int(pytest.ExitCode.INTERRUPTED),
+                        run_id=state.run.run_id if state is not None and state.run is not None else None)
+        results = [from_test_report(nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"])
+                   for nodeid, t in self.tests.items()]
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        try:
+            write_reports(run, results, self.report_dir)
+        except OSError as exc:
+            if reporter is not None:
+                reporter.write_line(str(exc), red=True)
+            return
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(f"gpuconf: reports in {self.report_dir}")
+
+
+def _configure_reports(config: pytest.Config) -> None:
+    """Reports are written for runs against a cluster, or wherever --report-dir says; JUnit comes from
+    pytest itself (--junitxml), pointed at <report-dir>/junit.xml unless the user gave one."""
+    given = config.getoption("--report-dir")
+    if not (given or config.getoption("--simulate") or config.getoption("--kubeconfig")):
+        return
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller writes the reports
+        return
+    directory = Path(config.invocation_params.dir, given or "reports")
+    config.pluginmanager.register(ReportCollector(config, directory), "gpuconf-reports")
+    if not getattr(config.option, "xmlpath", None):
+        config.option.xmlpath = str(directory / "junit.xml")
 
 
 @pytest.fixture(scope="session")

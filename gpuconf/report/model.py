@@ -1,0 +1,104 @@
+"""The report model: what a run was (RunRecord) and what each check said (CheckResult). Pure data
+and pure rules; the plugin builds it from pytest reports, the writers render it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["CLUSTER", "CheckResult", "OUTCOMES", "RunRecord", "from_test_report", "node_verdicts", "remediation",
+           "worst"]
+
+PASS, DEGRADED, FAIL, NOT_TESTED = "pass", "degraded", "fail", "not-tested"
+OUTCOMES = (PASS, DEGRADED, FAIL, NOT_TESTED)
+#: The node a result without one is filed under (cluster-wide checks, or a run without nodes).
+CLUSTER = "(cluster)"
+_RANK = {FAIL: 3, DEGRADED: 2, PASS: 1}
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    provenance: str | None  # "simulated:<profile>" or "kubeconfig:<path>[@context]"; None without a cluster
+    started: float  # epoch seconds
+    finished: float
+    exit_status: int
+    interrupted: bool = False
+    run_id: str | None = None
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.provenance and self.provenance.startswith("simulated:"))
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    check: str
+    node: str | None
+    outcome: str  # one of OUTCOMES
+    nodeid: str
+    duration: float = 0.0  # seconds
+    expected: str | None = None
+    observed: str | None = None
+    message: str | None = None
+
+    @property
+    def node_key(self) -> str:
+        return self.node or CLUSTER
+
+
+def worst(outcomes: Iterable[str]) -> str:
+    """FAIL > DEGRADED > PASS; nothing but skips (or nothing at all) is NOT-TESTED."""
+    ranked = [o for o in outcomes if o in _RANK]
+    return max(ranked, key=_RANK.__getitem__) if ranked else NOT_TESTED
+
+
+def node_verdicts(results: Sequence[CheckResult]) -> dict[str, str]:
+    """Each node's verdict: the worst of its checks, nodes in first-seen order."""
+    by_node: dict[str, list[str]] = {}
+    for r in results:
+        by_node.setdefault(r.node_key, []).append(r.outcome)
+    return {node: worst(outcomes) for node, outcomes in by_node.items()}
+
+
+def _test_name(nodeid: str) -> str:
+    return nodeid.rsplit("::", 1)[-1].split("[", 1)[0]
+
+
+def _param(nodeid: str) -> str | None:
+    name = nodeid.rsplit("::", 1)[-1]
+    return name[name.index("[") + 1:-1] if "[" in name and name.endswith("]") else None
+
+
+def from_test_report(nodeid: str, pytest_outcome: str, duration: float, properties: Mapping[str, Any],
+                     longrepr: str | None) -> CheckResult:
+    """One test's result: the gpuconf.* properties judge() recorded when there are some, else pytest's
+    outcome (passed/failed/skipped) and the test's own name and parameter."""
+    outcome = str(properties.get("gpuconf.outcome", "")).lower()
+    if outcome not in OUTCOMES:
+        outcome = {"passed": PASS, "failed": FAIL}.get(pytest_outcome, NOT_TESTED)
+    elif pytest_outcome == "failed" and outcome == PASS:  # e.g. a teardown error after a passing verdict
+        outcome = FAIL
+    check = str(properties.get("gpuconf.check") or _test_name(nodeid))
+    node = properties.get("gpuconf.node") or _param(nodeid)
+    if node == "no-cluster":
+        node = None
+
+    def opt(key: str) -> str | None:
+        value = properties.get(key)
+        return None if value is None else str(value)
+
+    message = longrepr.strip() if longrepr else None
+    return CheckResult(check, str(node) if node is not None else None, outcome, nodeid, duration,
+                       opt("gpuconf.expected"), opt("gpuconf.observed"), message or None)
+
+
+def remediation(check_id: str) -> str | None:
+    """The remediation gpuconf/data/checks.yaml gives for a check, or None (unknown check, unreadable table)."""
+    try:
+        from gpuconf.verdict import checks
+
+        entry = checks().get(check_id)
+    except Exception:  # a report is written whatever state the tables are in
+        return None
+    return entry.remediation if entry is not None else None

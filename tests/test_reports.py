@@ -1,0 +1,238 @@
+"""Run reports: the model's verdict rule, the three writers, and the plugin writing them end to end."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from gpuconf.report.model import CheckResult, RunRecord, from_test_report, node_verdicts, worst
+from gpuconf.report.writers import write_html, write_json, write_markdown, write_reports
+
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parent.parent
+CHECK = "inventory.allocatable-matches-capacity"
+
+CTRF_SCHEMA = {
+    "type": "object",
+    "required": ["results"],
+    "properties": {
+        "reportFormat": {"const": "CTRF"},
+        "results": {
+            "type": "object",
+            "required": ["tool", "summary", "tests"],
+            "properties": {
+                "tool": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}},
+                "summary": {
+                    "type": "object",
+                    "required": ["tests", "passed", "failed", "skipped", "pending", "other", "start", "stop"],
+                    "properties": {k: {"type": "integer", "minimum": 0} for k in
+                                   ("tests", "passed", "failed", "skipped", "pending", "other", "start", "stop")},
+                },
+                "tests": {"type": "array", "items": {
+                    "type": "object", "required": ["name", "status", "duration"],
+                    "properties": {"name": {"type": "string"},
+                                   "status": {"enum": ["passed", "failed", "skipped", "pending", "other"]},
+                                   "duration": {"type": "number", "minimum": 0},
+                                   "message": {"type": "string"}, "extra": {"type": "object"}}}},
+            },
+        },
+    },
+}
+
+
+def run(provenance: str | None = "simulated:healthy-h100", **kw: object) -> RunRecord:
+    return RunRecord(provenance=provenance, started=1_700_000_000.0, finished=1_700_000_010.5, exit_status=1,
+                     **kw)  # type: ignore[arg-type]
+
+
+def result(node: str | None, outcome: str, check: str = CHECK, message: str | None = None) -> CheckResult:
+    return CheckResult(check, node, outcome, f"suites/test_x.py::test_{check}[{node}]", 0.25,
+                       "8" if outcome != "pass" else None, "7" if outcome != "pass" else None, message)
+
+
+RESULTS = [
+    result("a", "pass"), result("a", "fail", "c2", "c2 on a: <script>alert(1)</script> & more"),
+    result("a", "degraded", "c3", "DEGRADED: slow"),
+    result("b", "pass"), result("b", "not-tested", "c2"),
+    result("c", "not-tested"), result("c", "not-tested", "c2"),
+    result("d", "degraded", "c3", "DEGRADED: x"), result("d", "pass"),
+]
+
+
+# -- model -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("outcomes,expected", [
+    (["pass", "degraded", "fail"], "fail"), (["pass", "degraded"], "degraded"), (["pass", "not-tested"], "pass"),
+    (["not-tested", "not-tested"], "not-tested"), ([], "not-tested"), (["fail", "not-tested"], "fail"),
+])
+def test_worst_verdict_rule(outcomes, expected):
+    assert worst(outcomes) == expected
+
+
+def test_a_node_is_the_worst_of_its_checks_and_only_skips_is_not_tested():
+    assert node_verdicts(RESULTS) == {"a": "fail", "b": "pass", "c": "not-tested", "d": "degraded"}
+
+
+def test_results_come_from_gpuconf_properties_or_from_pytest_outcome():
+    props = {"gpuconf.check": CHECK, "gpuconf.outcome": "degraded", "gpuconf.node": "n1", "gpuconf.expected": "8"}
+    r = from_test_report("s.py::test_alloc[n1]", "failed", 0.5, props, "DEGRADED: x\n")
+    assert (r.check, r.node, r.outcome, r.expected, r.observed, r.message) == (CHECK, "n1", "degraded", "8", None,
+                                                                               "DEGRADED: x")
+    r = from_test_report("s.py::test_probe[n2]", "failed", 0.1, {}, "no output")
+    assert (r.check, r.node, r.outcome) == ("test_probe", "n2", "fail")
+    assert from_test_report("s.py::test_probe[n2]", "skipped", 0, {}, "why").outcome == "not-tested"
+    assert from_test_report("s.py::test_x[no-cluster]", "skipped", 0, {}, None).node is None
+
+
+# -- writers -----------------------------------------------------------------------------------------
+
+def test_json_is_ctrf_shaped_and_carries_provenance_and_node_verdicts(tmp_path):
+    path = write_json(run(run_id="abc123"), RESULTS, tmp_path / "deep" / "report.json")
+    doc = json.loads(path.read_text())
+    jsonschema.validate(doc, CTRF_SCHEMA)
+    summary = doc["results"]["summary"]
+    assert (summary["tests"], summary["passed"], summary["failed"], summary["skipped"]) == (9, 3, 3, 3)
+    assert doc["results"]["tool"]["name"] == "gpuconf"
+    assert doc["gpuconf"]["provenance"] == "simulated:healthy-h100" and doc["gpuconf"]["simulated"] is True
+    assert doc["gpuconf"]["run_id"] == "abc123"
+    assert doc["gpuconf"]["nodes"] == {"a": "fail", "b": "pass", "c": "not-tested", "d": "degraded"}
+    assert [p.name for p in path.parent.iterdir()] == ["report.json"]  # no temporary file left behind
+
+
+def test_html_is_self_contained_escapes_messages_and_says_simulated(tmp_path):
+    html = write_html(run(), RESULTS, tmp_path / "report.html").read_text()
+    assert "http://" not in html and "https://" not in html
+    assert not re.search(r"<link\b|<script\b|<img\b|@import|url\(", html, re.I)
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in html
+    assert "SIMULATED" in html
+    for outcome in ("PASS", "DEGRADED", "FAIL", "NOT-TESTED"):
+        assert f">{outcome}</td>" in html
+    assert "Find the unhealthy GPU" not in html  # no remediation for a check that did not fail...
+    html = write_html(run(), [result("n", "fail")], tmp_path / "report.html").read_text()
+    assert "Find the unhealthy GPU" in html  # ...the one from checks.yaml for one that did
+
+
+def test_html_for_a_real_cluster_does_not_say_simulated(tmp_path):
+    html = write_html(run("kubeconfig:/k/config@prod"), RESULTS[:1], tmp_path / "r.html").read_text()
+    assert "SIMULATED" not in html and "kubeconfig:/k/config@prod" in html
+
+
+def test_markdown_lists_each_failure_once(tmp_path):
+    md = write_markdown(run(), RESULTS, tmp_path / "report.md").read_text()
+    failure_lines = [line for line in md.splitlines() if line.startswith("- ")]
+    assert failure_lines == [
+        "- FAIL a c2: c2 on a: <script>alert(1)</script> & more",
+        "- DEGRADED a c3: DEGRADED: slow",
+        "- DEGRADED d c3: DEGRADED: x",
+    ]
+    assert "| a | FAIL |" in md and "| c | NOT-TESTED |" in md
+    assert "9 checks: 3 passed, 3 failed, 3 skipped" in md
+
+
+def test_writers_survive_odd_content(tmp_path):
+    odd = [CheckResult("c|x", None, "fail", "n::t", 0.0, "\x00", "\ud800 surrogate", "line1\n\nline | 2 ]]>"),
+           CheckResult("c", "n", "weird", "n::u", 0.0)]
+    paths = write_reports(run(None, interrupted=True), odd, tmp_path / "r")
+    assert sorted(p.name for p in paths) == ["report.html", "report.json", "report.md"]
+    assert "INTERRUPTED" in (tmp_path / "r" / "report.md").read_text()
+    assert json.loads((tmp_path / "r" / "report.json").read_text())["results"]["summary"]["other"] == 1
+
+
+# -- end to end --------------------------------------------------------------------------------------
+
+def _suite(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_inventory=(ROOT / "suites" / "test_inventory.py").read_text())
+
+
+def _junit_counts(path: Path) -> dict[str, int]:
+    root = ET.parse(path).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    assert suite is not None
+    n = {k: int(suite.get(k, "0")) for k in ("tests", "failures", "errors", "skipped")}
+    return {"tests": n["tests"], "failed": n["failures"] + n["errors"], "skipped": n["skipped"]}
+
+
+def test_a_simulated_run_writes_four_reports_that_agree(pytester: pytest.Pytester, tmp_path):
+    _suite(pytester)
+    out = tmp_path / "reports"
+    res = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", "healthy-h100", "--report-dir", str(out))
+    assert res.ret == 0, res.outlines[-20:]
+    assert sorted(p.name for p in out.iterdir()) == ["junit.xml", "report.html", "report.json", "report.md"]
+    summary = json.loads((out / "report.json").read_text())["results"]["summary"]
+    junit = _junit_counts(out / "junit.xml")
+    assert junit == {k: summary[k] for k in ("tests", "failed", "skipped")}
+    assert summary["tests"] == summary["passed"] > 0
+    md = (out / "report.md").read_text()
+    assert f"{summary['tests']} checks: {summary['passed']} passed, 0 failed, 0 skipped" in md
+    html = (out / "report.html").read_text()
+    assert "SIMULATED" in html and html.count(">PASS</td>") >= summary["tests"]
+
+
+def test_a_faulty_node_fails_in_the_sign_off_with_its_remediation(pytester: pytest.Pytester, tmp_path):
+    _suite(pytester)
+    profile = (ROOT / "gpuconf" / "data" / "sim_profiles" / "healthy-h100.yaml").read_text()
+    assert "\nfaults: []\n" in profile
+    fault = pytester.path / "faulty.yaml"
+    fault.write_text(profile.replace("\nfaults: []\n",
+                                     "\nfaults:\n  - {id: gpu-unhealthy, pool: h100, node: 0, gpu: 3}\n"))
+    out = tmp_path / "reports"
+    res = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", str(fault), "--report-dir", str(out))
+    assert res.ret == 1
+    html = (out / "report.html").read_text()
+    assert re.search(rf'<td class="fail"[^>]*data-node="h100-0" data-check="{re.escape(CHECK)}">FAIL</td>', html)
+    assert re.search(r'<tr><th>h100-0</th><td class="fail">FAIL</td>', html)
+    assert re.search(r'<tr><th>h100-1</th><td class="pass">PASS</td>', html)
+    assert "Find the unhealthy GPU" in html
+    doc = json.loads((out / "report.json").read_text())
+    assert doc["gpuconf"]["nodes"] == {"h100-0": "fail", "h100-1": "pass"}
+    assert _junit_counts(out / "junit.xml")["failed"] == doc["results"]["summary"]["failed"] == 1
+    md = (out / "report.md").read_text()
+    assert sum(line.startswith("- FAIL h100-0 " + CHECK) for line in md.splitlines()) == 1
+
+
+def test_an_interrupted_run_writes_what_it_collected_and_says_so(pytester: pytest.Pytester, tmp_path):
+    pytester.makepyfile(test_stop="""
+def test_first():
+    pass
+
+def test_ctrl_c():
+    raise KeyboardInterrupt
+
+def test_never():
+    pass
+""")
+    out = tmp_path / "reports"
+    res = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--report-dir", str(out))
+    assert res.ret == pytest.ExitCode.INTERRUPTED
+    doc = json.loads((out / "report.json").read_text())
+    assert doc["gpuconf"]["interrupted"] is True and doc["gpuconf"]["exit_status"] == 2
+    assert [t["name"] for t in doc["results"]["tests"]][0] == "test_stop.py::test_first"
+    assert "test_stop.py::test_never" not in [t["name"] for t in doc["results"]["tests"]]
+    assert "INTERRUPTED" in (out / "report.html").read_text() and "INTERRUPTED" in (out / "report.md").read_text()
+
+
+def test_a_junitxml_given_by_the_user_is_kept(pytester: pytest.Pytester, tmp_path):
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    out, mine = tmp_path / "reports", tmp_path / "mine.xml"
+    res = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--report-dir", str(out), f"--junitxml={mine}")
+    assert res.ret == 0
+    assert mine.exists() and not (out / "junit.xml").exists() and (out / "report.json").exists()
+
+
+def test_without_a_cluster_or_report_dir_nothing_is_written(pytester: pytest.Pytester):
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    assert pytester.runpytest_subprocess("-p", "gpuconf.plugin").ret == 0
+    assert not (pytester.path / "reports").exists()
+
+
+def test_a_run_against_a_cluster_writes_to_reports_in_the_invocation_dir_by_default(pytester: pytest.Pytester):
+    pytester.makepyfile(test_one="def test_one(gpu_node):\n    pass\n")
+    assert pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", "healthy-h100").ret == 0
+    assert sorted(p.name for p in (pytester.path / "reports").iterdir()) == [
+        "junit.xml", "report.html", "report.json", "report.md"]
