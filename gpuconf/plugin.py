@@ -233,7 +233,7 @@ class ReportCollector:
                 reporter.write_line(str(exc), red=True)
             return
         if reporter is not None:
-            reporter.ensure_newline()
+            reporter.write("\n")
             reporter.write_line(f"gpuconf: reports in {self.report_dir}")
 
 
