@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ipaddress
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -41,13 +43,18 @@ def add_sim_parser(sub: Any) -> None:
     faults.set_defaults(func=_cmd_faults)
 
 
-def _stop_on_signal() -> threading.Event:
-    """An event set by SIGINT or SIGTERM. Installed before anything is announced, so a signal
-    sent right after the "running" line still stops the command cleanly."""
+@contextlib.contextmanager
+def _stop_on_signal() -> Iterator[threading.Event]:
+    """An event set by SIGINT or SIGTERM while the block runs; the previous handlers come back
+    after it. Installed before anything is announced, so a signal sent right after the "running"
+    line still stops the command cleanly."""
     done = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: done.set())
-    return done
+    previous = {sig: signal.signal(sig, lambda *_: done.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield done
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -58,8 +65,12 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     out = Path(args.kubeconfig_out)
     if not out.parent.is_dir():
         raise UsageError(f"--kubeconfig-out: no such directory: {out.parent}")
-    stop = _stop_on_signal()
     sim = SimulatedCluster(args.profile, port=args.port)
+    with _stop_on_signal() as stop:
+        return _serve(sim, out, stop, stdout, stderr)
+
+
+def _serve(sim: Any, out: Path, stop: threading.Event, stdout: TextIO, stderr: TextIO) -> int:
     try:
         sim.start()
     except OSError as exc:
@@ -97,8 +108,12 @@ def _cmd_agents(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
             config_file=args.kubeconfig, context=args.context)
     except (ConfigException, Exception) as exc:  # a malformed file raises yaml/type errors, not only these
         raise UsageError(f"--kubeconfig {args.kubeconfig}: not a usable kubeconfig: {exc}") from exc
-    stop = _stop_on_signal()
     agents = NodeAgents(cluster, api, address=args.address, log_port=args.log_port)
+    with _stop_on_signal() as stop:
+        return _run_agents(agents, cluster, stop, stdout, stderr)
+
+
+def _run_agents(agents: Any, cluster: Any, stop: threading.Event, stdout: TextIO, stderr: TextIO) -> int:
     try:
         agents.start()
     except Exception as exc:  # the cluster is unreachable or refuses us: one line, no traceback

@@ -101,7 +101,9 @@ def test_sim_agents_register_nodes_on_another_api_server(tmp_path: Path):
 ])
 def test_bad_sim_input_is_one_line_and_exit_2(argv, fragment):
     out, err = io.StringIO(), io.StringIO()
+    handlers = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
     assert main(argv, stdout=out, stderr=err) == 2
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers  # left as found
     assert fragment in err.getvalue() and err.getvalue().count("\n") == 1
 
 
