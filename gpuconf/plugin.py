@@ -86,6 +86,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     # The marker registry, alphabetical: what each selects (pytest -m smoke for the quick tier).
     config.addinivalue_line("markers", "inventory: the node inventory checks (labels, capacity, probe views)")
+    config.addinivalue_line("markers", "scheduling: what the scheduler does with GPU requests; the RuntimeClass")
     config.addinivalue_line("markers", "smoke: the quick tier: every GPU runs a verified kernel")
     config.stash[SESSION] = Session()
     _configure_reports(config)
