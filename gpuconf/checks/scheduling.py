@@ -30,7 +30,7 @@ def evaluate_over_ask(outcome: PodOutcome, *, requested: int, budget_s: float) -
 
 
 def evaluate_runtime_class(names_to_handlers: Sequence[tuple[str, str]], *, expected: str = "nvidia") -> Verdict:
-    cid = "runtime.runtimeclass-present"
+    cid = "scheduling.runtimeclass-present"
     handlers = dict(names_to_handlers)
     if expected not in handlers:
         return failed(cid, None, f"there is no RuntimeClass {expected!r}",
