@@ -25,6 +25,7 @@ rather than by the garbage collector's later pass.
 
 from __future__ import annotations
 
+import abc
 import calendar
 import heapq
 import logging
@@ -196,8 +197,9 @@ def _split(key: str) -> list[str]:
     return key.split("\x00")
 
 
-class _Controller:
-    """Subscriptions feeding a :class:`_Worker`."""
+class _Controller(abc.ABC):
+    """Subscriptions feeding a :class:`_Worker`; each controller says what it watches and how it
+    handles one key."""
 
     name = "controller"
 
@@ -206,11 +208,11 @@ class _Controller:
         self._worker = _Worker(self.name, self._dispatch)
         self._subscriptions: list[Subscription] = []
 
-    def _subscribe(self) -> list[Subscription]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _subscribe(self) -> list[Subscription]: ...
 
-    def _dispatch(self, key: str) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _dispatch(self, key: str) -> None: ...
 
     def start(self) -> _Controller:
         if not self._subscriptions:
