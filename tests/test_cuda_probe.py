@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
+from probe_build import build_probe, clean_env
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE_DIR = ROOT / "probes" / "cuda-probe"
@@ -49,14 +50,6 @@ needs_no_driver = pytest.mark.skipif(DRIVER_PRESENT, reason="a real libcuda is i
 needs_driver = pytest.mark.skipif(not DRIVER_PRESENT, reason="no NVIDIA driver (libcuda.so.1) on this machine")
 
 
-def _clean_env(**extra: str | bytes) -> dict[Any, Any]:
-    """This process's environment without what steers the probe, plus ``extra``."""
-    env: dict[Any, Any] = {k: v for k, v in os.environ.items()
-                           if not (k.startswith(("NVIDIA_", "CUDA_", "GPUCONF_", "FAKE_")) or k == "LD_LIBRARY_PATH")}
-    env.update(extra)
-    return env
-
-
 class Run:
     def __init__(self, proc: subprocess.CompletedProcess[bytes], elapsed: float) -> None:
         self.code = proc.returncode
@@ -77,7 +70,7 @@ class Run:
 
 def run_probe(binary: Path, *args: str, env: dict[Any, Any] | None = None, timeout: float = 60) -> Run:
     t0 = time.monotonic()
-    proc = subprocess.run([str(binary), *args], capture_output=True, env=_clean_env() if env is None else env,
+    proc = subprocess.run([str(binary), *args], capture_output=True, env=clean_env() if env is None else env,
                           timeout=timeout, check=False)
     return Run(proc, time.monotonic() - t0)
 
@@ -86,11 +79,8 @@ def run_probe(binary: Path, *args: str, env: dict[Any, Any] | None = None, timeo
 def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """The probe, built once by build.sh (one SASS target, to keep the suite fast)."""
     out = tmp_path_factory.mktemp("cuda-probe") / "bin" / "cuda-probe"
-    env = _clean_env(CUDA_ARCHS="75")
-    proc = subprocess.run(["bash", str(BUILD_SH), str(out)], capture_output=True, text=True, env=env, timeout=600,
-                          check=False)
-    assert proc.returncode == 0, proc.stderr
-    return out, proc
+    env = clean_env(CUDA_ARCHS="75")
+    return out, build_probe(BUILD_SH, out, env)
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +143,7 @@ def test_build_targets_what_nvcc_supports_plus_ptx_for_the_highest(tmp_path):
     nvcc, log = _fake_nvcc(tmp_path, "compute_50 compute_75 compute_80 compute_90 compute_103 compute_121")
     out = tmp_path / "out" / "probe"
     proc = subprocess.run(["bash", str(BUILD_SH), str(out)], capture_output=True, text=True,
-                          env=_clean_env(NVCC=str(nvcc)), check=False)
+                          env=clean_env(NVCC=str(nvcc)), check=False)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, f"{out}\n", "")
     probe_cmd, jit_cmd, link_cmd = log.read_text().splitlines()
     assert re.findall(r"-gencode (\S+)", probe_cmd) == [
@@ -169,7 +159,7 @@ def test_build_honours_cuda_archs(tmp_path):
     nvcc, log = _fake_nvcc(tmp_path, "compute_75 compute_80 compute_90")
     out = tmp_path / "probe"
     proc = subprocess.run(["bash", str(BUILD_SH), str(out)], capture_output=True, text=True,
-                          env=_clean_env(NVCC=str(nvcc), CUDA_ARCHS="80;90a"), check=False)
+                          env=clean_env(NVCC=str(nvcc), CUDA_ARCHS="80;90a"), check=False)
     assert proc.returncode == 0, proc.stderr
     assert re.findall(r"-gencode (\S+)", log.read_text().splitlines()[0]) == [
         "arch=compute_80,code=sm_80", "arch=compute_90a,code=sm_90a", "arch=compute_80,code=compute_80"]
@@ -178,7 +168,7 @@ def test_build_honours_cuda_archs(tmp_path):
 def test_build_failure_exits_nonzero_with_the_compilers_message(tmp_path):
     nvcc, _ = _fake_nvcc(tmp_path, "compute_75", fail=True)
     proc = subprocess.run(["bash", str(BUILD_SH), str(tmp_path / "probe")], capture_output=True, text=True,
-                          env=_clean_env(NVCC=str(nvcc)), check=False)
+                          env=clean_env(NVCC=str(nvcc)), check=False)
     assert proc.returncode != 0 and proc.stdout == ""
     assert "probe.cu(1): error: something broke" in proc.stderr
 
@@ -230,7 +220,7 @@ def test_verbose_writes_diagnostics_to_stderr_only(probe):
 
 def test_env_values_are_reported_and_escaped(probe):
     tricky = 'cuda>=13.0 "quoted" back\\slash\ttab\nnewline\x01\x1f\x7f é 漢'
-    env = _clean_env(NVIDIA_REQUIRE_CUDA=tricky, NVIDIA_VISIBLE_DEVICES="GPU-1,GPU-2", CUDA_VERSION="13.0.2",
+    env = clean_env(NVIDIA_REQUIRE_CUDA=tricky, NVIDIA_VISIBLE_DEVICES="GPU-1,GPU-2", CUDA_VERSION="13.0.2",
                      NVIDIA_REQUIRE_ARCH="arch>=7.5", GPUCONF_PROBE_TIMEOUT="7.5")
     env_bytes = {os.fsencode(k): os.fsencode(v) for k, v in env.items()}
     env_bytes[b"NVIDIA_DRIVER_CAPABILITIES"] = b"compute,\xff\xfeutility"  # not UTF-8
@@ -247,7 +237,7 @@ def test_env_values_are_reported_and_escaped(probe):
 
 
 def test_timeout_flag_overrides_the_environment(probe):
-    r = run_probe(probe, "--timeout=12", "--elements", "1024", env=_clean_env(GPUCONF_PROBE_TIMEOUT="7.5"))
+    r = run_probe(probe, "--timeout=12", "--elements", "1024", env=clean_env(GPUCONF_PROBE_TIMEOUT="7.5"))
     assert r.doc()["probe"]["timeout_s"] == 12
 
 
@@ -264,7 +254,7 @@ def test_device_nodes_match_this_machine(probe):
 
 
 def test_watchdog_ends_a_hung_cuinit_with_exit_6(probe, fakes):
-    env = _clean_env(LD_LIBRARY_PATH=str(fakes["lib"]), FAKE_LIBCUDA_MODE="hang")
+    env = clean_env(LD_LIBRARY_PATH=str(fakes["lib"]), FAKE_LIBCUDA_MODE="hang")
     r = run_probe(probe, "--timeout", "2", env=env, timeout=30)
     assert r.code == 6
     assert 2.0 <= r.elapsed < 5.0
@@ -277,7 +267,7 @@ def test_watchdog_ends_a_hung_cuinit_with_exit_6(probe, fakes):
 
 
 def test_driver_without_a_device_exits_4_and_names_the_library(probe, fakes):
-    r = run_probe(probe, env=_clean_env(LD_LIBRARY_PATH=str(fakes["lib"]), FAKE_LIBCUDA_MODE="no_device"))
+    r = run_probe(probe, env=clean_env(LD_LIBRARY_PATH=str(fakes["lib"]), FAKE_LIBCUDA_MODE="no_device"))
     assert r.code == 4
     doc = r.doc()
     assert (doc["init"]["code"], doc["init"]["name"]) == (100, "cudaErrorNoDevice")
@@ -288,7 +278,7 @@ def test_driver_without_a_device_exits_4_and_names_the_library(probe, fakes):
 
 
 def test_driver_older_than_the_runtime_gives_35_with_the_compat_library_named(probe, fakes):
-    env = _clean_env(LD_LIBRARY_PATH=str(fakes["compat"]), FAKE_LIBCUDA_DRIVER_VERSION="12080")
+    env = clean_env(LD_LIBRARY_PATH=str(fakes["compat"]), FAKE_LIBCUDA_DRIVER_VERSION="12080")
     r = run_probe(probe, env=env)
     assert r.code == 3
     doc = r.doc()
@@ -299,7 +289,7 @@ def test_driver_older_than_the_runtime_gives_35_with_the_compat_library_named(pr
 
 
 def test_other_driver_errors_are_reported_as_init_failures(probe, fakes):
-    env = _clean_env(LD_LIBRARY_PATH=str(fakes["lib"]), FAKE_LIBCUDA_MODE="error", FAKE_LIBCUDA_INIT_ERROR="999")
+    env = clean_env(LD_LIBRARY_PATH=str(fakes["lib"]), FAKE_LIBCUDA_MODE="error", FAKE_LIBCUDA_INIT_ERROR="999")
     r = run_probe(probe, env=env)
     assert r.code == 3
     doc = r.doc()
@@ -311,7 +301,7 @@ def test_other_driver_errors_are_reported_as_init_failures(probe, fakes):
 
 
 def test_nvml_facts_are_read_or_absent_with_the_nvml_reason(probe, fakes):
-    doc = run_probe(probe, env=_clean_env(LD_LIBRARY_PATH=str(fakes["nvml"]))).doc()
+    doc = run_probe(probe, env=clean_env(LD_LIBRARY_PATH=str(fakes["nvml"]))).doc()
     nvml = doc["nvml"]
     assert nvml["available"] is True
     assert nvml["library"] == str((fakes["nvml"] / "libnvidia-ml.so.1").resolve())
@@ -337,12 +327,12 @@ def test_nvml_facts_are_read_or_absent_with_the_nvml_reason(probe, fakes):
 
 
 def test_nvml_version_mismatch_is_absent_with_nvmls_message(probe, fakes):
-    doc = run_probe(probe, env=_clean_env(LD_LIBRARY_PATH=str(fakes["nvml"]), FAKE_NVML_MODE="mismatch")).doc()
+    doc = run_probe(probe, env=clean_env(LD_LIBRARY_PATH=str(fakes["nvml"]), FAKE_NVML_MODE="mismatch")).doc()
     assert doc["nvml"] == {"available": False, "reason": "nvmlInit_v2: Driver/library version mismatch"}
 
 
 def test_watchdog_covers_nvml_calls(probe, fakes):
-    env = _clean_env(LD_LIBRARY_PATH=str(fakes["nvml"]), FAKE_NVML_MODE="hang")
+    env = clean_env(LD_LIBRARY_PATH=str(fakes["nvml"]), FAKE_NVML_MODE="hang")
     r = run_probe(probe, "--timeout", "1.5", env=env, timeout=30)
     assert r.code == 6 and r.elapsed < 5.0
     doc = r.doc()
@@ -364,7 +354,7 @@ def test_bad_flags_exit_2_with_one_line_and_no_document(probe, args):
 
 
 def test_bad_timeout_in_the_environment_is_a_usage_error(probe):
-    r = run_probe(probe, env=_clean_env(GPUCONF_PROBE_TIMEOUT="soon"))
+    r = run_probe(probe, env=clean_env(GPUCONF_PROBE_TIMEOUT="soon"))
     assert (r.code, r.stdout, len(r.stderr.splitlines())) == (2, "", 1)
     assert "GPUCONF_PROBE_TIMEOUT" in r.stderr
 

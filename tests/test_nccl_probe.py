@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
+from probe_build import build_probe, clean_env
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE_DIR = ROOT / "probes" / "nccl-probe"
@@ -78,14 +79,6 @@ needs_no_driver = pytest.mark.skipif(DRIVER_PRESENT, reason="a real libcuda is i
 needs_driver = pytest.mark.skipif(not DRIVER_PRESENT, reason="no NVIDIA driver (libcuda.so.1) on this machine")
 
 
-def _clean_env(**extra: str) -> dict[str, str]:
-    """This process's environment without what steers the probe, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items()
-           if not (k.startswith(("NVIDIA_", "CUDA_", "NCCL_", "GPUCONF_", "FAKE_")) or k == "LD_LIBRARY_PATH")}
-    env.update(extra)
-    return env
-
-
 class Run:
     def __init__(self, code: int, stdout: bytes, stderr: bytes, elapsed: float) -> None:
         self.code = code
@@ -107,7 +100,7 @@ class Run:
 
 def run_probe(binary: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 60) -> Run:
     t0 = time.monotonic()
-    proc = subprocess.run([str(binary), *args], capture_output=True, env=_clean_env() if env is None else env,
+    proc = subprocess.run([str(binary), *args], capture_output=True, env=clean_env() if env is None else env,
                           timeout=timeout, check=False)
     return Run(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - t0)
 
@@ -121,7 +114,7 @@ def run_ranks(binary: Path, argvs: list[list[str]], timeout: float = 60, stagger
         if k:
             time.sleep(stagger_s)
         procs.append(subprocess.Popen([str(binary), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      env=_clean_env() if env is None else env))
+                                      env=clean_env() if env is None else env))
     runs = []
     for p in procs:
         try:
@@ -149,13 +142,10 @@ def multi(rank: int, world: int, port: int, *extra: str, bootstrap_timeout: str 
 def build(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """The probe, built once by build.sh (one SASS target, to keep the suite fast)."""
     out = tmp_path_factory.mktemp("nccl-probe") / "bin" / "nccl-probe"
-    env = _clean_env(CUDA_ARCHS="90", PYTHON=sys.executable, NVCC=str(NVCC))
+    env = clean_env(CUDA_ARCHS="90", PYTHON=sys.executable, NVCC=str(NVCC))
     if os.environ.get("NCCL_HOME"):
         env["NCCL_HOME"] = os.environ["NCCL_HOME"]
-    proc = subprocess.run(["bash", str(BUILD_SH), str(out)], capture_output=True, text=True, env=env, timeout=600,
-                          check=False)
-    assert proc.returncode == 0, proc.stderr
-    return out, proc
+    return out, build_probe(BUILD_SH, out, env)
 
 
 @pytest.fixture(scope="module")
@@ -248,7 +238,7 @@ def test_the_schema_is_valid_draft_2020_12_and_lists_the_exit_codes() -> None:
 # ---------------------------------------------------------------------------------------------
 @needs_no_driver
 def test_without_a_driver_a_single_process_run_exits_3_with_the_real_cuda_error(probe: Path, tmp_path: Path) -> None:
-    r = run_probe(probe, env=_clean_env(TMPDIR=str(tmp_path)), timeout=NO_GPU_BOUND_S + 5)
+    r = run_probe(probe, env=clean_env(TMPDIR=str(tmp_path)), timeout=NO_GPU_BOUND_S + 5)
     assert r.elapsed < NO_GPU_BOUND_S
     doc = r.doc()
     assert r.code == 3 and doc["exit_code"] == 3
@@ -269,7 +259,7 @@ def test_without_a_driver_a_single_process_run_exits_3_with_the_real_cuda_error(
 
 
 def test_a_driver_without_devices_exits_4(probe: Path, fake_libcuda: Path) -> None:
-    r = run_probe(probe, env=_clean_env(LD_LIBRARY_PATH=str(fake_libcuda), FAKE_LIBCUDA_MODE="no_device"),
+    r = run_probe(probe, env=clean_env(LD_LIBRARY_PATH=str(fake_libcuda), FAKE_LIBCUDA_MODE="no_device"),
                   timeout=NO_GPU_BOUND_S)
     doc = r.doc()
     assert r.code == 4
@@ -278,7 +268,7 @@ def test_a_driver_without_devices_exits_4(probe: Path, fake_libcuda: Path) -> No
 
 
 def test_a_driver_that_hangs_in_cuinit_is_caught_by_the_hard_watchdog(probe: Path, fake_libcuda: Path) -> None:
-    env = _clean_env(LD_LIBRARY_PATH=str(fake_libcuda), FAKE_LIBCUDA_MODE="hang", FAKE_LIBCUDA_SLEEP_S="60")
+    env = clean_env(LD_LIBRARY_PATH=str(fake_libcuda), FAKE_LIBCUDA_MODE="hang", FAKE_LIBCUDA_SLEEP_S="60")
     r = run_probe(probe, "--timeout", "2", env=env, timeout=30)
     doc = r.doc()
     assert r.code == 6
@@ -387,7 +377,7 @@ def test_rank_0_that_cannot_listen_exits_7(probe: Path) -> None:
 def test_a_stranger_on_the_id_port_is_ignored(probe: Path) -> None:
     port = free_port()
     p0 = subprocess.Popen([str(probe), *multi(0, 2, port, "--bootstrap-only")], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, env=_clean_env())
+                          stderr=subprocess.PIPE, env=clean_env())
     deadline = time.monotonic() + 5
     while True:
         try:
@@ -409,7 +399,7 @@ def test_a_stranger_on_the_id_port_is_ignored(probe: Path) -> None:
 def test_a_user_nccl_debug_is_respected_and_stdout_stays_one_document(probe: Path) -> None:
     """NCCL_DEBUG without NCCL_DEBUG_FILE makes NCCL log to stdout; the probe keeps stdout for JSON."""
     port = free_port()
-    env = _clean_env(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,BOOTSTRAP")
+    env = clean_env(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,BOOTSTRAP")
     r = run_probe(probe, *multi(0, 1, port, "--bootstrap-only"), env=env)
     doc = r.doc()
     assert r.code == 0
