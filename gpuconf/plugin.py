@@ -50,6 +50,25 @@ class Session:
 
 SESSION = pytest.StashKey[Session]()
 
+#: The marker registry, one place (``pytest -m smoke`` for the quick tier): what each selects.
+MARKERS = {
+    "compat": "the deliberate driver/toolkit mismatch: requirement enforcement, image matrix vs gpuconf predict",
+    "disruptive": "changes node state (MIG layout, drains); runs only with --allow-disruptive",
+    "dra": "Dynamic Resource Allocation: ResourceSlices, claims, CEL selectors",
+    "expect": "the cluster against the declared profile given with --expect",
+    "health": "device health: Xid, ECC, accelerator metrics, DCGM diagnostics",
+    "inventory": "the node inventory checks (labels, capacity, probe views)",
+    "isolation": "GPU isolation between pods and containers (secure accelerator access)",
+    "mig": "MIG layouts, advertised profiles and instance isolation",
+    "nccl": "multi-GPU and multi-node NCCL all-reduce",
+    "scheduling": "what the scheduler does with GPU requests; the RuntimeClass",
+    "sharing": "time-slicing and MPS: replicas, oversubscription",
+    "slow": "long-running checks (burn-in tiers)",
+    "smoke": "the quick tier: every GPU runs a verified kernel",
+}
+#: The CUDA of the probe every suite uses unless it tests a matrix (the current major's baseline).
+DEFAULT_PROBE_CUDA = "13.0.2"
+
 #: Exit statuses beyond pytest's own (0-5), one per reason a run cannot start (README: exit statuses).
 EXIT_BAD_KUBECONFIG = 10
 EXIT_UNREACHABLE = 11
@@ -84,10 +103,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # The marker registry, alphabetical: what each selects (pytest -m smoke for the quick tier).
-    config.addinivalue_line("markers", "inventory: the node inventory checks (labels, capacity, probe views)")
-    config.addinivalue_line("markers", "scheduling: what the scheduler does with GPU requests; the RuntimeClass")
-    config.addinivalue_line("markers", "smoke: the quick tier: every GPU runs a verified kernel")
+    for name, what in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {what}")
     config.stash[SESSION] = Session()
     _configure_reports(config)
     simulate = config.getoption("--simulate")
@@ -146,6 +163,19 @@ def run_context(config: pytest.Config) -> RunContext:
     if state.run is None:
         state.run = RunContext(state.handle.cluster).__enter__()
     return state.run
+
+
+def cuda_probe_pod(config: pytest.Config, *, name: str, check: str, cuda: str = DEFAULT_PROBE_CUDA,
+                   **kw: Any) -> dict[str, Any]:
+    """A cuda-probe pod in this run's namespace with the run's settings (registry, the nvidia
+    RuntimeClass when the cluster has one, the probe budget); ``kw`` goes to make_cuda_probe_pod."""
+    from gpuconf.probe_pods import make_cuda_probe_pod
+
+    ctx = run_context(config)
+    inv = inventory(config)
+    if "runtime_class" not in kw and inv is not None:
+        kw["runtime_class"] = "nvidia" if any(rc.name == "nvidia" for rc in inv.runtime_classes) else None
+    return make_cuda_probe_pod(name=name, namespace=ctx.namespace, run_id=ctx.run_id, check=check, cuda=cuda, **kw)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -272,21 +302,18 @@ def gpu_inventory(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle) ->
 def whole_node_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> dict[str, PodOutcome]:
     """One cuda-probe per GPU node asking for every allocatable nvidia.com/gpu, launched together."""
     from gpuconf.cluster import run_campaign
-    from gpuconf.probe_pods import make_cuda_probe_pod
 
     state = session(request.config)
     if state.probes:
         return state.probes
     ctx = run_context(request.config)
-    runtime_class = "nvidia" if any(rc.name == "nvidia" for rc in gpu_inventory.runtime_classes) else None
     pods = []
     for node in gpu_inventory.gpu_nodes:
         count = int(node.allocatable.get("nvidia.com/gpu", "0") or 0)
         if count < 1:
             continue
-        pods.append(make_cuda_probe_pod(name=f"inventory-{node.name}", namespace=ctx.namespace, run_id=ctx.run_id,
-                                        check="inventory", cuda="13.0.2", node=node.name, gpu_count=count,
-                                        runtime_class=runtime_class))
+        pods.append(cuda_probe_pod(request.config, name=f"inventory-{node.name}", check="inventory", node=node.name,
+                                   gpu_count=count))
     outcomes = run_campaign(ctx, pods, timeout=request.config.getoption("--probe-timeout"))
     state.probes = {o.node or name.removeprefix("inventory-"): o for name, o in outcomes.items()}
     return state.probes
