@@ -7,23 +7,24 @@ import pytest
 
 from gpuconf.checks.scheduling import evaluate_over_ask, evaluate_runtime_class
 from gpuconf.cluster import run_campaign
-from gpuconf.plugin import judge, run_context
-from gpuconf.probe_pods import make_cuda_probe_pod
+from gpuconf.plugin import cuda_probe_pod, judge, run_context
 
 pytestmark = pytest.mark.scheduling
 
 #: kube-scheduler tries a new pod at once; an over-ask is unschedulable on the first attempt.
 BUDGET_S = 10.0
+#: Once the pod is marked Unschedulable, how long to let the scheduler's event catch up with the
+#: condition (the event recorder is asynchronous) before reading the events.
+EVENT_GRACE_S = 1.0
 
 
 def test_over_asking_gpus_is_insufficient(request, gpu_inventory, record_property):
     largest = max((int(n.allocatable.get("nvidia.com/gpu", "0") or 0) for n in gpu_inventory.gpu_nodes), default=0)
     if largest < 1:
         pytest.skip("no node advertises nvidia.com/gpu (DRA-only or MIG-only cluster)")
-    ctx = run_context(request.config)
-    pod = make_cuda_probe_pod(name="over-ask", namespace=ctx.namespace, run_id=ctx.run_id, check="scheduling",
-                              cuda="13.0.2", gpu_count=largest + 1)
-    (outcome,) = run_campaign(ctx, [pod], timeout=BUDGET_S + 30, schedule_budget=BUDGET_S).values()
+    pod = cuda_probe_pod(request.config, name="over-ask", check="scheduling", gpu_count=largest + 1)
+    (outcome,) = run_campaign(run_context(request.config), [pod], timeout=BUDGET_S,
+                              schedule_budget=EVENT_GRACE_S).values()
     judge(evaluate_over_ask(outcome, requested=largest + 1, budget_s=BUDGET_S), record_property)
 
 
