@@ -44,11 +44,14 @@ def probe_pod(ctx: RunContext, name: str, *, node: str | None, gpus: int) -> dic
 
 @pytest.fixture(scope="module")
 def outcomes(cluster: Cluster) -> Iterator[dict[str, PodOutcome]]:
-    """Launched once: one 8-GPU probe per node, and one asking for 9 GPUs with a 2 s schedule budget."""
+    """Launched once: one 8-GPU probe per node, one asking for 9 GPUs with a 2 s schedule budget, and
+    one naming a RuntimeClass the cluster does not have."""
     with RunContext(cluster, handle_signals=False) as ctx:
         too_big = probe_pod(ctx, "nine-gpus", node=None, gpus=9)
         too_big["metadata"]["annotations"] = {SCHEDULE_BUDGET_ANNOTATION: "2"}
-        yield run_campaign(ctx, [*(probe_pod(ctx, f"probe-{n}", node=n, gpus=8) for n in NODES), too_big],
+        no_class = probe_pod(ctx, "no-class", node=None, gpus=1)
+        no_class["spec"]["runtimeClassName"] = "kata-gpu"
+        yield run_campaign(ctx, [*(probe_pod(ctx, f"probe-{n}", node=n, gpus=8) for n in NODES), too_big, no_class],
                            timeout=20)
 
 
@@ -80,6 +83,14 @@ def test_a_pod_asking_for_9_gpus_is_pending_with_insufficient_gpu_within_its_bud
     assert outcome.message is not None and "Insufficient nvidia.com/gpu" in outcome.message
     assert outcome.event_reasons()[0] == "FailedScheduling" and outcome.events[0].type == "Warning"
     assert outcome.logs == {} and outcome.missing_logs == {"build": "never started", "probe": "never started"}
+
+
+def test_a_pod_refused_by_admission_is_a_rejected_outcome_not_a_stopped_run(
+        outcomes: dict[str, PodOutcome]) -> None:
+    outcome = outcomes["no-class"]
+    assert (outcome.phase, outcome.reason, outcome.node) == ("Rejected", "Forbidden", None)
+    assert outcome.message == 'create pod no-class: pods "no-class" is forbidden: pod rejected: RuntimeClass ' \
+        '"kata-gpu" not found'
 
 
 def test_a_campaign_resumes_its_watch_when_the_stream_is_cut(tmp_path: Path) -> None:

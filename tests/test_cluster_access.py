@@ -235,3 +235,25 @@ def test_build_inventory_decides_what_a_gpu_node_is(node: dict, gpu: bool) -> No
         found = inventory.node(name)
         assert not found.ready and found.taints[0].key == "nvidia.com/gpu"
     assert inventory.cluster_policy is None
+
+
+@pytest.mark.parametrize("message, kind", [
+    ('pods is forbidden: User "ci" cannot create resource "pods" in API group "" in the namespace "x"', "forbidden"),
+    ('nodes is forbidden: User "system:serviceaccount:gpuconf:runner" cannot list resource "nodes" in API group "" '
+     'at the cluster scope', "forbidden"),
+    ('pods "p" is forbidden: pod rejected: RuntimeClass "nvidia" not found', "admission"),
+    ('pods "p" is forbidden: violates PodSecurity "restricted:latest": privileged (container "c" must not set '
+     'securityContext.privileged=true)', "admission"),
+    ('pods "p" is forbidden: exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=8, used: '
+     'requests.nvidia.com/gpu=0, limited: requests.nvidia.com/gpu=4', "admission"),
+])
+def test_a_403_is_a_missing_permission_only_when_rbac_says_so(message: str, kind: str) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    from gpuconf.cluster.access import wrap_error
+
+    exc = ApiException(status=403, reason="Forbidden")
+    exc.body = json.dumps({"kind": "Status", "code": 403, "reason": "Forbidden", "message": message})
+    error = wrap_error(exc, "create pod p", "https://k8s")
+    assert (error.kind, error.status) == (kind, 403)
+    assert message in str(error)

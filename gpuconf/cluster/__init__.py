@@ -7,6 +7,7 @@ Everything above this package (plugin, suites) sees our frozen dataclasses and o
 from gpuconf.cluster.access import Cluster, Discovery, RetryPolicy, connect
 from gpuconf.cluster.campaign import RunContext, collect_leftovers, run_campaign
 from gpuconf.cluster.errors import (
+    AdmissionDeniedError,
     ApiCallError,
     ClusterError,
     ConflictError,
@@ -18,7 +19,7 @@ from gpuconf.cluster.errors import (
 from gpuconf.cluster.inventory import GpuNode, Inventory, build_inventory, load_inventory
 from gpuconf.cluster.outcomes import ContainerOutcome, PodEvent, PodOutcome, PodTimings
 
-__all__ = ["ApiCallError", "Cluster", "ClusterError", "ConflictError", "ContainerOutcome", "Discovery",
-           "ForbiddenError", "GpuNode", "Inventory", "KubeconfigError", "NotFoundError", "PodEvent",
+__all__ = ["AdmissionDeniedError", "ApiCallError", "Cluster", "ClusterError", "ConflictError", "ContainerOutcome",
+           "Discovery", "ForbiddenError", "GpuNode", "Inventory", "KubeconfigError", "NotFoundError", "PodEvent",
            "PodOutcome", "PodTimings", "RetryPolicy", "RunContext", "UnreachableError", "build_inventory",
            "collect_leftovers", "connect", "load_inventory", "run_campaign"]

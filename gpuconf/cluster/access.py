@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from kubernetes.client.exceptions import ApiException
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
 
 from gpuconf.cluster.errors import (
+    AdmissionDeniedError,
     ApiCallError,
     ClusterError,
     ConflictError,
@@ -87,6 +89,11 @@ def _connection_detail(exc: BaseException) -> str:
     return str(reason)
 
 
+#: The authorizer's wording (``User "x" cannot create resource "pods" in API group ""``); any other
+#: 403 comes from an admission plugin.
+_RBAC_DENIAL = re.compile(r"\bcannot [a-z]+ resource\b")
+
+
 def wrap_error(exc: BaseException, what: str, host: str) -> ClusterError:
     """Our exception for a client exception raised while doing ``what`` (e.g. "list nodes")."""
     if isinstance(exc, ClusterError):
@@ -96,6 +103,8 @@ def wrap_error(exc: BaseException, what: str, host: str) -> ClusterError:
         if status == 401:
             return ForbiddenError(f"unauthorized: {what}: the API server at {host} rejected the credentials "
                                   f"({message})", status=status, reason="Unauthorized")
+        if status == 403 and not _RBAC_DENIAL.search(message):
+            return AdmissionDeniedError(f"{what}: {message}", status=status, reason="Forbidden")
         if status == 403:
             return ForbiddenError(f"forbidden: {what}: {message} (RBAC: grant the suite's identity this verb)",
                                   status=status, reason="Forbidden")

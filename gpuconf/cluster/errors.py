@@ -6,8 +6,8 @@ status) and a one-line message a user can act on; the client's exception is kept
 
 from __future__ import annotations
 
-__all__ = ["ApiCallError", "ClusterError", "ConflictError", "ForbiddenError", "KubeconfigError",
-           "NotFoundError", "UnreachableError"]
+__all__ = ["AdmissionDeniedError", "ApiCallError", "ClusterError", "ConflictError", "ForbiddenError",
+           "KubeconfigError", "NotFoundError", "UnreachableError"]
 
 
 class ClusterError(Exception):
@@ -50,6 +50,14 @@ class ForbiddenError(ApiCallError):
     """401 or 403: the credentials are rejected or RBAC does not allow the call."""
 
     kind = "forbidden"
+
+
+class AdmissionDeniedError(ApiCallError):
+    """403 from an admission plugin, not from RBAC (``pods "x" is forbidden: pod rejected: RuntimeClass
+    "nvidia" not found``, a PodSecurity violation, a quota): the cluster's answer about that object,
+    which a check observes, rather than a missing permission that stops the run."""
+
+    kind = "admission"
 
 
 class NotFoundError(ApiCallError):

@@ -73,6 +73,7 @@ Obj = dict[str, Any]
 
 PODS = GroupResource("", "pods")
 NAMESPACES = GroupResource("", "namespaces")
+RUNTIME_CLASSES = GroupResource("node.k8s.io", "runtimeclasses")
 CRDS = GroupResource("apiextensions.k8s.io", "customresourcedefinitions")
 
 #: Decides, for a pod bound to a node and deleted with a grace period, whether a node agent will
@@ -585,6 +586,8 @@ class Store:
             causes = rt.strategy.validate(obj)
         if causes:
             raise ApiError.invalid(rt, name, causes)
+        if rt.storage == PODS:
+            self._admit_runtime_class(rt, obj, name)
         bucket = self._bucket(rt.storage, ns)
         if name in bucket:
             raise ApiError.already_exists(rt, name)
@@ -607,6 +610,13 @@ class Store:
             raise ApiError.forbidden(
                 rt, name, f"unable to create new content in namespace {ns} because it is being terminated",
                 [Cause("NamespaceTerminating", f"namespace {ns} is being terminated", "metadata.namespace")])
+
+    def _admit_runtime_class(self, rt: ResourceType, pod: Obj, name: str) -> None:
+        """The RuntimeClass admission plugin (on by default): a pod naming a RuntimeClass that does
+        not exist is refused at creation, before any node sees it."""
+        wanted = (pod.get("spec") or {}).get("runtimeClassName")
+        if wanted and wanted not in self._objects.get(RUNTIME_CLASSES, {}).get("", {}):
+            raise ApiError.forbidden(rt, name, f'pod rejected: RuntimeClass "{wanted}" not found')
 
     def _generate_name(self, rt: ResourceType, ns: str, prefix: str) -> str:
         # names.SimpleNameGenerator: prefix cut to leave room for 5 random characters.

@@ -112,3 +112,12 @@ def test_deleting_through_the_status_subresource_is_method_not_allowed(apiserver
     response = urllib3.request("DELETE", f"{apiserver.url}/api/v1/namespaces/{namespace}/pods/p/status")
     assert response.status == 405
     assert core.read_namespaced_pod("p", namespace).metadata.name == "p"
+
+
+def test_a_pod_naming_a_missing_runtime_class_is_refused_by_admission(core, namespace, make_pod):
+    pod = make_pod("x")
+    pod["spec"]["runtimeClassName"] = "nvidia-missing"
+    body = status_of(lambda: core.create_namespaced_pod(namespace, pod))
+    assert (body["code"], body["reason"]) == (403, "Forbidden")
+    assert body["message"] == 'pods "x" is forbidden: pod rejected: RuntimeClass "nvidia-missing" not found'
+    assert core.list_namespaced_pod(namespace).items == []
