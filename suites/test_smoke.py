@@ -12,10 +12,13 @@ pytestmark = pytest.mark.smoke
 
 
 def test_vector_add_on_every_gpu(gpu_node, gpu_inventory, whole_node_probes, record_property):
-    requested = int(gpu_inventory.node(gpu_node).allocatable.get("nvidia.com/gpu", "0") or 0)
+    node = gpu_inventory.node(gpu_node)
+    requested = int(node.allocatable.get("nvidia.com/gpu", "0") or 0)
+    replicas = int(node.labels.get("nvidia.com/gpu.replicas", "1") or 1)
     if requested < 1:
         pytest.skip(f"{gpu_node} advertises no nvidia.com/gpu (MIG or DRA nodes are covered by their suites)")
-    verdict = evaluate_vector_add(gpu_node, probe_report(whole_node_probes, gpu_node), requested=requested)
+    verdict = evaluate_vector_add(gpu_node, probe_report(whole_node_probes, gpu_node), requested=requested,
+                                  replicas=replicas)
     for line in verdict.evidence:
         record_property("gpuconf.gpu", line)
     judge(verdict, record_property)

@@ -45,3 +45,14 @@ def test_fewer_gpus_than_requested_fail():
     verdict = evaluate_vector_add("h100-0", probe([{"id": "gpu-lost", "pool": "h100", "node": 0, "gpu": 1}]),
                                   requested=8)
     assert verdict.outcome is Outcome.FAIL and "asked for 8 GPUs and CUDA sees 7" in verdict.summary
+
+
+def test_time_slicing_replicas_show_each_physical_gpu_once():
+    verdict = evaluate_vector_add("t4-0", probe(gpus=4), requested=16, replicas=4)
+    assert verdict.outcome is Outcome.PASS and verdict.summary == "vector-add verified on all 4 GPUs"
+
+
+def test_time_slicing_with_a_gpu_missing_fails_counting_physical_gpus():
+    verdict = evaluate_vector_add("t4-0", probe(gpus=3), requested=16, replicas=4)
+    assert verdict.outcome is Outcome.FAIL
+    assert "asked for 16 GPUs (4 GPUs x 4 time-slicing replicas) and CUDA sees 3" in verdict.summary

@@ -8,9 +8,13 @@ from gpuconf.verdict import Verdict, failed, not_tested, passed
 __all__ = ["evaluate_vector_add"]
 
 
-def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int) -> Verdict:
-    """``requested``: how many GPUs the pod asked for; each must show up and pass."""
+def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, replicas: int = 1) -> Verdict:
+    """``requested``: how many GPUs the pod asked for; each must show up and pass. With time-slicing
+    (``replicas`` per GPU, the node's nvidia.com/gpu.replicas label) a pod asking for every replica
+    gets every physical GPU once: CUDA sees ``requested / replicas`` devices."""
     cid = "smoke.vector-add-every-gpu"
+    shared = replicas > 1 and requested % replicas == 0
+    seen_as = requested // replicas if shared else requested
     if requested < 1:
         return not_tested(cid, node, "the node advertises no nvidia.com/gpu to request")
     if not probe.init.ok:
@@ -20,11 +24,12 @@ def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int) ->
     bad = [d for d in probe.devices if not d.vector_add_ok]
     per_gpu = tuple(f"GPU {d.index} {d.uuid}: " + ("ok" if d.vector_add_ok else f"FAILED {d.vector_add}")
                     + (f", {d.kernel_ms} ms" if d.kernel_ms is not None else "") for d in probe.devices)
-    if len(probe.devices) != requested:
-        return failed(cid, node, f"the pod asked for {requested} GPUs and CUDA sees {len(probe.devices)}",
-                      expected=f"{requested} GPUs", observed=f"{len(probe.devices)} GPUs", evidence=per_gpu)
+    asked = f"{requested} GPUs" + (f" ({seen_as} GPUs x {replicas} time-slicing replicas)" if shared else "")
+    if len(probe.devices) != seen_as:
+        return failed(cid, node, f"the pod asked for {asked} and CUDA sees {len(probe.devices)}",
+                      expected=f"{seen_as} GPUs", observed=f"{len(probe.devices)} GPUs", evidence=per_gpu)
     if bad:
-        return failed(cid, node, f"{len(bad)} of {requested} GPUs failed the vector-add kernel: "
+        return failed(cid, node, f"{len(bad)} of {seen_as} GPUs failed the vector-add kernel: "
                       + ", ".join(f"GPU {d.index} ({d.vector_add})" for d in bad),
                       expected="every element correct on every GPU", observed=f"{len(bad)} failing", evidence=per_gpu)
-    return passed(cid, node, f"vector-add verified on all {requested} GPUs", evidence=per_gpu)
+    return passed(cid, node, f"vector-add verified on all {seen_as} GPUs", evidence=per_gpu)
