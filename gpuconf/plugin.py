@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from kubernetes import client
@@ -45,6 +45,7 @@ class Session:
     sim: Any = None
     run: RunContext | None = None
     inventory: Inventory | None = None
+    expect: Any = None  # the --expect profile (gpuconf.expect.ExpectProfile), loaded at session start
     probes: dict[str, PodOutcome] = field(default_factory=dict)
 
 
@@ -74,6 +75,7 @@ EXIT_BAD_KUBECONFIG = 10
 EXIT_UNREACHABLE = 11
 EXIT_FORBIDDEN = 12
 EXIT_NO_GPU_NODES = 13
+EXIT_BAD_EXPECT = 14
 
 
 def _exit_for(exc: ClusterError) -> int:
@@ -95,8 +97,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "see `gpuconf sim profiles`, or a profile YAML file)")
     group.addoption("--kubeconfig", metavar="PATH", default=None, help="kubeconfig of the cluster under test")
     group.addoption("--context", metavar="NAME", default=None, help="kubeconfig context to use")
-    group.addoption("--probe-timeout", metavar="SECONDS", type=float, default=900.0,
-                    help="budget for a probe campaign (image pulls included; default 900)")
+    group.addoption("--timeout", "--probe-timeout", dest="gpuconf_timeout", metavar="SECONDS", type=float,
+                    default=900.0, help="budget for each probe campaign, image pulls and the probe's compile "
+                    "included (default 900)")
+    group.addoption("--expect", metavar="FILE", default=None,
+                    help="a declared cluster profile (YAML, see examples/expect/): node pools by selector with "
+                    "their expected GPUs, driver, CUDA, MIG, sharing and runtime mode")
+    group.addoption("--namespace", metavar="NAME", default=None,
+                    help="run the probes in this existing namespace (created beforehand, kept afterwards) instead "
+                    "of a gpuconf-<run-id> namespace created and deleted by the run")
+    group.addoption("--node-selector", metavar="SELECTOR", default=None,
+                    help="test only the GPU nodes matching this label selector (key=value,key!=value,key,!key)")
+    group.addoption("--registry", metavar="REGISTRY", default=None,
+                    help="run the prebuilt probe images from this registry (see `gpuconf images list`) instead of "
+                    "compiling the probe in the public nvidia/cuda devel image")
+    group.addoption("--allow-disruptive", action="store_true", default=False,
+                    help="also run checks marked disruptive (they change node state, e.g. a MIG layout)")
     group.addoption("--report-dir", metavar="DIR", default=None,
                     help="where runs against a cluster write junit.xml, report.json (CTRF), report.md and "
                     "report.html (default reports/, relative to the invocation directory)")
@@ -110,6 +126,7 @@ def pytest_configure(config: pytest.Config) -> None:
     simulate = config.getoption("--simulate")
     if simulate and config.getoption("--kubeconfig"):
         raise pytest.UsageError("give either --simulate or --kubeconfig, not both")
+    _validate_options(config)
     if simulate:
         from gpuconf.sim.profile import ProfileError, load_profile
 
@@ -117,6 +134,31 @@ def pytest_configure(config: pytest.Config) -> None:
             load_profile(simulate)  # fail at startup, with file:line:field, not in the first test
         except ProfileError as exc:
             raise pytest.UsageError(str(exc)) from exc
+
+
+def _validate_options(config: pytest.Config) -> None:
+    """Bad option values end the run at startup with one line (pytest's usage error, exit 4)."""
+    import re
+
+    from gpuconf.sim.selectors import SelectorError, parse_label_selector
+
+    selector = config.getoption("--node-selector")
+    if selector is not None:
+        try:
+            parse_label_selector(selector)
+        except SelectorError as exc:
+            raise pytest.UsageError(f"--node-selector {selector!r}: {exc}") from exc
+    namespace = config.getoption("--namespace")
+    if namespace is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
+        raise pytest.UsageError(f"--namespace {namespace!r}: not a namespace name (lowercase letters, digits and "
+                                "'-', at most 63)")
+    registry = config.getoption("--registry")
+    if registry is not None and (not registry or any(ch.isspace() for ch in registry) or "://" in registry):
+        raise pytest.UsageError(f"--registry {registry!r}: give a registry host and path, e.g. "
+                                "registry.example.com/gpuconf (no scheme)")
+    timeout = config.getoption("gpuconf_timeout")
+    if timeout <= 0:
+        raise pytest.UsageError(f"--timeout {timeout:g}: must be a positive number of seconds")
 
 
 def session(config: pytest.Config) -> Session:
@@ -153,7 +195,7 @@ def inventory(config: pytest.Config) -> Inventory | None:
     if state.handle is None:
         return None
     if state.inventory is None:
-        state.inventory = load_inventory(state.handle.cluster)
+        state.inventory = load_inventory(state.handle.cluster, node_selector=config.getoption("--node-selector"))
     return state.inventory
 
 
@@ -161,7 +203,7 @@ def run_context(config: pytest.Config) -> RunContext:
     state = session(config)
     assert state.handle is not None
     if state.run is None:
-        state.run = RunContext(state.handle.cluster).__enter__()
+        state.run = RunContext(state.handle.cluster, namespace=config.getoption("--namespace")).__enter__()
     return state.run
 
 
@@ -173,6 +215,7 @@ def cuda_probe_pod(config: pytest.Config, *, name: str, check: str, cuda: str = 
 
     ctx = run_context(config)
     inv = inventory(config)
+    kw.setdefault("registry", config.getoption("--registry"))
     if "runtime_class" not in kw and inv is not None:
         kw["runtime_class"] = "nvidia" if any(rc.name == "nvidia" for rc in inv.runtime_classes) else None
     return make_cuda_probe_pod(name=name, namespace=ctx.namespace, run_id=ctx.run_id, check=check, cuda=cuda, **kw)
@@ -182,15 +225,34 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """Open the cluster before collection (suites parametrize over its GPU nodes), so a run that
     cannot start ends here with one line and its own exit status, not with collection errors."""
     config = session.config
+    expect = config.getoption("--expect")
+    if expect:
+        from gpuconf.expect import ExpectError, load_expect
+
+        try:
+            config.stash[SESSION].expect = load_expect(expect)
+        except ExpectError as exc:  # before connecting: a typo in the file costs no cluster round trip
+            _cannot_start(config, f"gpuconf: --expect: {exc}", EXIT_BAD_EXPECT)
     if not (config.getoption("--simulate") or config.getoption("--kubeconfig")):
         return
     try:
         inv = inventory(config)
     except ClusterError as exc:
-        pytest.exit(f"gpuconf: {exc}", returncode=_exit_for(exc))
+        _cannot_start(config, f"gpuconf: {exc}", _exit_for(exc))
     if inv is not None and not inv.gpu_nodes:
-        pytest.exit("gpuconf: the cluster has no GPU nodes (no node advertises nvidia.com/gpu, nvidia.com/mig-*, "
-                    "a DRA ResourceSlice, or the nvidia.com/gpu.present label)", returncode=EXIT_NO_GPU_NODES)
+        selector = config.getoption("--node-selector")
+        _cannot_start(config, "gpuconf: the cluster has no GPU nodes (no node advertises nvidia.com/gpu, "
+                      "nvidia.com/mig-*, a DRA ResourceSlice, or the nvidia.com/gpu.present label)"
+                      + (f" matching --node-selector {selector}" if selector else ""), EXIT_NO_GPU_NODES)
+
+
+def _cannot_start(config: pytest.Config, message: str, status: int) -> NoReturn:
+    """End the run before any test with one line and its exit status, leaving reports that say why
+    (pytest does not run pytest_sessionfinish for a session that did not start)."""
+    collector = config.pluginmanager.get_plugin("gpuconf-reports")
+    if isinstance(collector, ReportCollector):
+        collector.write_not_started(message.removeprefix("gpuconf: "), status)
+    pytest.exit(message, returncode=status)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -201,6 +263,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     names = [n.name for n in inv.gpu_nodes] if inv is not None else []
     metafunc.parametrize("gpu_node", names or [pytest.param(None, marks=pytest.mark.skip(
         reason=session(metafunc.config).skip_reason or "no GPU nodes"))], ids=names or ["no-cluster"])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Checks marked disruptive change node state: they run only with --allow-disruptive."""
+    if config.getoption("--allow-disruptive"):
+        return
+    skip = pytest.mark.skip(reason="disruptive (changes node state): give --allow-disruptive to run it")
+    for item in items:
+        if item.get_closest_marker("disruptive") is not None:
+            item.add_marker(skip)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -239,6 +311,27 @@ class ReportCollector:
                 entry["longrepr"] = str(report.longrepr[2]).removeprefix("Skipped: ")
             else:
                 entry["longrepr"] = report.longreprtext
+
+    def write_not_started(self, error: str, exit_status: int) -> None:
+        """The four reports of a run that ended before its first test."""
+        import time
+
+        from gpuconf.report.model import RunRecord
+        from gpuconf.report.writers import write_not_started_junit, write_reports
+
+        state = self.config.stash.get(SESSION, None)
+        handle = state.handle if state is not None else None
+        run = RunRecord(provenance=handle.provenance if handle is not None else self._intended(),
+                        started=self.started, finished=time.time(), exit_status=exit_status, error=error)
+        try:
+            write_reports(run, [], self.report_dir)
+            write_not_started_junit(run, Path(self.config.option.xmlpath or self.report_dir / "junit.xml"))
+        except OSError:
+            return  # the one line on stderr is the message that matters
+
+    def _intended(self) -> str | None:
+        simulate, kubeconfig = self.config.getoption("--simulate"), self.config.getoption("--kubeconfig")
+        return f"simulated:{simulate}" if simulate else f"kubeconfig:{kubeconfig}" if kubeconfig else None
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
@@ -314,9 +407,15 @@ def whole_node_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) 
             continue
         pods.append(cuda_probe_pod(request.config, name=f"inventory-{node.name}", check="inventory", node=node.name,
                                    gpu_count=count))
-    outcomes = run_campaign(ctx, pods, timeout=request.config.getoption("--probe-timeout"))
+    outcomes = run_campaign(ctx, pods, timeout=request.config.getoption("gpuconf_timeout"))
     state.probes = {o.node or name.removeprefix("inventory-"): o for name, o in outcomes.items()}
     return state.probes
+
+
+@pytest.fixture(scope="session")
+def expect_profile(request: pytest.FixtureRequest) -> Any:
+    """The declared cluster profile given with --expect (gpuconf.expect.ExpectProfile), or None."""
+    return request.config.stash[SESSION].expect
 
 
 def judge(verdict: Any, record_property: Any) -> None:

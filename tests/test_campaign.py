@@ -185,3 +185,17 @@ def test_a_crash_loop_is_terminal_while_the_pod_is_still_running() -> None:
 def test_pods_must_be_for_the_run_namespace(cluster: Cluster, tmp_path: Path) -> None:
     with RunContext(cluster, handle_signals=False) as ctx, pytest.raises(ValueError, match="not the run's"):
         run_campaign(ctx, [{"metadata": {"name": "x", "namespace": "default"}}], timeout=1)
+
+
+def test_a_given_namespace_is_used_and_kept_and_a_missing_one_is_one_clear_error(cluster: Cluster) -> None:
+    from gpuconf.cluster import ClusterError
+
+    with RunContext(cluster, handle_signals=False, namespace="default") as ctx:
+        (outcome,) = run_campaign(ctx, [probe_pod(ctx, "in-default", node="h100-0", gpus=1)], timeout=20).values()
+        assert outcome.succeeded and ctx.namespace == "default"
+    assert not namespace_gone(cluster, "default")
+    pods = cluster.call_json("list pods", cluster.core.list_namespaced_pod, "default")["items"]
+    assert not [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+    with pytest.raises(ClusterError, match=r"^namespace absent does not exist \(--namespace names an existing"):
+        with RunContext(cluster, handle_signals=False, namespace="absent"):
+            pass

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from xml.etree import ElementTree
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -76,3 +79,74 @@ def test_a_run_that_cannot_start_says_why_in_one_line_with_its_own_exit_status(p
     assert result.ret == status, result.stdout.str() + result.stderr.str()
     output = result.stdout.str() + result.stderr.str()
     assert fragment in output and "Traceback" not in output
+    # The reports are there all the same, saying why nothing ran.
+    reports = pytester.path / "reports"
+    doc = json.loads((reports / "report.json").read_text())["gpuconf"]
+    assert fragment in doc["error"] and doc["exit_status"] == status and doc["provenance"] == f"kubeconfig:{kubeconfig}"
+    for name in ("report.md", "report.html"):
+        assert "NOT STARTED" in (reports / name).read_text()
+    junit = ElementTree.parse(reports / "junit.xml").getroot()
+    (error,) = junit.iter("error")
+    assert fragment in error.get("message", "") and error.get("type") == f"exit status {status}"
+
+
+def test_a_malformed_expect_file_ends_the_run_with_its_own_status_and_line(pytester: pytest.Pytester):
+    pytester.makepyfile(test_suite="def test_node(gpu_node):\n    pass\n")
+    bad = pytester.path / "expect.yaml"
+    bad.write_text("schema: 1\npools:\n  - name: h100\n    selector: {a: b}\n    gpu: {count: -1}\n")
+    result = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", "healthy-h100", "--expect", str(bad))
+    assert result.ret == 14, result.stdout.str() + result.stderr.str()
+    output = result.stdout.str() + result.stderr.str()
+    assert f"gpuconf: --expect: {bad}:5:" in output and "Traceback" not in output
+    doc = json.loads((pytester.path / "reports" / "report.json").read_text())["gpuconf"]
+    assert doc["exit_status"] == 14 and str(bad) in doc["error"]
+
+
+@pytest.mark.parametrize("option,fragment", [
+    (["--node-selector", "a=b,,c"], "--node-selector 'a=b,,c':"),
+    (["--namespace", "Not_A_Name"], "--namespace 'Not_A_Name': not a namespace name"),
+    (["--registry", "https://registry.example.com"], "--registry 'https://registry.example.com': give a registry"),
+    (["--timeout", "0"], "--timeout 0: must be a positive number of seconds"),
+    (["--timeout", "soon"], "value: 'soon'"),
+])
+def test_a_bad_option_value_is_one_usage_line(pytester: pytest.Pytester, option, fragment):
+    pytester.makepyfile(test_suite="def test_node(gpu_node):\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", "healthy-h100", *option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert fragment in output and "Traceback" not in output
+
+
+OPTIONS_SUITE = """
+import pytest
+from gpuconf.plugin import cuda_probe_pod, run_context
+
+def test_node(gpu_node):
+    pass
+
+def test_probe_pods_follow_the_options(request, gpu_cluster):
+    pod = cuda_probe_pod(request.config, name="p", check="smoke", node="x")
+    image = pod["spec"]["containers"][0]["image"]
+    assert image.startswith("registry.example.com/mirror/gpuconf/cuda-probe:"), image
+    assert "initContainers" not in pod["spec"]  # registry mode: no compile step
+    assert run_context(request.config).namespace == pod["metadata"]["namespace"] == "default"
+
+@pytest.mark.disruptive
+def test_disruptive():
+    pass
+"""
+
+
+def test_node_selector_registry_namespace_and_disruptive(pytester: pytest.Pytester):
+    pytester.makepyfile(test_suite=OPTIONS_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "gpuconf.plugin", "--simulate", "multi-pool", "--node-selector", "nvidia.com/gpu.machine=sim-l40s", "-v",
+        "--registry", "registry.example.com/mirror", "--namespace", "default", "-rs")
+    result.stdout.fnmatch_lines(["*test_node?l40s-0? PASSED*", "*test_node?l40s-1? PASSED*",
+                                 "*SKIPPED*disruptive (changes node state): give --allow-disruptive to run it"])
+    assert "h100" not in result.stdout.str().split("short test summary")[0].replace("multi-pool", "")
+    result.assert_outcomes(passed=3, skipped=1)
+    again = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", "multi-pool", "--allow-disruptive",
+                                          "--registry", "registry.example.com/mirror", "--namespace", "default",
+                                          "--node-selector", "nvidia.com/gpu.machine=sim-l40s")
+    again.assert_outcomes(passed=4)

@@ -88,15 +88,18 @@ def _physical_advertised(node: NodeView) -> int | None:
 
 def evaluate_gpu_count(node: NodeView, *, probe: CudaProbeReport | None = None, probe_requested: int | None = None,
                        expected: int | None = None) -> Verdict:
-    """The GPU count agrees across GFD, the device plugin, a whole-node probe and --expect. The
-    probe counts only when it asked for every advertised GPU (``probe_requested``): a probe that
+    """The GPU count agrees across GFD, the device plugin, a whole-node probe and --expect
+    (``expected``: the per-node count the node's pool declares, gpuconf.checks.expect.declared_gpu_count).
+    The probe counts only when it asked for every advertised GPU (``probe_requested``): a probe that
     got the allocatable ones on a node with an unhealthy GPU says nothing about the node's count."""
     cid = "inventory.gpu-count-matches-expected"
     views: dict[str, int] = {}
     gfd_count = node.label("gpu.count")
-    if gfd_count and gfd_count.isdigit():
-        views["GFD label nvidia.com/gpu.count"] = int(gfd_count)
     advertised = _physical_advertised(node)
+    # Under MIG (advertised None) GFD's gpu.count counts MIG devices (single) or the GPUs left
+    # without MIG (mixed), not the node's GPUs.
+    if gfd_count and gfd_count.isdigit() and advertised is not None:
+        views["GFD label nvidia.com/gpu.count"] = int(gfd_count)
     if advertised is not None and gpu_resources(node.capacity):
         views["device plugin (capacity, replicas removed)"] = advertised
     whole_node = probe_requested is None or advertised is None or probe_requested == advertised

@@ -82,10 +82,14 @@ class RunContext:
     would have done (KeyboardInterrupt for SIGINT, exit by the signal for SIGTERM).
     """
 
-    def __init__(self, cluster: Cluster, *, run_id: str | None = None, handle_signals: bool = True) -> None:
+    def __init__(self, cluster: Cluster, *, run_id: str | None = None, handle_signals: bool = True,
+                 namespace: str | None = None) -> None:
         self.cluster = cluster
         self.run_id = run_id or new_run_id()
-        self.namespace = f"gpuconf-{self.run_id}"
+        #: ``namespace`` given: an existing namespace the run uses and keeps (users who may not create
+        #: namespaces); only what the run creates in it is deleted.
+        self.own_namespace = namespace is None
+        self.namespace = namespace or f"gpuconf-{self.run_id}"
         self._cleanups: list[tuple[str, Callable[[], object]]] = []
         self._lock = threading.RLock()
         self._handle_signals = handle_signals
@@ -138,6 +142,13 @@ class RunContext:
 
     def _create_namespace(self) -> None:
         c = self.cluster
+        if not self.own_namespace:
+            try:
+                c.call("read namespace", c.core.read_namespace, self.namespace)
+            except NotFoundError as e:
+                raise ClusterError(f"namespace {self.namespace} does not exist (--namespace names an existing "
+                                   f"namespace; leave it out and the run creates its own)") from e
+            return
         c.call("create namespace", c.core.create_namespace, make_run_namespace(self.run_id))
         self.add_cleanup(f"delete namespace {self.namespace}", lambda: c.call(
             f"delete namespace {self.namespace}", c.core.delete_namespace, self.namespace,

@@ -181,23 +181,25 @@ def build_inventory(nodes: Iterable[Obj], runtime_classes: Iterable[Obj], device
         slices=slice_infos, cluster_policy=policy)
 
 
-def _list_all(cluster: Cluster, what: str, fn: Any, *args: Any) -> list[dict[str, Any]]:
+def _list_all(cluster: Cluster, what: str, fn: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
     """Every item, in pages of 500 (a 1000-node list is megabytes)."""
     items: list[dict[str, Any]] = []
     token: str | None = None
     while True:
-        page = cluster.call_json(what, fn, *args, limit=500, _continue=token)
+        page = cluster.call_json(what, fn, *args, limit=500, _continue=token, **kwargs)
         items.extend(page.get("items") or [])
         token = (page.get("metadata") or {}).get("continue")
         if not token:
             return items
 
 
-def load_inventory(cluster: Cluster) -> Inventory:
-    """List nodes, RuntimeClasses, and, where served, DeviceClasses, ResourceSlices (resource.k8s.io/v1)
-    and the ClusterPolicy; then :func:`build_inventory`."""
+def load_inventory(cluster: Cluster, *, node_selector: str | None = None) -> Inventory:
+    """List nodes (those matching ``node_selector``, a label selector the API server applies),
+    RuntimeClasses, and, where served, DeviceClasses, ResourceSlices (resource.k8s.io/v1) and the
+    ClusterPolicy; then :func:`build_inventory`."""
     discovery = cluster.discover()
-    nodes = _list_all(cluster, "list nodes", cluster.core.list_node)
+    nodes = _list_all(cluster, "list nodes", cluster.core.list_node, **(
+        {"label_selector": node_selector} if node_selector else {}))
     runtime_classes = _list_all(cluster, "list runtimeclasses", cluster.node_api.list_runtime_class)
     device_classes: list[dict[str, Any]] = []
     slices: list[dict[str, Any]] = []

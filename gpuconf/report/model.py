@@ -25,6 +25,7 @@ class RunRecord:
     exit_status: int
     interrupted: bool = False
     run_id: str | None = None
+    error: str | None = None  # why the run could not start (bad kubeconfig, unreachable, ...); no checks ran
 
     @property
     def simulated(self) -> bool:

@@ -85,7 +85,7 @@ def ctrf_document(run: RunRecord, results: Sequence[CheckResult]) -> dict[str, A
                     "environment": {"extra": {"provenance": run.provenance}}},
         "gpuconf": {"provenance": run.provenance, "simulated": run.simulated, "run_id": run.run_id,
                     "started": _iso(run.started), "finished": _iso(run.finished),
-                    "exit_status": run.exit_status, "interrupted": run.interrupted,
+                    "exit_status": run.exit_status, "interrupted": run.interrupted, "error": run.error,
                     "nodes": node_verdicts(results)},
     }
 
@@ -112,6 +112,8 @@ def _title(run: RunRecord) -> str:
 def write_markdown(run: RunRecord, results: Sequence[CheckResult], path: Path) -> Path:
     c = counts(results)
     lines = [f"# {_cell(_title(run))}", ""]
+    if run.error:
+        lines += [f"**NOT STARTED**: {_cell(run.error)}", ""]
     if run.interrupted:
         lines += ["**INTERRUPTED**: the run was stopped; these are the results collected so far.", ""]
     lines += [f"{c['tests']} checks: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
@@ -158,6 +160,17 @@ def render_html(run: RunRecord, results: Sequence[CheckResult]) -> str:
 
 def write_html(run: RunRecord, results: Sequence[CheckResult], path: Path) -> Path:
     return _atomic_write(path, render_html(run, results))
+
+
+def write_not_started_junit(run: RunRecord, path: Path) -> Path:
+    """The JUnit file of a run that could not start: one errored test case saying why, so a CI job
+    reading junit.xml shows the reason instead of a missing file."""
+    from junit_xml import TestCase, TestSuite, to_xml_report_string  # type: ignore[import-untyped]
+
+    case = TestCase("run could not start", classname="gpuconf", elapsed_sec=run.finished - run.started)
+    case.add_error_info(message=run.error or "the run could not start", error_type=f"exit status {run.exit_status}")
+    suite = TestSuite("gpuconf", [case], timestamp=_iso(run.started))
+    return _atomic_write(path, to_xml_report_string([suite], encoding="utf-8"))
 
 
 def write_reports(run: RunRecord, results: Sequence[CheckResult], directory: Path) -> list[Path]:

@@ -19,7 +19,6 @@ cluster").
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -30,13 +29,13 @@ from typing import Any, cast
 
 import yaml
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
 
 from gpuconf.compat import rules, tables
 from gpuconf.compat.rules import Mode
 from gpuconf.compat.tables import GpuModel
 from gpuconf.compat.versions import DriverVersion, VersionError, parse_driver
 from gpuconf.errors import UsageError
+from gpuconf.yamlschema import Document, DocumentError, FieldPath, describe, read, schema, validate
 
 __all__ = [
     "DevicePluginConfig",
@@ -70,18 +69,11 @@ PROFILE_DIR = "gpuconf/data/sim_profiles"  # as error messages print it (relativ
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
 _VERSION_PATTERN = "^[0-9]+(\\.[0-9]+)+$"
 
-Path_ = tuple[str | int, ...]  # a field path into the document: ("pools", 1, "gpu")
+Path_ = FieldPath  # a field path into the document: ("pools", 1, "gpu")
 
 
-class ProfileError(UsageError):
+class ProfileError(UsageError, DocumentError):
     """A profile that cannot be loaded: ``<file>:<line>:<col>: <field>: <problem>``."""
-
-    def __init__(self, where: str, field_path: str, problem: str, line: int | None = None,
-                 column: int | None = None) -> None:
-        self.file, self.field, self.problem, self.line, self.column = where, field_path, problem, line, column
-        position = f":{line}:{column}" if line is not None else ""
-        super().__init__(f"{where}{position}: {field_path}: {problem}" if field_path else
-                         f"{where}{position}: {problem}")
 
 
 # --- the profile ----------------------------------------------------------------------------
@@ -273,9 +265,7 @@ class FaultDef:
     sources: tuple[str, ...]
 
 
-def _schema(name: str) -> dict[str, Any]:
-    text = resources.files("gpuconf.data").joinpath(f"schemas/{name}.schema.json").read_text(encoding="utf-8")
-    return cast(dict[str, Any], json.loads(text))
+_schema = schema
 
 
 @cache
@@ -354,109 +344,14 @@ def _mig_problem(counts: MigCounts, gpu: GpuModel) -> str | None:
 # --- locating fields in the YAML --------------------------------------------------------------
 
 
-def _fmt(path: Path_) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out or "(top level)"
+_describe = describe
 
 
-class _Where:
-    """Where a profile came from: makes ProfileErrors with a line and column when it can."""
+class _Where(Document):
+    """Where a profile came from: makes ProfileErrors with a line and column when it can
+    (gpuconf.yamlschema locates fields and words schema errors)."""
 
-    def __init__(self, name: str, root: yaml.Node | None = None) -> None:
-        self.name, self.root = name, root
-
-    def _node(self, path: Path_, key: bool) -> yaml.Node | None:
-        node = self.root
-        for i, part in enumerate(path):
-            if isinstance(node, yaml.MappingNode):
-                hit = next(((k, v) for k, v in node.value if k.value == part), None)
-                if hit is None:
-                    return node
-                node = hit[0] if key and i == len(path) - 1 else hit[1]
-            elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-                node = node.value[part]
-            else:
-                return node
-        return node
-
-    def error(self, path: Path_, problem: str, *, key: bool = False) -> ProfileError:
-        node = self._node(path, key)
-        if node is None:
-            return ProfileError(self.name, _fmt(path), problem)
-        mark = node.start_mark
-        return ProfileError(self.name, _fmt(path), problem, mark.line + 1, mark.column + 1)
-
-
-def _check_keys(node: yaml.Node, where: _Where, path: Path_) -> None:
-    """Reject duplicate and non-string mapping keys (PyYAML would silently keep the last)."""
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[str, int] = {}
-        for k, v in node.value:
-            if not isinstance(k, yaml.ScalarNode) or k.tag != "tag:yaml.org,2002:str":
-                raise ProfileError(where.name, _fmt(path), f"keys must be strings, not {k.value!r}",
-                                   k.start_mark.line + 1, k.start_mark.column + 1)
-            if k.value in seen:
-                raise ProfileError(where.name, _fmt((*path, k.value)), f"duplicate key (first on line "
-                                   f"{seen[k.value]})", k.start_mark.line + 1, k.start_mark.column + 1)
-            seen[k.value] = k.start_mark.line + 1
-            _check_keys(v, where, (*path, k.value))
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _check_keys(item, where, (*path, i))
-
-
-_TYPE_NAMES = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer",
-               "number": "a number", "boolean": "true or false", "null": "null"}
-
-
-def _describe(value: Any) -> str:
-    kind = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer",
-            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
-    return kind if isinstance(value, dict | list) or value is None else f"{kind} ({value!r})"
-
-
-def _schema_error(error: ValidationError) -> tuple[Path_, str, bool]:
-    """A jsonschema error as (field path, problem, point at the key)."""
-    path: Path_ = tuple(error.absolute_path)
-    v, value, schema = error.validator, error.instance, error.schema
-    if v == "required" and isinstance(value, dict):
-        missing = next(k for k in cast(list[str], error.validator_value) if k not in value)
-        return (*path, missing), "required field is missing", False
-    if v == "additionalProperties" and isinstance(value, dict) and isinstance(schema, dict):
-        allowed = list(schema.get("properties", {}))
-        extra = next(k for k in value if k not in allowed)
-        return (*path, extra), f"unknown field (allowed: {', '.join(allowed)})", True
-    if v == "propertyNames":
-        return (*path, str(value)), f"invalid key {value!r}", True
-    if v == "type":
-        wanted = [str(t) for t in (error.validator_value if isinstance(error.validator_value, list)
-                                   else [error.validator_value])]
-        problem = f"expected {' or '.join(_TYPE_NAMES.get(t, t) for t in wanted)}, got {_describe(value)}"
-        if isinstance(value, float | int) and "string" in wanted:
-            problem += " (quote versions: \"580.95.05\")"
-        return path, problem, False
-    if v == "enum":
-        return path, f"{value!r} is not one of {', '.join(map(str, cast(list[Any], error.validator_value)))}", False
-    if v == "const":
-        return path, f"must be {error.validator_value!r}, not {value!r}", False
-    if v == "pattern":
-        if error.validator_value == _VERSION_PATTERN:
-            return path, f"{value!r} is not a dotted version such as 580.95.05", False
-        return path, f"{value!r} does not match {error.validator_value}", False
-    bounds = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
-    if v in bounds:
-        return path, f"must be {bounds[str(v)]} {error.validator_value}, not {value!r}", False
-    if v == "minItems":
-        return path, "must not be empty", False
-    if v == "uniqueItems":
-        return path, f"has duplicate items: {value!r}", False
-    if v == "maxLength":
-        return path, f"longer than {error.validator_value} characters", False
-    if v == "oneOf" and isinstance(schema, dict) and "description" in schema:
-        return path, f"{_describe(value)} is not {schema['description']}", False
-    return path, error.message, False
+    error_type = ProfileError
 
 
 # --- loading ----------------------------------------------------------------------------------
@@ -493,27 +388,9 @@ def load_profile(name_or_path: str | Path) -> Profile:
 
 
 def _parse(text: str, display: str) -> Profile:
-    loader = yaml.SafeLoader(text)
-    try:
-        root = loader.get_single_node()
-        where = _Where(display, root)
-        if root is None:
-            raise ProfileError(display, "", "empty file: a profile is a mapping with schema, name, pools", 1, 1)
-        _check_keys(root, where, ())
-        data = loader.construct_document(root)
-    except yaml.MarkedYAMLError as e:
-        mark = e.problem_mark or e.context_mark
-        problem = f"invalid YAML: {e.problem or e.context}"
-        if mark is None:
-            raise ProfileError(display, "", problem) from e
-        raise ProfileError(display, "(yaml)", problem, mark.line + 1, mark.column + 1) from e
-    finally:
-        loader.dispose()
-    errors = list(Draft202012Validator(_schema("sim_profile")).iter_errors(data))
-    if errors:
-        located = [(_schema_error(e), e) for e in errors]
-        made = [where.error(p, problem, key=key) for (p, problem, key), _ in located]
-        raise min(made, key=lambda err: (err.line or 0, err.column or 0))
+    data, where = read(text, display, _Where, empty="a profile is a mapping with schema, name, pools")
+    validate(data, where, _schema("sim_profile"),
+             patterns={_VERSION_PATTERN: "a dotted version such as 580.95.05"})
     return _build(cast(dict[str, Any], data), where)
 
 
