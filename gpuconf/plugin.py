@@ -435,7 +435,20 @@ def judge(verdict: Any, record_property: Any) -> None:
         pytest.skip(verdict.summary)
     if verdict.outcome in (Outcome.FAIL, Outcome.DEGRADED):
         prefix = "DEGRADED: " if verdict.outcome is Outcome.DEGRADED else ""
-        pytest.fail(prefix + verdict.message(), pytrace=False)
+        pytest.fail(prefix + verdict.message() + _diagnosis(verdict, record_property), pytrace=False)
+
+
+def _diagnosis(verdict: Any, record_property: Any) -> str:
+    """What the failure-message classifier (gpuconf diagnose) recognises in the verdict's evidence:
+    the category, recorded as a property, and its explanation, appended to the message."""
+    from gpuconf.diagnose import diagnose
+
+    text = "\n".join([verdict.summary, verdict.observed or "", *verdict.evidence])
+    lines = []
+    for d in diagnose(text):
+        record_property("gpuconf.diagnosis", d.category)
+        lines.append(f"\n  diagnosis: {d.title}: {d.explanation}")
+    return "".join(lines)
 
 
 def probe_report(probes: dict[str, PodOutcome], node: str) -> Any:

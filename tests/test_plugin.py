@@ -150,3 +150,17 @@ def test_node_selector_registry_namespace_and_disruptive(pytester: pytest.Pytest
                                           "--registry", "registry.example.com/mirror", "--namespace", "default",
                                           "--node-selector", "nvidia.com/gpu.machine=sim-l40s")
     again.assert_outcomes(passed=4)
+
+
+def test_a_failing_verdict_carries_the_diagnosis_of_its_evidence():
+    from gpuconf.plugin import judge
+    from gpuconf.verdict import failed
+
+    verdict = failed("smoke.vector-add-every-gpu", "h100-0", "CUDA could not start in the probe pod",
+                     observed="cudaErrorSystemDriverMismatch (803)",
+                     evidence=("CUDA init failed: cudaFree(0) returned 803 cudaErrorSystemDriverMismatch",))
+    recorded: list[tuple[str, str]] = []
+    with pytest.raises(pytest.fail.Exception) as info:
+        judge(verdict, lambda k, v: recorded.append((k, v)))
+    assert ("gpuconf.diagnosis", "cuda-system-driver-mismatch") in recorded
+    assert "\n  diagnosis: CUDA error 803: the libcuda in use does not match the kernel driver: " in str(info.value)
