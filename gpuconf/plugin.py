@@ -10,7 +10,7 @@ with the reason. State lives in ``config.stash`` (style.md), never in globals.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -205,6 +205,27 @@ def run_context(config: pytest.Config) -> RunContext:
     if state.run is None:
         state.run = RunContext(state.handle.cluster, namespace=config.getoption("--namespace")).__enter__()
     return state.run
+
+
+def native_probe_cuda(labels: Mapping[str, str]) -> str:
+    """The newest probe CUDA the node's driver supports natively (GFD's nvidia.com/cuda.runtime.*),
+    so the inventory and smoke probe never depends on forward compatibility (the compat suite tests
+    that); the default probe CUDA when the labels do not say."""
+    from gpuconf import images
+    from gpuconf.compat.versions import VersionError, parse_cuda
+
+    major, minor = labels.get("nvidia.com/cuda.runtime.major"), labels.get("nvidia.com/cuda.runtime.minor")
+    try:
+        native = parse_cuda(f"{major}.{minor}") if major and minor else None
+        matrix = sorted((parse_cuda(p.cuda), p.cuda) for p in images.matrix() if p.probe == "cuda-probe")
+    except VersionError:
+        return DEFAULT_PROBE_CUDA
+    if native is None or not matrix:
+        return DEFAULT_PROBE_CUDA
+    fitting = [cuda for version, cuda in matrix if version.major_minor <= native.major_minor]
+    # Below every probe: the oldest one (minor-version compatibility within a major, else the
+    # compat suite says why nothing runs).
+    return fitting[-1] if fitting else matrix[0][1]
 
 
 def cuda_probe_pod(config: pytest.Config, *, name: str, check: str, cuda: str = DEFAULT_PROBE_CUDA,
@@ -406,7 +427,7 @@ def whole_node_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) 
         if count < 1:
             continue
         pods.append(cuda_probe_pod(request.config, name=f"inventory-{node.name}", check="inventory", node=node.name,
-                                   gpu_count=count))
+                                   gpu_count=count, cuda=native_probe_cuda(node.labels)))
     outcomes = run_campaign(ctx, pods, timeout=request.config.getoption("gpuconf_timeout"))
     state.probes = {o.node or name.removeprefix("inventory-"): o for name, o in outcomes.items()}
     return state.probes

@@ -164,3 +164,14 @@ def test_a_failing_verdict_carries_the_diagnosis_of_its_evidence():
         judge(verdict, lambda k, v: recorded.append((k, v)))
     assert ("gpuconf.diagnosis", "cuda-system-driver-mismatch") in recorded
     assert "\n  diagnosis: CUDA error 803: the libcuda in use does not match the kernel driver: " in str(info.value)
+
+
+@pytest.mark.parametrize("native,probe", [("13.0", "13.0.2"), ("13.4", "13.2.0"), ("12.8", "12.9.1"),
+                                          ("12.9", "12.9.1"), (None, "13.0.2")])
+def test_the_whole_node_probe_needs_no_forward_compatibility(native, probe):
+    from gpuconf.plugin import native_probe_cuda
+
+    labels = {}
+    if native:
+        labels["nvidia.com/cuda.runtime.major"], labels["nvidia.com/cuda.runtime.minor"] = native.split(".")
+    assert native_probe_cuda(labels) == probe

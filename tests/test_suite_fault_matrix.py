@@ -44,11 +44,12 @@ Failure = tuple[str, str | None]  # (check id, node); a test that failed before 
 
 
 def run_suites(pytester: pytest.Pytester, profile: str) -> tuple[pytest.RunResult, list[dict[str, Any]]]:
+    suites = pytester.mkdir("suites")
     for suite in SUITES:
-        pytester.makepyfile(**{suite.stem: suite.read_text()})
+        (suites / suite.name).write_text(suite.read_text())
     reports = pytester.path / "reports"
     # A subprocess: the cluster (threads, TLS, the cryptography bindings) must not share this interpreter.
-    result = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", profile, "--report-dir",
+    result = pytester.runpytest_subprocess("suites", "-p", "gpuconf.plugin", "--simulate", profile, "--report-dir",
                                            str(reports), "-rf", "-p", "no:cacheprovider", "-o", "junit_family=xunit1")
     tests = json.loads((reports / "report.json").read_text())["results"]["tests"]
     return result, tests

@@ -1,0 +1,58 @@
+"""Compat: the deliberate driver/toolkit mismatch. On every node that advertises nvidia.com/gpu, a
+canary with NVIDIA_REQUIRE_CUDA=cuda>=99.0 shows whether the runtime checks requirements, and the
+probe matrix (every CUDA of gpuconf.images.matrix(), with NVIDIA_DISABLE_REQUIRE=1 twins where a
+rejection is predicted) is held against gpuconf predict. One campaign feeds every check; the
+decisions live in gpuconf.checks.compat."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuconf.checks import compat
+from gpuconf.cluster import run_campaign
+from gpuconf.plugin import DEFAULT_PROBE_CUDA, cuda_probe_pod, judge, run_context
+from gpuconf.verdict import not_tested
+
+pytestmark = pytest.mark.compat
+
+
+@pytest.fixture(scope="module")
+def compat_run(request, gpu_inventory) -> compat.CompatRun:
+    config = request.config
+    skipped = {n.name: reason for n in gpu_inventory.gpu_nodes
+               if (reason := compat.skip_reason(n.name, n.allocatable, sum(len(s.devices) for s in n.slices)))}
+    nodes = [n for n in gpu_inventory.gpu_nodes if n.name not in skipped]
+    targets = [compat.make_target(n.name, n.labels) for n in nodes]
+    if any(t.driver is None or t.gpu is None for t in targets):  # labels missing: ask the whole-node probes
+        probes = request.getfixturevalue("whole_node_probes")
+        targets = [compat.make_target(n.name, n.labels, compat.probe_facts(probes.get(n.name))) for n in nodes]
+    plan = compat.plan_pods(targets, canary_cuda=DEFAULT_PROBE_CUDA)
+    pods = [cuda_probe_pod(config, name=p.name, check="compat", cuda=p.cuda, node=p.node, gpu_count=1,
+                           env=dict(p.env)) for p in plan]
+    # Pods on a node with few GPUs wait for one another: waiting for a free GPU is not unschedulable.
+    budget = config.getoption("--probe-timeout")
+    outcomes = run_campaign(run_context(config), pods, timeout=budget, schedule_budget=budget) if pods else {}
+    return compat.assemble(targets, plan, outcomes, skipped)
+
+
+def skip_unprobed(run: compat.CompatRun, check: str, node: str, record_property) -> None:
+    """A node the campaign did not probe: NOT_TESTED with the reason (judge skips the test)."""
+    if node in run.skipped:
+        judge(not_tested(check, node, run.skipped[node]), record_property)
+
+
+def test_require_cuda_enforced(gpu_node, compat_run, record_property):
+    skip_unprobed(compat_run, "runtime.require-cuda-enforced", gpu_node, record_property)
+    judge(compat.evaluate_require_enforced(gpu_node, compat_run.canaries, compat_run.pools), record_property)
+
+
+def test_outcome_matches_prediction(gpu_node, compat_run, record_property):
+    skip_unprobed(compat_run, "compat.outcome-matches-prediction", gpu_node, record_property)
+    judge(compat.evaluate_outcome_matches(gpu_node, compat_run.rows.get(gpu_node, ()),
+                                          unpredictable=compat_run.unpredictable.get(gpu_node)), record_property)
+
+
+def test_forward_compat_runs(gpu_node, compat_run, record_property):
+    skip_unprobed(compat_run, "compat.forward-compat-runs", gpu_node, record_property)
+    judge(compat.evaluate_forward_compat(gpu_node, compat_run.targets.get(gpu_node),
+                                         compat_run.rows.get(gpu_node, ())), record_property)
