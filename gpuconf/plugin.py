@@ -121,6 +121,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for name, what in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {what}")
+    config.addinivalue_line("markers", "check(id): the check of gpuconf/data/checks.yaml the test proves (recorded "
+                            "in the reports even when the test stops before its verdict)")
     config.stash[SESSION] = Session()
     _configure_reports(config)
     simulate = config.getoption("--simulate")
@@ -287,13 +289,37 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Checks marked disruptive change node state: they run only with --allow-disruptive."""
+    """A check marker must name a catalogued check; checks marked disruptive change node state: they
+    run only with --allow-disruptive."""
+    from gpuconf.verdict import checks
+
+    for item in items:
+        marker = item.get_closest_marker("check")
+        if marker is not None and (len(marker.args) != 1 or marker.args[0] not in checks()):
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.check{marker.args!r} names no check of "
+                                    "gpuconf/data/checks.yaml")
     if config.getoption("--allow-disruptive"):
         return
     skip = pytest.mark.skip(reason="disruptive (changes node state): give --allow-disruptive to run it")
     for item in items:
         if item.get_closest_marker("disruptive") is not None:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+    """Before each phase's report is built: a test that declares its check (and runs per node) has
+    both recorded, also when it skipped or failed before judge() could record them."""
+    marker = item.get_closest_marker("check")
+    if marker is None or (call.when == "setup" and call.excinfo is None):  # judge() records it in the call
+        return
+    recorded = {k for k, _ in item.user_properties}
+    if "gpuconf.check" not in recorded:
+        item.user_properties.append(("gpuconf.check", marker.args[0]))
+    callspec = getattr(item, "callspec", None)
+    node = callspec.params.get("gpu_node") if callspec is not None else None
+    if node and "gpuconf.node" not in recorded:
+        item.user_properties.append(("gpuconf.node", node))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -448,6 +474,7 @@ def judge(verdict: Any, record_property: Any) -> None:
     record_property("gpuconf.outcome", verdict.outcome.value)
     if verdict.node:
         record_property("gpuconf.node", verdict.node)
+    # (a test declaring @pytest.mark.check has both recorded before its report is built, see above)
     if verdict.expected is not None:
         record_property("gpuconf.expected", verdict.expected)
     if verdict.observed is not None:

@@ -13,7 +13,7 @@ from typing import Any
 from gpuconf import images
 from gpuconf.render import probe_sources, render
 
-__all__ = ["DEFAULT_TOLERATIONS", "PRIORITY_CLASS", "make_cuda_probe_pod", "make_probe_sources_configmap",
+__all__ = ["CONTAINERS", "DEFAULT_TOLERATIONS", "PRIORITY_CLASS", "make_cuda_probe_pod", "make_probe_sources_configmap",
            "sources_configmap_name"]
 
 #: Created once per cluster by the suite: value 0 and ``preemptionPolicy: Never``, so a probe
@@ -23,6 +23,8 @@ PRIORITY_CLASS = "gpuconf-probe"
 DEFAULT_TOLERATIONS: tuple[dict[str, str], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
 )
+#: The probe containers' names, in order: the probe, and the optional sidecar (logs are per name).
+CONTAINERS = ("probe", "sidecar")
 
 
 def sources_configmap_name(probe: str) -> str:
@@ -52,6 +54,7 @@ def make_cuda_probe_pod(
     node: str | None = None,
     gpu_resource: str = "nvidia.com/gpu",
     gpu_count: int = 1,
+    sidecar_gpu_count: int | None = None,
     env: Mapping[str, str] | None = None,
     tolerations: Sequence[Mapping[str, str]] = DEFAULT_TOLERATIONS,
     runtime_class: str | None = None,
@@ -61,9 +64,16 @@ def make_cuda_probe_pod(
 ) -> dict[str, Any]:
     """A cuda-probe pod for ``check`` on ``node`` (by nodeSelector, so the scheduler still
     decides: it is the scheduler's verdict the suite wants to see). ``cuda_archs`` (e.g. "90",
-    from the node's ``nvidia.com/gpu.compute.*`` labels) narrows the zero-registry compile."""
-    if gpu_count < 1:
-        raise ValueError("a cuda-probe pod asks for at least one GPU")
+    from the node's ``nvidia.com/gpu.compute.*`` labels) narrows the zero-registry compile.
+
+    ``gpu_count=0`` leaves the container without GPU limits at all (what a pod that asks for no
+    GPU looks like). ``sidecar_gpu_count`` adds a second probe container, ``sidecar``, with that
+    many GPUs (0: none): the isolation suite's "only the requesting container sees the GPU". Both
+    containers run the probe with the same ``env``; in zero-registry mode the one init container
+    compiles it for both."""
+    counts = [gpu_count] + ([sidecar_gpu_count] if sidecar_gpu_count is not None else [])
+    if any(c < 0 for c in counts):
+        raise ValueError(f"a GPU count cannot be negative: {counts}")
     matrix = {p.cuda: p for p in images.matrix() if p.probe == "cuda-probe"}
     if registry:
         probe = matrix.get(cuda)
@@ -77,7 +87,8 @@ def make_cuda_probe_pod(
     (pod,) = render("cuda-probe-pod.yaml.j2", {
         "name": name, "namespace": namespace, "run_id": run_id, "check": check, "mode": mode, "image": image,
         "sources_configmap": sources_configmap_name("cuda-probe") if mode == "zero-registry" else "",
-        "node": node, "gpu_resource": gpu_resource, "gpu_count": gpu_count,
+        "node": node, "gpu_resource": gpu_resource,
+        "containers": [{"name": n, "gpu_count": c} for n, c in zip(CONTAINERS, counts, strict=False)],
         "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
         "tolerations": [dict(t) for t in tolerations], "runtime_class": runtime_class,
         "priority_class": PRIORITY_CLASS, "call_timeout_s": call_timeout_s, "deadline_s": deadline_s,

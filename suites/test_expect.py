@@ -20,15 +20,18 @@ def view(inv: Inventory, name: str) -> NodeView:
     return NodeView(n.name, n.labels, n.capacity, n.allocatable, sum(len(s.devices) for s in n.slices))
 
 
+@pytest.mark.check("expect.pool-populated")
 def test_pools_populated(expect_profile, gpu_inventory, record_property):
     nodes = [view(gpu_inventory, n.name) for n in gpu_inventory.gpu_nodes]
     judge(checks.combined(checks.evaluate_pool_populated(expect_profile, nodes)), record_property)
 
 
+@pytest.mark.check("expect.node-in-a-pool")
 def test_node_in_a_pool(gpu_node, expect_profile, gpu_inventory, record_property):
     judge(checks.evaluate_node_in_a_pool(expect_profile, view(gpu_inventory, gpu_node)), record_property)
 
 
+@pytest.mark.check("expect.node-matches-pool")
 def test_node_matches_pool(gpu_node, expect_profile, gpu_inventory, request, record_property):
     node = view(gpu_inventory, gpu_node)
     if expect_profile is None or expect_profile.pool_for(node.labels) is None:

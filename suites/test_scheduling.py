@@ -18,6 +18,7 @@ BUDGET_S = 10.0
 EVENT_GRACE_S = 1.0
 
 
+@pytest.mark.check("scheduling.over-ask-is-insufficient")
 def test_over_asking_gpus_is_insufficient(request, gpu_inventory, record_property):
     largest = max((int(n.allocatable.get("nvidia.com/gpu", "0") or 0) for n in gpu_inventory.gpu_nodes), default=0)
     if largest < 1:
@@ -28,5 +29,6 @@ def test_over_asking_gpus_is_insufficient(request, gpu_inventory, record_propert
     judge(evaluate_over_ask(outcome, requested=largest + 1, budget_s=BUDGET_S), record_property)
 
 
+@pytest.mark.check("scheduling.runtimeclass-present")
 def test_nvidia_runtime_class_present(gpu_inventory, record_property):
     judge(evaluate_runtime_class([(rc.name, rc.handler) for rc in gpu_inventory.runtime_classes]), record_property)

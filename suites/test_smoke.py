@@ -11,6 +11,7 @@ from gpuconf.plugin import judge, probe_report
 pytestmark = pytest.mark.smoke
 
 
+@pytest.mark.check("smoke.vector-add-every-gpu")
 def test_vector_add_on_every_gpu(gpu_node, gpu_inventory, whole_node_probes, record_property):
     node = gpu_inventory.node(gpu_node)
     requested = int(node.allocatable.get("nvidia.com/gpu", "0") or 0)

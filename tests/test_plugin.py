@@ -175,3 +175,10 @@ def test_the_whole_node_probe_needs_no_forward_compatibility(native, probe):
     if native:
         labels["nvidia.com/cuda.runtime.major"], labels["nvidia.com/cuda.runtime.minor"] = native.split(".")
     assert native_probe_cuda(labels) == probe
+
+
+def test_a_check_marker_naming_no_catalogued_check_is_a_usage_error(pytester: pytest.Pytester):
+    pytester.makepyfile(test_suite="import pytest\n\n@pytest.mark.check('smoke.typo')\ndef test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "gpuconf.plugin")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "names no check of gpuconf/data/checks.yaml" in result.stderr.str()

@@ -65,6 +65,32 @@ def test_env_and_mig_resources_pass_through_and_names_cannot_break_the_yaml():
     assert p["metadata"]["labels"]["gpuconf.io/check"] == 'x": y\n- z'
 
 
+def test_a_pod_asking_for_no_gpu_has_no_gpu_limits_at_all():
+    (probe,) = pod(gpu_count=0, node="node-a")["spec"]["containers"]
+    assert "resources" not in probe
+    assert probe["securityContext"].items() >= RESTRICTED.items()
+
+
+def test_a_sidecar_runs_the_same_probe_with_its_own_name_and_its_own_gpus():
+    p = pod(gpu_count=1, sidecar_gpu_count=0, env={"NVIDIA_VISIBLE_DEVICES": "all"})
+    probe, sidecar = p["spec"]["containers"]
+    assert (probe["name"], sidecar["name"]) == ("probe", "sidecar")
+    assert probe["resources"]["limits"] == {"nvidia.com/gpu": "1"} and "resources" not in sidecar
+    assert probe["command"] == sidecar["command"] and probe["volumeMounts"] == sidecar["volumeMounts"]
+    assert sidecar["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    assert RESTRICTED.items() <= sidecar["securityContext"].items()
+    (init,) = p["spec"]["initContainers"]  # one compile serves both
+    assert "resources" not in init
+    both = pod(gpu_count=2, sidecar_gpu_count=3, registry="r.io")["spec"]["containers"]
+    assert [c["resources"]["limits"]["nvidia.com/gpu"] for c in both] == ["2", "3"]
+    assert both[0]["image"] == both[1]["image"] and both[1]["args"] == ["--timeout", "60"]
+
+
+def test_a_negative_gpu_count_is_an_error():
+    with pytest.raises(ValueError, match="cannot be negative"):
+        pod(sidecar_gpu_count=-1)
+
+
 def test_the_sources_configmap_carries_the_probe_and_its_build_script():
     cm = make_probe_sources_configmap("cuda-probe", namespace="ns", run_id="run1")
     assert {"probe.cu", "build.sh", "json.h"} <= set(cm["data"])  # json.h from probes/common, flat
@@ -97,7 +123,8 @@ def test_a_missing_value_or_a_bad_mode_is_a_render_error():
     with pytest.raises(RenderError, match="undefined"):
         render("cuda-probe-pod.yaml.j2", {"name": "x"})
     values = {"name": "n", "namespace": "ns", "run_id": "r", "check": "c", "mode": "magic", "image": "i",
-              "sources_configmap": "", "node": None, "gpu_resource": "nvidia.com/gpu", "gpu_count": 1, "env": [],
+              "sources_configmap": "", "node": None, "gpu_resource": "nvidia.com/gpu",
+              "containers": [{"name": "probe", "gpu_count": 1}], "env": [],
               "tolerations": [], "runtime_class": None, "priority_class": "p", "call_timeout_s": 1,
               "deadline_s": 1, "cuda_archs": None}
     with pytest.raises(RenderError, match="mode must be registry or zero-registry"):

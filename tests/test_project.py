@@ -57,3 +57,18 @@ def test_ruff_passes():
     proc = subprocess.run([sys.executable, "-m", "ruff", "check", "gpuconf", "tests", "suites"], cwd=ROOT,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_every_suite_test_declares_the_check_it_proves():
+    """So each result in the reports names its check, also when it skips before its verdict."""
+    import ast
+
+    from gpuconf.verdict import checks
+
+    for path in sorted((ROOT / "suites").glob("test_*.py")):
+        for fn in ast.parse(path.read_text()).body:
+            if isinstance(fn, ast.FunctionDef) and fn.name.startswith("test_"):
+                marks = [d for d in fn.decorator_list if isinstance(d, ast.Call) and ast.unparse(d.func).endswith(
+                    "mark.check")]
+                assert len(marks) == 1, f"{path.name}::{fn.name} has no @pytest.mark.check(...)"
+                assert ast.literal_eval(marks[0].args[0]) in checks(), f"{path.name}::{fn.name}"

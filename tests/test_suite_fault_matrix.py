@@ -35,9 +35,16 @@ FAULTS = [f for f in fault_catalog().values() if f.check in checks() and (ROOT /
 CASCADES: dict[str, tuple[set[str], str]] = {
     "uvm-missing": ({"smoke.vector-add-every-gpu"}, "without /dev/nvidia-uvm CUDA cannot initialise: no kernel runs"),
     "library-mismatch": ({"smoke.vector-add-every-gpu"}, "cudaFree(0) fails with 803: no kernel runs"),
-    "no-runtimeclass": ({"runtime.cuda-device-nodes-present", "smoke.vector-add-every-gpu"},
+    "no-runtimeclass": ({"runtime.cuda-device-nodes-present", "smoke.vector-add-every-gpu",
+                         "isolation.sees-only-allocated", "isolation.only-requesting-container-sees-gpu"},
                         "GPU pods without runtimeClassName run under the node's default runtime (runc), which is "
                         "given the GPUs by the device plugin but injects none: on every node, no GPU is usable"),
+    "envvar-leak": ({"isolation.no-request-sees-no-gpu", "isolation.only-requesting-container-sees-gpu"},
+                    "nvidia/cuda images set NVIDIA_VISIBLE_DEVICES=all themselves: with the envvar honoured for "
+                    "unprivileged containers, any GPU-less container under the nvidia runtime gets every GPU"),
+    "visible-devices-all": ({"isolation.no-request-sees-no-gpu", "isolation.envvar-without-request-gets-no-gpu",
+                             "isolation.concurrent-pods-disjoint", "isolation.only-requesting-container-sees-gpu"},
+                            "the toolkit injects every GPU into every container it touches: no isolation holds"),
 }
 
 Failure = tuple[str, str | None]  # (check id, node); a test that failed before judging: (test name, None)

@@ -1,0 +1,380 @@
+"""Isolation checks (secure accelerator access): a pod sees the GPUs it was allocated and no
+others: none without a request (even when its environment asks for all), exactly N with N, none
+shared with a concurrent pod, and none in a container of the pod that did not request one.
+
+Every probe pod of the suite is planned here (:func:`plan_node`) and launched in one campaign;
+what each container saw comes in as a :class:`Sighting` (the parsed cuda-probe document, or why
+there is none). A probe that sees no device exits 3 or 4 with a valid document: for these checks
+that is the expected observation, so the document is read, not the exit code. A container that
+produced no document proves nothing and fails, with the pod's reason and a diagnosis.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from gpuconf.cluster import PodOutcome
+from gpuconf.diagnose import diagnose
+from gpuconf.probes import ProbeParseError
+from gpuconf.probes.cuda import CudaProbeReport, parse_cuda_probe
+from gpuconf.verdict import Verdict, failed, not_tested, passed
+
+__all__ = [
+    "GpuView",
+    "PlannedPod",
+    "Sighting",
+    "evaluate_concurrent_pods_disjoint",
+    "evaluate_envvar_without_request",
+    "evaluate_no_request_sees_no_gpu",
+    "evaluate_only_requesting_container",
+    "evaluate_sees_only_allocated",
+    "held_together",
+    "no_gpu_resource_reason",
+    "plan_node",
+    "pod_name",
+    "sighting",
+]
+
+#: Pod names are DNS subdomains of at most 253 characters (node names can be that long too).
+_MAX_NAME = 253
+
+
+def pod_name(role: str, node: str) -> str:
+    """``iso-<role>-<node>``, cut and made unique by a hash of the node name when too long."""
+    name = f"iso-{role}-{node}"
+    if len(name) <= _MAX_NAME:
+        return name
+    digest = hashlib.sha256(node.encode()).hexdigest()[:10]
+    return f"{name[:_MAX_NAME - 11].rstrip('.-')}-{digest}"
+
+
+@dataclass(frozen=True)
+class PlannedPod:
+    """One isolation probe pod on one node. ``waits``: the node's pods together ask for more GPUs
+    than it has, so this one may stay Pending until others finish (the suite gives it the
+    campaign's budget to be scheduled in, instead of the default)."""
+
+    role: str  # none | envvar | one | split | two
+    name: str
+    gpu_count: int
+    sidecar_gpu_count: int | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    waits: bool = False
+
+
+def plan_node(node: str, allocatable: int) -> tuple[PlannedPod, ...]:
+    """The isolation pods for a node with ``allocatable`` nvidia.com/gpu: two that request none
+    (``none``, ``envvar``), and where the node has GPUs ``one`` (1 GPU), ``split`` (1 GPU in its
+    probe container, none in its sidecar) and, with two or more, ``two`` (2 GPUs). ``one`` and
+    ``split`` are also the two concurrent one-GPU pods: with four GPUs everything runs at once, so
+    they hold their GPUs together; on a smaller node the pods queue for the GPUs."""
+    pods = [PlannedPod("none", pod_name("none", node), 0),
+            PlannedPod("envvar", pod_name("envvar", node), 0, env={"NVIDIA_VISIBLE_DEVICES": "all"})]
+    if allocatable < 1:
+        return tuple(pods)
+    wanted = [("one", 1, None), ("split", 1, 0)] + ([("two", 2, None)] if allocatable >= 2 else [])
+    waits = sum(count for _, count, _ in wanted) > allocatable
+    return tuple(pods + [PlannedPod(role, pod_name(role, node), count, sidecar, waits=waits)
+                         for role, count, sidecar in wanted])
+
+
+def no_gpu_resource_reason(node: str, allocatable: Mapping[str, str], *, capacity: Mapping[str, str] | None = None,
+                           dra_devices: int = 0) -> str | None:
+    """Why the checks that request nvidia.com/gpu cannot run on ``node``, or None when they can."""
+    def amount(amounts: Mapping[str, str]) -> int:
+        value = str(amounts.get("nvidia.com/gpu", "0") or "0")
+        return int(value) if value.isdigit() else 0
+
+    if amount(allocatable) >= 1:
+        return None
+    mig = sorted(k for k in allocatable if k.startswith("nvidia.com/mig-"))
+    if mig:
+        return (f"{node} advertises no nvidia.com/gpu, only MIG instances ({', '.join(mig)}: mixed strategy); "
+                "instance isolation is the mig suite's")
+    if dra_devices:
+        return (f"{node} advertises no nvidia.com/gpu: its {dra_devices} GPUs are published through DRA "
+                "ResourceSlices only; claim isolation is the dra suite's")
+    if capacity is not None and amount(capacity):
+        return (f"none of the {amount(capacity)} nvidia.com/gpu on {node} is allocatable (all unhealthy; "
+                "inventory.allocatable-matches-capacity reports it)")
+    return (f"{node} advertises no nvidia.com/gpu, MIG instance or DRA device "
+            "(inventory.gpu-resource-advertised says whether it should)")
+
+
+# -------------------------------------------------------------------------------------------------
+# What a container saw
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """What one probe container saw: its report, or ``failure`` saying why there is none."""
+
+    where: str  # "pod iso-one-node-a" or "container sidecar of pod iso-split-node-a"
+    report: CudaProbeReport | None
+    failure: str | None = None
+
+
+def sighting(outcome: PodOutcome, container: str = "probe") -> Sighting:
+    """The container's cuda-probe document from a campaign outcome, or why there is none (the
+    pod's phase and reason, its events' diagnosis)."""
+    where = f"pod {outcome.name}" if container == "probe" else f"container {container} of pod {outcome.name}"
+    text = outcome.logs.get(container)
+    if not text:
+        messages = [outcome.message or ""] + [e.message for e in outcome.events]
+        hints = [d.title for d in diagnose("\n".join(messages))]
+        why = " ".join(p for p in (outcome.phase, outcome.reason or "", outcome.message or "") if p)
+        missing = outcome.missing_logs.get(container)
+        failure = f"{where} produced no probe output ({why})" + (f"; logs: {missing}" if missing else "") + (
+            f"; diagnosis: {'; '.join(hints)}" if hints else "")
+        return Sighting(where, None, failure)
+    try:
+        code = next((c.exit_code for c in outcome.containers if c.name == container and not c.init), None)
+        return Sighting(where, parse_cuda_probe(text, exit_code=code, source=where))
+    except ProbeParseError as exc:
+        return Sighting(where, None, str(exc))
+
+
+@dataclass(frozen=True)
+class GpuView:
+    """The GPUs a container saw, three ways. ``cuda``/``nvml`` are None where that view could not
+    be read (CUDA failed for another reason than "no device"; NVML failed to initialise): an
+    unreadable view is no evidence of zero."""
+
+    cuda: tuple[str, ...] | None  # CUDA device UUIDs (MIG-... for instances)
+    nvml: tuple[str, ...] | None  # NVML GPU UUIDs (physical GPUs)
+    dev: tuple[str, ...]  # /dev/nvidiaN
+    mig: bool = False  # CUDA's devices are MIG instances
+    unreadable: tuple[str, ...] = ()  # why a view is None
+
+    @classmethod
+    def of(cls, report: CudaProbeReport) -> GpuView:
+        unreadable: list[str] = []
+        no_driver = report.libcuda_absent_reason is not None  # nothing injected: libcuda is not there
+        cuda: tuple[str, ...] | None
+        if report.init.ok:
+            cuda = tuple(d.uuid or f"CUDA device {d.index}" for d in report.devices)
+        elif report.init.code == 100 or no_driver:
+            cuda = ()
+        else:
+            cuda = None
+            unreadable.append(f"CUDA did not initialise: {report.init}")
+        nvml: tuple[str, ...] | None
+        if report.nvml_absent_reason is None:
+            nvml = tuple(g.uuid or f"NVML GPU {g.index}" for g in report.nvml_gpus)
+        elif "cannot open shared object" in report.nvml_absent_reason:
+            nvml = ()  # libnvidia-ml is injected with a GPU; without one it is not there
+        else:
+            nvml = None
+            unreadable.append(f"NVML did not load: {report.nvml_absent_reason}")
+        dev = tuple(str(p) for p in report.device_nodes.get("gpus") or ())
+        return cls(cuda, nvml, dev, any(d.mig for d in report.devices), tuple(unreadable))
+
+    def views(self) -> dict[str, tuple[str, ...]]:
+        """The readable views, by name."""
+        out = {"CUDA devices": self.cuda, "NVML GPUs": self.nvml, "/dev/nvidiaN": self.dev}
+        return {k: v for k, v in out.items() if v is not None}
+
+    def uuids(self) -> tuple[str, ...]:
+        """The identities to compare between pods: CUDA's (MIG-aware), else NVML's, else the nodes."""
+        return self.cuda if self.cuda is not None else self.nvml if self.nvml is not None else self.dev
+
+    def describe(self, *, full: bool = False) -> str:
+        parts = [f"{k}: {len(v)}" + (f" ({', '.join(v) if full else _ids(v)})" if v else "")
+                 for k, v in self.views().items()]
+        return "; ".join(parts + list(self.unreadable))
+
+
+def _ids(ids: Sequence[str], limit: int = 3) -> str:
+    """A list of GPU ids for a message: the first ``limit`` and how many more (evidence has them all)."""
+    if not ids:
+        return "none"
+    shown = ", ".join(ids[:limit])
+    return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def _env_line(report: CudaProbeReport) -> str:
+    return f"NVIDIA_VISIBLE_DEVICES in the container: {report.env.get('NVIDIA_VISIBLE_DEVICES')!r}"
+
+
+def _no_output(cid: str, node: str, seen: Sighting, what: str) -> Verdict:
+    return failed(cid, node, f"{what}: {seen.failure}", expected="a cuda-probe document",
+                  observed=seen.failure or "no document")
+
+
+# -------------------------------------------------------------------------------------------------
+# The checks
+
+
+def _sees_none(cid: str, node: str, seen: Sighting, who: str) -> Verdict:
+    if seen.report is None:
+        return _no_output(cid, node, seen, f"{who} could not be observed")
+    view = GpuView.of(seen.report)
+    leaked = {k: v for k, v in view.views().items() if v}
+    evidence = (f"{seen.where}: probe exit {seen.report.exit_code} ({seen.report.exit_reason})",
+                f"{seen.where} saw {view.describe(full=True)}", _env_line(seen.report))
+    if not leaked:
+        return passed(cid, node, f"{who} sees no GPU ({view.describe()})", evidence=evidence)
+    count = max(len(v) for v in leaked.values())
+    uuids = view.nvml or view.cuda or view.dev
+    return failed(cid, node, f"{who} sees {count} GPU{'s' if count != 1 else ''}: {_ids(uuids)}",
+                  expected="no /dev/nvidiaN, no CUDA device, no NVML GPU", observed=view.describe(),
+                  evidence=evidence)
+
+
+def evaluate_no_request_sees_no_gpu(node: str, seen: Sighting) -> Verdict:
+    """A pod without a GPU request (its image sets NVIDIA_VISIBLE_DEVICES=all) sees no GPU."""
+    return _sees_none("isolation.no-request-sees-no-gpu", node, seen, "a pod that requests no GPU")
+
+
+def evaluate_envvar_without_request(node: str, seen: Sighting) -> Verdict:
+    """An unprivileged pod that requests no GPU and sets NVIDIA_VISIBLE_DEVICES=all gets none."""
+    return _sees_none("isolation.envvar-without-request-gets-no-gpu", node, seen,
+                      "an unprivileged pod that requests no GPU and sets NVIDIA_VISIBLE_DEVICES=all")
+
+
+def _count_problems(view: GpuView, requested: int, *, shared: bool) -> list[str]:
+    """How ``view`` differs from what ``requested`` GPUs should show. Time-sliced replicas may land
+    on one physical GPU, and MIG instances on one parent: then 1 to N distinct GPUs are right."""
+    problems = []
+    for name, ids in view.views().items():
+        physical = name != "CUDA devices"
+        loose = shared or (physical and view.mig)
+        ok = 1 <= len(set(ids)) <= requested if loose else len(set(ids)) == requested
+        if not ok:
+            problems.append(f"{name}: {len(set(ids))}")
+    return problems
+
+
+def evaluate_sees_only_allocated(node: str, seen: Sequence[tuple[int, Sighting]], *, replicas: int = 1,
+                                 allocatable: int | None = None) -> Verdict:
+    """Each pod requesting N GPUs sees exactly N (1 to N distinct where ``replicas`` > 1)."""
+    cid = "isolation.sees-only-allocated"
+    shared = replicas > 1
+    evidence: list[str] = []
+    saw: list[str] = []
+    for requested, s in seen:
+        if s.report is None:
+            return _no_output(cid, node, s, f"the pod requesting {requested} GPU{'s' if requested != 1 else ''} "
+                              "could not be observed")
+        view = GpuView.of(s.report)
+        evidence.append(f"{s.where} (requested {requested}): {view.describe(full=True)}; {_env_line(s.report)}")
+        saw.append(f"{requested}: {_ids(view.uuids())}")
+        problems = _count_problems(view, requested, shared=shared)
+        if problems:
+            want = f"1 to {requested}" if shared else f"exactly {requested}"
+            return failed(cid, node, f"a pod requesting {requested} GPU{'s' if requested != 1 else ''} sees "
+                          f"{', '.join(problems)}: {_ids(view.uuids())}",
+                          expected=f"{want} GPU{'s' if requested != 1 else ''} in every view"
+                          + (f" (time-sliced {replicas} ways)" if shared else ""),
+                          observed=view.describe(), evidence=tuple(evidence))
+    if not seen:
+        return not_tested(cid, node, f"{node} has no allocatable nvidia.com/gpu")
+    counts = sorted({n for n, _ in seen})
+    note = ""
+    if 2 not in counts and allocatable is not None and allocatable < 2:
+        note = f"; N=2 not tested: {node} has {allocatable} allocatable nvidia.com/gpu"
+    how = "1 to N distinct GPUs (time-sliced)" if shared else "exactly N"
+    return passed(cid, node, f"pods requesting N = {' and '.join(map(str, counts))} GPUs see {how} "
+                  f"({'; '.join(saw)}){note}", evidence=tuple(evidence))
+
+
+def held_together(a: PodOutcome, b: PodOutcome) -> bool | None:
+    """Whether the two pods held their GPUs at the same time (devices are allocated at admission,
+    right after scheduling, and freed when the pod finishes). Pod times have a resolution of one
+    second, so a pod that finished in the second the other was scheduled may or may not have
+    handed its GPU over: True and False only when the windows surely overlap or surely do not,
+    else None (also when a time is missing)."""
+    s1, f1, s2, f2 = a.timings.scheduled, a.timings.finished, b.timings.scheduled, b.timings.finished
+    if s1 is None or f1 is None or s2 is None or f2 is None:
+        return None
+    if f1 < s2 or f2 < s1:
+        return False
+    if s2 < f1 and s1 < f2:
+        return True
+    return None
+
+
+def _allocated(report: CudaProbeReport) -> frozenset[str] | None:
+    """The devices the device plugin allocated, from NVIDIA_VISIBLE_DEVICES as it sets it with
+    deviceListStrategy envvar (UUIDs or indices); None where it says nothing about the allocation
+    (volume-mounts and CDI strategies, all/none/void)."""
+    value = (report.env.get("NVIDIA_VISIBLE_DEVICES") or "").strip()
+    ids = [v.strip() for v in value.split(",") if v.strip()]
+    if not ids or any(not (v.startswith(("GPU-", "MIG-")) or v.isdigit()) for v in ids):
+        return None
+    return frozenset(ids)
+
+
+def evaluate_concurrent_pods_disjoint(node: str, a: Sighting | None, b: Sighting | None, *, allocatable: int,
+                                      replicas: int = 1, together: bool | None = None) -> Verdict:
+    """Two pods each given one GPU at the same time on ``node`` see different GPU UUIDs. A GPU
+    both see is a failure when they held their GPUs at the same time (``together``), or when the
+    device plugin gave them different ones; a GPU handed from one to the other is not."""
+    cid = "isolation.concurrent-pods-disjoint"
+    if allocatable < 2:
+        return not_tested(cid, node, f"{node} has {allocatable} allocatable nvidia.com/gpu; two pods with one "
+                          "GPU each need two")
+    if replicas > 1:
+        return not_tested(cid, node, f"nvidia.com/gpu on {node} is time-sliced {replicas} ways: pods share "
+                          "physical GPUs by design, with no isolation to test")
+    if a is None or b is None:
+        return not_tested(cid, node, "the two one-GPU pods were not planned on this node")
+    for s in (a, b):
+        if s.report is None:
+            return _no_output(cid, node, s, "one of the two pods could not be observed")
+    assert a.report is not None and b.report is not None
+    va, vb = GpuView.of(a.report), GpuView.of(b.report)
+    ua, ub = va.uuids(), vb.uuids()
+    ga, gb = _allocated(a.report), _allocated(b.report)
+    evidence = (f"{a.where}: {va.describe(full=True)}; {_env_line(a.report)}",
+                f"{b.where}: {vb.describe(full=True)}; {_env_line(b.report)}")
+    if not ua or not ub:
+        blind = a.where if not ua else b.where
+        return not_tested(cid, node, f"{blind} saw no GPU, so there is nothing to compare "
+                          "(isolation.sees-only-allocated reports it)")
+    shared = sorted(set(ua) & set(ub))
+    when = " holding one GPU each at the same time" if together else " given one GPU each"
+    if not shared:
+        return passed(cid, node, f"two pods{when} see different GPUs: {_ids(ua)} and {_ids(ub)}", evidence=evidence)
+    observed = f"{a.where}: {_ids(ua)}; {b.where}: {_ids(ub)}"
+    if together:
+        return failed(cid, node, f"two pods each given one GPU at the same time both see {_ids(shared)}",
+                      expected="disjoint GPU UUIDs", observed=observed, evidence=evidence)
+    if ga is not None and gb is not None and not ga & gb:
+        return failed(cid, node, f"the device plugin gave two pods different GPUs ({_ids(sorted(ga))} and "
+                      f"{_ids(sorted(gb))}) but both see {_ids(shared)}", expected="disjoint GPU UUIDs",
+                      observed=observed, evidence=evidence)
+    if together is False:
+        return not_tested(cid, node, "the two pods did not hold their GPUs at the same time (one finished before "
+                          "the other was scheduled), so reusing a GPU was legitimate")
+    return not_tested(cid, node, f"both pods see {_ids(shared)}, but whether they held it at the same time is "
+                      "unknown: their times meet within a second and their environment does not show the device "
+                      "plugin giving them different GPUs (a pod that queued for a GPU may get the one just freed)")
+
+
+def evaluate_only_requesting_container(node: str, requester: Sighting, other: Sighting, *,
+                                       replicas: int = 1) -> Verdict:
+    """In a two-container pod, the container requesting one GPU sees exactly it; the other none."""
+    cid = "isolation.only-requesting-container-sees-gpu"
+    for s in (requester, other):
+        if s.report is None:
+            return _no_output(cid, node, s, "a container of the two-container pod could not be observed")
+    assert requester.report is not None and other.report is not None
+    mine, theirs = GpuView.of(requester.report), GpuView.of(other.report)
+    evidence = (f"{requester.where} (requested 1): {mine.describe(full=True)}",
+                f"{other.where} (requested none): {theirs.describe(full=True)}; {_env_line(other.report)}")
+    leaked = {k: v for k, v in theirs.views().items() if v}
+    if leaked:
+        return failed(cid, node, f"the container that requests no GPU sees {max(len(v) for v in leaked.values())} "
+                      f"next to one that requests one: {_ids(theirs.nvml or theirs.cuda or theirs.dev)}",
+                      expected="no GPU in the container without a request", observed=theirs.describe(),
+                      evidence=evidence)
+    problems = _count_problems(mine, 1, shared=replicas > 1)
+    if problems:
+        return failed(cid, node, f"the container that requests one GPU sees {', '.join(problems)}: "
+                      f"{_ids(mine.uuids())}", expected="exactly 1 GPU in the requesting container",
+                      observed=mine.describe(), evidence=evidence)
+    return passed(cid, node, f"only the requesting container sees a GPU ({_ids(mine.uuids())}); its "
+                  "neighbour sees none", evidence=evidence)
