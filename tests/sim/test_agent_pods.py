@@ -171,10 +171,16 @@ def test_without_the_nvidia_runtime_an_allocated_gpu_is_never_injected(apiserver
     assert report.env["NVIDIA_VISIBLE_DEVICES"] == device.gpu.uuid  # allocated, but not injected
 
 
-def test_a_missing_runtime_class_fails_the_sandbox_like_a_kubelet(apiserver, api_client, core, namespace):
+def test_a_runtime_class_deleted_after_admission_fails_the_sandbox_like_a_kubelet(apiserver, api_client, core,
+                                                                                  namespace):
+    # Admission refuses a pod naming a missing RuntimeClass; one deleted after the pod was admitted
+    # reaches the kubelet, which cannot create the sandbox.
+    node_api = client.NodeV1Api(api_client)
+    node_api.create_runtime_class({"metadata": {"name": "nvidia"}, "handler": "nvidia"})
+    core.create_namespaced_pod(namespace, probe_pod("stuck", namespace, "h100-0"))
+    node_api.delete_runtime_class("nvidia")
     faults = [{"id": "no-runtimeclass"}]
     with running_agents(apiserver, api_client, "healthy-h100", faults=faults):
-        core.create_namespaced_pod(namespace, probe_pod("stuck", namespace, "h100-0"))
         event = wait_for(core.list_namespaced_event, lambda e: e.reason == "FailedCreatePodSandBox", namespace)
         assert (event.type, event.message) == (
             "Warning", 'Failed to create pod sandbox: runtimeclass.node.k8s.io "nvidia" not found')
