@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gpuconf import images
 from gpuconf.render import probe_sources, render
 
-__all__ = ["CONTAINERS", "DEFAULT_TOLERATIONS", "PRIORITY_CLASS", "make_cuda_probe_pod", "make_probe_sources_configmap",
-           "sources_configmap_name"]
+__all__ = ["CONTAINERS", "DEFAULT_TOLERATIONS", "PRIORITY_CLASS", "ClaimRequest", "make_cuda_probe_pod",
+           "make_probe_sources_configmap", "make_resource_claim_template", "sources_configmap_name"]
 
 #: Created once per cluster by the suite: value 0 and ``preemptionPolicy: Never``, so a probe
 #: never evicts anyone's work.
@@ -61,6 +62,7 @@ def make_cuda_probe_pod(
     call_timeout_s: int = 60,
     deadline_s: int = 900,
     cuda_archs: str | None = None,
+    resource_claims: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """A cuda-probe pod for ``check`` on ``node`` (by nodeSelector, so the scheduler still
     decides: it is the scheduler's verdict the suite wants to see). ``cuda_archs`` (e.g. "90",
@@ -70,7 +72,11 @@ def make_cuda_probe_pod(
     GPU looks like). ``sidecar_gpu_count`` adds a second probe container, ``sidecar``, with that
     many GPUs (0: none): the isolation suite's "only the requesting container sees the GPU". Both
     containers run the probe with the same ``env``; in zero-registry mode the one init container
-    compiles it for both."""
+    compiles it for both.
+
+    ``resource_claims`` (pod claim name -> ResourceClaimTemplate name) gives the pod DRA claims,
+    all used by the probe container; with ``gpu_count=0`` the claims are its only GPUs. ``node``
+    still places such a pod by nodeSelector: a nodeName would bypass the scheduler's allocation."""
     counts = [gpu_count] + ([sidecar_gpu_count] if sidecar_gpu_count is not None else [])
     if any(c < 0 for c in counts):
         raise ValueError(f"a GPU count cannot be negative: {counts}")
@@ -84,14 +90,44 @@ def make_cuda_probe_pod(
     else:
         image = images.devel_image(cuda)
         mode = "zero-registry"
+    containers: list[dict[str, Any]] = [{"name": n, "gpu_count": c} for n, c in zip(CONTAINERS, counts, strict=False)]
+    if resource_claims:
+        containers[0]["claims"] = [{"name": k, "template": v} for k, v in resource_claims.items()]
     (pod,) = render("cuda-probe-pod.yaml.j2", {
         "name": name, "namespace": namespace, "run_id": run_id, "check": check, "mode": mode, "image": image,
         "sources_configmap": sources_configmap_name("cuda-probe") if mode == "zero-registry" else "",
         "node": node, "gpu_resource": gpu_resource,
-        "containers": [{"name": n, "gpu_count": c} for n, c in zip(CONTAINERS, counts, strict=False)],
+        "containers": containers,
         "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
         "tolerations": [dict(t) for t in tolerations], "runtime_class": runtime_class,
         "priority_class": PRIORITY_CLASS, "call_timeout_s": call_timeout_s, "deadline_s": deadline_s,
         "cuda_archs": cuda_archs,
     })
     return pod
+
+
+@dataclass(frozen=True)
+class ClaimRequest:
+    """One request of a ResourceClaim: ``count`` devices of ``device_class`` (mode ExactCount), or
+    every matching one on the node (mode All), each satisfying every CEL ``selectors`` expression."""
+
+    name: str
+    device_class: str
+    selectors: tuple[str, ...] = ()
+    mode: str = "ExactCount"
+    count: int = 1
+
+
+def make_resource_claim_template(*, name: str, namespace: str, run_id: str, check: str,
+                                 requests: Sequence[ClaimRequest]) -> dict[str, Any]:
+    """A ResourceClaimTemplate (resource.k8s.io/v1): each pod that names it gets its own claim."""
+    if not requests:
+        raise ValueError("a ResourceClaimTemplate needs at least one request")
+    if any(r.mode == "ExactCount" and r.count < 1 for r in requests):
+        raise ValueError(f"an ExactCount request asks for at least one device: {list(requests)}")
+    (obj,) = render("resource-claim-template.yaml.j2", {
+        "name": name, "namespace": namespace, "run_id": run_id, "check": check,
+        "requests": [{"name": r.name, "device_class": r.device_class, "selectors": list(r.selectors),
+                      "mode": r.mode, "count": r.count} for r in requests],
+    })
+    return obj

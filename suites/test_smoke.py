@@ -18,8 +18,9 @@ def test_vector_add_on_every_gpu(gpu_node, gpu_inventory, whole_node_probes, rec
     replicas = int(node.labels.get("nvidia.com/gpu.replicas", "1") or 1)
     if requested < 1:
         pytest.skip(f"{gpu_node} advertises no nvidia.com/gpu (MIG or DRA nodes are covered by their suites)")
+    count = node.labels.get("nvidia.com/gpu.count", "")
     verdict = evaluate_vector_add(gpu_node, probe_report(whole_node_probes, gpu_node), requested=requested,
-                                  replicas=replicas)
+                                  replicas=replicas, physical=int(count) if count.isdigit() else None)
     for line in verdict.evidence:
         record_property("gpuconf.gpu", line)
     judge(verdict, record_property)

@@ -102,3 +102,14 @@ def test_time_sliced_nodes_count_physical_gpus():
 def test_a_node_without_gpu_labels_is_not_tested_rather_than_failed():
     verdict = evaluate_gpu_resource_advertised(NodeView("cpu-node", {"kubernetes.io/os": "linux"}, {"cpu": "8"}))
     assert verdict.outcome is Outcome.NOT_TESTED
+
+
+def test_a_stale_replicas_label_is_not_a_lost_gpu():
+    # timeslice-replicas-wrong: 8 replicas advertised per GPU while GFD still labels 4. The count of
+    # GPUs is right (GFD, the whole-node probe); the replicas relation is the sharing suite's check.
+    fault = {"id": "timeslice-replicas-wrong", "pool": "t4", "node": 0}
+    n = expand(with_faults(load_profile("t4-timeslicing"), [fault])).node("t4-0")
+    requested = sum(int(v) for k, v in view(n).allocatable.items() if k == "nvidia.com/gpu")
+    verdict = evaluate_gpu_count(view(n), probe=whole_node_probe(n), probe_requested=requested)
+    assert verdict.outcome is Outcome.PASS, verdict.message()
+    assert "GFD label nvidia.com/gpu.count: 4; probe (CUDA devices in a whole-node pod): 4" in verdict.summary

@@ -55,4 +55,10 @@ def test_time_slicing_replicas_show_each_physical_gpu_once():
 def test_time_slicing_with_a_gpu_missing_fails_counting_physical_gpus():
     verdict = evaluate_vector_add("t4-0", probe(gpus=3), requested=16, replicas=4)
     assert verdict.outcome is Outcome.FAIL
-    assert "asked for 16 GPUs (4 GPUs x 4 time-slicing replicas) and CUDA sees 3" in verdict.summary
+    assert "asked for 16 GPUs (4 GPUs shared 4 ways) and CUDA sees 3" in verdict.summary
+
+
+def test_a_stale_replicas_label_does_not_change_what_smoke_expects_when_gpu_count_is_labelled():
+    # 32 replicas advertised (8 per GPU) while the label still says 4: the 4 physical GPUs all ran.
+    verdict = evaluate_vector_add("t4-0", probe(gpus=4), requested=32, replicas=4, physical=4)
+    assert verdict.outcome is Outcome.PASS and verdict.summary == "vector-add verified on all 4 GPUs"

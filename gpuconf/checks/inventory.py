@@ -100,11 +100,18 @@ def evaluate_gpu_count(node: NodeView, *, probe: CudaProbeReport | None = None, 
     # without MIG (mixed), not the node's GPUs.
     if gfd_count and gfd_count.isdigit() and advertised is not None:
         views["GFD label nvidia.com/gpu.count"] = int(gfd_count)
-    if advertised is not None and gpu_resources(node.capacity):
+    capacity = gpu_resources(node.capacity)
+    shared_total = capacity.get("nvidia.com/gpu", 0) + capacity.get("nvidia.com/gpu.shared", 0)
+    shared = int(node.label("gpu.replicas") or "1") > 1
+    # On a shared node capacity is GPUs x replicas: that relation is sharing.replicas-match-config's
+    # to judge (a stale replicas label must not read as a lost GPU); the probe that asked for every
+    # replica sees each physical GPU once.
+    if advertised is not None and capacity and not shared:
         views["device plugin (capacity, replicas removed)"] = advertised
-    whole_node = probe_requested is None or advertised is None or probe_requested == advertised
+    whole_node = (probe_requested is None or advertised is None or probe_requested == advertised
+                  or (shared and probe_requested == shared_total))
     if probe is not None and probe.init.ok and whole_node:
-        views["probe (CUDA devices in a whole-node pod)"] = len(probe.devices)
+        views["probe (CUDA devices in a whole-node pod)"] = len({d.uuid for d in probe.devices})
     if expected is not None:
         views["--expect"] = expected
     if len(views) < 2:

@@ -8,13 +8,15 @@ from gpuconf.verdict import Verdict, failed, not_tested, passed
 __all__ = ["evaluate_vector_add"]
 
 
-def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, replicas: int = 1) -> Verdict:
+def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, replicas: int = 1,
+                        physical: int | None = None) -> Verdict:
     """``requested``: how many GPUs the pod asked for; each must show up and pass. With time-slicing
     (``replicas`` per GPU, the node's nvidia.com/gpu.replicas label) a pod asking for every replica
-    gets every physical GPU once: CUDA sees ``requested / replicas`` devices."""
+    gets every physical GPU once: CUDA sees ``physical`` devices (GFD's nvidia.com/gpu.count), or
+    ``requested / replicas`` when that is not labelled."""
     cid = "smoke.vector-add-every-gpu"
-    shared = replicas > 1 and requested % replicas == 0
-    seen_as = requested // replicas if shared else requested
+    shared = replicas > 1 and (physical is not None or requested % replicas == 0)
+    seen_as = (physical if physical is not None else requested // replicas) if shared else requested
     if requested < 1:
         return not_tested(cid, node, "the node advertises no nvidia.com/gpu to request")
     if not probe.init.ok:
@@ -24,7 +26,7 @@ def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, re
     bad = [d for d in probe.devices if not d.vector_add_ok]
     per_gpu = tuple(f"GPU {d.index} {d.uuid}: " + ("ok" if d.vector_add_ok else f"FAILED {d.vector_add}")
                     + (f", {d.kernel_ms} ms" if d.kernel_ms is not None else "") for d in probe.devices)
-    asked = f"{requested} GPUs" + (f" ({seen_as} GPUs x {replicas} time-slicing replicas)" if shared else "")
+    asked = f"{requested} GPUs" + (f" ({seen_as} GPUs shared {replicas} ways)" if shared else "")
     if len(probe.devices) != seen_as:
         return failed(cid, node, f"the pod asked for {asked} and CUDA sees {len(probe.devices)}",
                       expected=f"{seen_as} GPUs", observed=f"{len(probe.devices)} GPUs", evidence=per_gpu)

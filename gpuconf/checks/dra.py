@@ -1,0 +1,566 @@
+"""DRA checks (resource.k8s.io/v1): what NVIDIA's DRA driver publishes in a node's ResourceSlices is
+the node's hardware, published once, and a ResourceClaim gets the device it was allocated.
+
+The suite reads the ResourceSlices and runs two campaigns per node that publishes GPUs (domain.md
+§5): first a **whole-node** pod whose claim asks for every GPU of the node (``allocationMode: All``)
+and a pod whose claim's CEL selector nothing can match; then a **selector** pod (one GPU, chosen by
+a memory selector every GPU of the node satisfies) and a **two-claim** pod (two claims of one GPU
+each). While they run the suite records each claim's ``status.allocation``: a generated claim is
+deallocated and deleted once its pod is done. Every pod is placed by nodeSelector, never nodeName,
+which would bypass the scheduler's DRA allocation.
+
+The checks:
+
+* ``dra.attributes-match-hardware``: the node's published GPUs are the GPUs the whole-node probe
+  sees (by UUID), and each device's attributes (productName, brand, cudaComputeCapability,
+  driverVersion, cudaDriverVersion, pciBusID, memory capacity, architecture) agree with the probe
+  and with the node's GFD labels wherever both say something;
+* ``dra.no-double-publication``: no GPU of the node is also advertised as nvidia.com/gpu by a
+  device plugin (the scheduler would give it to a claim and to a device-plugin pod at once);
+* ``dra.claim-allocates-the-probed-device``: the selector pod runs, sees exactly one GPU, and it is
+  the device its claim was allocated, with the memory the selector asked for;
+* ``dra.unsatisfiable-selector-pending``: a claim nothing matches leaves its pod Pending with the
+  scheduler's ``cannot allocate all claims``;
+* ``dra.distinct-claims-distinct-devices``: two claims of one pod are allocated two different
+  devices, and the pod sees exactly those two.
+
+Decisions: a version attribute is compared as a version (DRA drops leading zeros: 580.95.05 is
+580.95.5); memory is compared within 1 % (a driver may publish NVML's total and CUDA report
+its own); a GFD label that is absent is no evidence, and a view that could not be read leaves the
+comparison to the other view; with neither view the check is NOT_TESTED, never PASS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from gpuconf.checks.isolation import Sighting
+from gpuconf.cluster import PodOutcome
+from gpuconf.probes.cuda import CudaProbeReport
+from gpuconf.verdict import Verdict, failed, not_tested, passed
+
+__all__ = [
+    "GPU_CLASS",
+    "GPU_DRIVER",
+    "MIG_CLASS",
+    "UNSATISFIABLE_SELECTOR",
+    "UNSCHEDULABLE_REASON",
+    "Allocation",
+    "AllocatedDevice",
+    "SliceDevice",
+    "allocation_of",
+    "dra_skip_reason",
+    "evaluate_attributes_match_hardware",
+    "evaluate_claim_allocates_probed_device",
+    "evaluate_distinct_claims",
+    "evaluate_no_double_publication",
+    "evaluate_unsatisfiable_pending",
+    "memory_selector",
+    "node_skip_reason",
+    "parse_quantity",
+    "pod_name",
+    "selector_threshold_gib",
+    "slice_devices",
+]
+
+#: NVIDIA's DRA driver and the DeviceClasses its chart installs (domain.md §5).
+GPU_DRIVER = "gpu.nvidia.com"
+GPU_CLASS = "gpu.nvidia.com"
+MIG_CLASS = "mig.nvidia.com"
+#: The stable core of the scheduler's message when no device satisfies a claim (domain.md §4).
+UNSCHEDULABLE_REASON = "cannot allocate all claims"
+#: A selector no GPU satisfies: a device with more than an exbibyte of memory.
+UNSATISFIABLE_SELECTOR = f"device.capacity['{GPU_DRIVER}'].memory.compareTo(quantity('1Ei')) >= 0"
+#: How far published and observed memory may differ (NVML's total and CUDA's totalGlobalMem).
+MEMORY_TOLERANCE = 0.01
+
+_MAX_NAME = 253
+#: resource.k8s.io/v1 ``PodResourceClaimAnnotation``: which pod claim a generated claim is for.
+POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+
+
+def pod_name(role: str, node: str) -> str:
+    """``dra-<role>-<node>``, cut and made unique by a hash of the node name when too long."""
+    name = f"dra-{role}-{node}"
+    if len(name) <= _MAX_NAME:
+        return name
+    digest = hashlib.sha256(node.encode()).hexdigest()[:10]
+    return f"{name[:_MAX_NAME - 11].rstrip('.-')}-{digest}"
+
+
+# -------------------------------------------------------------------------------------------------
+# What the ResourceSlices publish
+
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+
+
+def parse_quantity(text: str) -> int | None:
+    """A Kubernetes quantity (``143771Mi``, ``80G``, ``1e9``) in units (bytes for memory), or None."""
+    match = _QUANTITY.match(str(text).strip())
+    if not match:
+        return None
+    number, suffix = match.group(1), match.group(2) or ""
+    try:
+        value = Decimal(number) * (_BINARY.get(suffix) or _DECIMAL[suffix])
+    except InvalidOperation:
+        return None
+    return int(value)
+
+
+@dataclass(frozen=True)
+class SliceDevice:
+    """One device of a node-local ResourceSlice. ``attributes``: the values as strings, keyed by
+    the short name for the driver's own domain (``uuid``) and fully qualified otherwise
+    (``resource.kubernetes.io/pciBusID``)."""
+
+    node: str
+    driver: str
+    pool: str
+    name: str
+    attributes: Mapping[str, str] = field(default_factory=dict)
+    memory_bytes: int | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.attributes.get("type", "gpu")
+
+    @property
+    def uuid(self) -> str | None:
+        return self.attributes.get("uuid")
+
+    @property
+    def gpu_uuid(self) -> str | None:
+        """The physical GPU: the device's own UUID, or its parent's for a MIG instance."""
+        return self.attributes.get("parentUUID") if self.kind == "mig" else self.uuid
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.driver, self.pool, self.name)
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.uuid or 'no uuid'})"
+
+
+def _attribute_value(value: Any) -> str | None:
+    if not isinstance(value, Mapping) or not value:
+        return None
+    (kind, raw), *_ = value.items()
+    if kind == "bool":
+        return "true" if raw else "false"
+    return str(raw)
+
+
+def slice_devices(slices: Iterable[Mapping[str, Any]], node: str, *,
+                  driver: str = GPU_DRIVER) -> tuple[SliceDevice, ...]:
+    """The devices ``driver`` publishes in the ResourceSlices local to ``node`` (``spec.nodeName``)."""
+    out: list[SliceDevice] = []
+    for s in slices:
+        spec = s.get("spec") or {}
+        if spec.get("nodeName") != node or spec.get("driver") != driver:
+            continue
+        pool = str((spec.get("pool") or {}).get("name") or node)
+        for d in spec.get("devices") or []:
+            attributes: dict[str, str] = {}
+            for key, value in (d.get("attributes") or {}).items():
+                text = _attribute_value(value)
+                if text is not None:
+                    attributes[key.removeprefix(f"{driver}/")] = text
+            memory = ((d.get("capacity") or {}).get("memory") or {}).get("value")
+            out.append(SliceDevice(node, driver, pool, str(d.get("name")), attributes,
+                                   parse_quantity(str(memory)) if memory is not None else None))
+    return tuple(out)
+
+
+def dra_skip_reason(*, serves_v1: bool, device_classes: Sequence[str]) -> str | None:
+    """Why the DRA suite cannot run on this cluster, or None when it can."""
+    if not serves_v1:
+        return ("the cluster does not serve resource.k8s.io/v1 ResourceSlices (DRA is GA from Kubernetes 1.34; "
+                "older or DRA-disabled control planes have no v1 API): nothing to check")
+    if GPU_CLASS not in device_classes:
+        shown = ", ".join(device_classes) or "none"
+        return (f"resource.k8s.io/v1 is served but there is no DeviceClass {GPU_CLASS} (DeviceClasses: {shown}): "
+                "NVIDIA's DRA driver is not installed")
+    return None
+
+
+def node_skip_reason(node: str, devices: Sequence[SliceDevice]) -> str | None:
+    """Why a node has nothing for the DRA checks, or None when it publishes GPUs."""
+    if not devices:
+        return f"{node} publishes no device of driver {GPU_DRIVER} in a ResourceSlice: its GPUs are not DRA-managed"
+    return None
+
+
+def selector_threshold_gib(devices: Sequence[SliceDevice]) -> int | None:
+    """The memory, in whole GiB, every published full GPU of the node has (so a selector for it is
+    satisfiable by any of them), or None when no GPU publishes memory."""
+    sizes = [d.memory_bytes for d in devices if d.kind == "gpu" and d.memory_bytes]
+    return max(1, min(sizes) // 2**30) if sizes else None
+
+
+def memory_selector(gib: int) -> str:
+    """The CEL selector for a GPU with at least ``gib`` GiB (domain.md §5)."""
+    return f"device.capacity['{GPU_DRIVER}'].memory.compareTo(quantity('{gib}Gi')) >= 0"
+
+
+# -------------------------------------------------------------------------------------------------
+# Claims as the scheduler allocated them
+
+
+@dataclass(frozen=True)
+class AllocatedDevice:
+    request: str
+    driver: str
+    pool: str
+    device: str
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.driver, self.pool, self.device)
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One claim as last seen allocated: its pod, the pod's name for it, the devices."""
+
+    claim: str
+    pod: str | None
+    pod_claim: str | None
+    devices: tuple[AllocatedDevice, ...]
+
+
+def allocation_of(claim: Mapping[str, Any]) -> Allocation | None:
+    """The allocation of a ResourceClaim object (``status.allocation.devices.results``), or None."""
+    meta = claim.get("metadata") or {}
+    allocation = (claim.get("status") or {}).get("allocation")
+    if not allocation:
+        return None
+    results = (allocation.get("devices") or {}).get("results") or []
+    owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"]
+    reserved = [r for r in (claim.get("status") or {}).get("reservedFor") or [] if r.get("resource") == "pods"]
+    pod = (owners or reserved or [{}])[0].get("name")
+    return Allocation(str(meta.get("name")), str(pod) if pod else None,
+                      (meta.get("annotations") or {}).get(POD_CLAIM_ANNOTATION),
+                      tuple(AllocatedDevice(str(r.get("request")), str(r.get("driver")), str(r.get("pool")),
+                                            str(r.get("device"))) for r in results))
+
+
+# -------------------------------------------------------------------------------------------------
+# Comparisons
+
+
+def _version_key(text: str | None) -> tuple[int, ...] | None:
+    """``580.95.05`` and ``580.95.5`` alike: numeric parts, trailing zeros dropped."""
+    if not text:
+        return None
+    parts = re.findall(r"\d+", text)
+    if not parts:
+        return None
+    key = [int(p) for p in parts]
+    while len(key) > 1 and key[-1] == 0:
+        key.pop()
+    return tuple(key)
+
+
+def _pci_key(text: str | None) -> tuple[int, ...] | None:
+    """``00000000:18:00.0`` and ``0000:18:00.0`` alike."""
+    if not text:
+        return None
+    parts = re.split(r"[:.]", text.strip().lower())
+    try:
+        return tuple(int(p, 16) for p in parts)
+    except ValueError:
+        return None
+
+
+def _memory_close(a: int, b: int) -> bool:
+    return abs(a - b) <= MEMORY_TOLERANCE * max(a, b)
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.0f} MiB"
+
+
+@dataclass
+class _Comparison:
+    problems: list[str] = field(default_factory=list)
+    compared: set[str] = field(default_factory=set)  # which views said something
+
+    def text(self, what: str, device: SliceDevice, published: str | None, view: str, seen: str | None,
+             *, same: bool | None = None) -> None:
+        """Record a disagreement between ``published`` (the slice) and what ``view`` says."""
+        if published is None or seen is None:
+            return
+        self.compared.add(view)
+        equal = same if same is not None else published.strip().lower() == seen.strip().lower()
+        if not equal:
+            self.problems.append(f"{device.name} publishes {what}={published!r} but {view} says {seen!r}")
+
+
+def _probe_uuids(report: CudaProbeReport) -> tuple[set[str], str]:
+    """The physical GPUs the probe sees: NVML's UUIDs, else CUDA's (MIG instances left out)."""
+    if report.nvml_absent_reason is None:
+        return {g.uuid for g in report.nvml_gpus if g.uuid}, "NVML"
+    return {d.uuid for d in report.devices if d.uuid and not d.mig}, "CUDA"
+
+
+def _compare_probe(cmp: _Comparison, devices: Sequence[SliceDevice], report: CudaProbeReport) -> None:
+    published = {d.gpu_uuid for d in devices if d.gpu_uuid}
+    seen, how = _probe_uuids(report)
+    cmp.compared.add("the probe")
+    for uuid in sorted(published - seen):
+        names = ", ".join(d.name for d in devices if d.gpu_uuid == uuid)
+        cmp.problems.append(f"{names} publishes GPU {uuid}, which the whole-node probe ({how}) does not see")
+    for uuid in sorted(seen - published):
+        cmp.problems.append(f"the whole-node probe ({how}) sees GPU {uuid}, which no ResourceSlice device publishes")
+    cuda = {d.uuid: d for d in report.devices if d.uuid}
+    nvml = {g.uuid: g for g in report.nvml_gpus if g.uuid}
+    for d in devices:
+        if d.uuid is None:
+            cmp.problems.append(f"{d.name} publishes no uuid attribute: it cannot be told from the node's other GPUs")
+            continue
+        c, g = cuda.get(d.uuid), nvml.get(d.gpu_uuid or "")
+        if d.kind == "mig":
+            if c is None and report.init.ok:
+                cmp.problems.append(f"{d.name} publishes MIG instance {d.uuid}, which CUDA in the whole-node probe "
+                                    "does not see")
+            continue
+        where = f"the probe for {d.uuid}"
+        cmp.text("productName", d, d.attributes.get("productName"), where, (g.name if g else None) or
+                 (c.name if c else None))
+        cmp.text("brand", d, d.attributes.get("brand"), where, g.brand if g else None)
+        if c is not None:
+            cmp.text("cudaComputeCapability", d, d.attributes.get("cudaComputeCapability"), where,
+                     c.compute_capability, same=_version_key(d.attributes.get("cudaComputeCapability"))
+                     == _version_key(c.compute_capability))
+            pci = d.attributes.get("resource.kubernetes.io/pciBusID")
+            cmp.text("resource.kubernetes.io/pciBusID", d, pci, where, c.pci_bus_id,
+                     same=_pci_key(pci) == _pci_key(c.pci_bus_id))
+            if d.memory_bytes is not None and c.total_memory_bytes:
+                cmp.text("memory", d, _mib(d.memory_bytes), where, _mib(c.total_memory_bytes),
+                         same=_memory_close(d.memory_bytes, c.total_memory_bytes))
+        driver = d.attributes.get("driverVersion")
+        cmp.text("driverVersion", d, driver, "NVML in the probe", report.nvml_driver_version,
+                 same=_version_key(driver) == _version_key(report.nvml_driver_version))
+        if report.libcuda_compat is False:  # the driver's own libcuda: its version is the driver's CUDA
+            cuda_driver = d.attributes.get("cudaDriverVersion")
+            cmp.text("cudaDriverVersion", d, cuda_driver, "cudaDriverGetVersion in the probe", report.driver_cuda,
+                     same=_version_key(cuda_driver) == _version_key(report.driver_cuda))
+
+
+def _label(labels: Mapping[str, str], *keys: str) -> str | None:
+    values = [labels.get(k) for k in keys]
+    return ".".join(v for v in values if v is not None) if all(v is not None for v in values) else None
+
+
+def _compare_labels(cmp: _Comparison, devices: Sequence[SliceDevice], labels: Mapping[str, str]) -> None:
+    gpus = [d for d in devices if d.kind == "gpu"]
+    view = "GFD label"
+    product = labels.get("nvidia.com/gpu.product")
+    if product is not None:
+        product = re.sub(r"-SHARED$|-MIG-.*$", "", product)
+    for d in gpus:
+        name = d.attributes.get("productName")
+        cmp.text("productName", d, name, f"{view} nvidia.com/gpu.product", product,
+                 same=name is not None and product is not None and name.replace(" ", "-").lower() == product.lower())
+        cmp.text("architecture", d, d.attributes.get("architecture"), f"{view} nvidia.com/gpu.family",
+                 labels.get("nvidia.com/gpu.family"))
+        cc = d.attributes.get("cudaComputeCapability")
+        label_cc = _label(labels, "nvidia.com/gpu.compute.major", "nvidia.com/gpu.compute.minor")
+        cmp.text("cudaComputeCapability", d, cc, f"{view}s nvidia.com/gpu.compute.*", label_cc,
+                 same=_version_key(cc) == _version_key(label_cc))
+        memory = labels.get("nvidia.com/gpu.memory")
+        if d.memory_bytes is not None and memory is not None and memory.isdigit():
+            cmp.text("memory", d, _mib(d.memory_bytes), f"{view} nvidia.com/gpu.memory", f"{memory} MiB",
+                     same=_memory_close(d.memory_bytes, int(memory) * 2**20))
+        driver = d.attributes.get("driverVersion")
+        label_driver = _label(labels, "nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver.minor",
+                              "nvidia.com/cuda.driver.rev")
+        cmp.text("driverVersion", d, driver, f"{view}s nvidia.com/cuda.driver.*", label_driver,
+                 same=_version_key(driver) == _version_key(label_driver))
+        cuda_driver = d.attributes.get("cudaDriverVersion")
+        label_cuda = _label(labels, "nvidia.com/cuda.runtime.major", "nvidia.com/cuda.runtime.minor")
+        cmp.text("cudaDriverVersion", d, cuda_driver, f"{view}s nvidia.com/cuda.runtime.*", label_cuda,
+                 same=_version_key(cuda_driver) == _version_key(label_cuda))
+    count = labels.get("nvidia.com/gpu.count")
+    physical = {d.gpu_uuid for d in devices if d.gpu_uuid}
+    if count is not None and count.isdigit():
+        cmp.compared.add(f"{view} nvidia.com/gpu.count")
+        if int(count) != len(physical):
+            cmp.problems.append(f"the ResourceSlices publish {len(physical)} GPUs but {view} nvidia.com/gpu.count "
+                                f"says {count}")
+
+
+def evaluate_attributes_match_hardware(node: str, devices: Sequence[SliceDevice], whole_node: Sighting | None,
+                                       labels: Mapping[str, str]) -> Verdict:
+    """The node's published devices are the GPUs the whole-node DRA probe sees, and their attributes
+    agree with the probe and with the GFD labels wherever both say something."""
+    check = "dra.attributes-match-hardware"
+    cmp = _Comparison()
+    evidence = [f"published: {', '.join(d.describe() for d in devices)}"]
+    if whole_node is not None and whole_node.report is not None:
+        _compare_probe(cmp, devices, whole_node.report)
+    elif whole_node is not None:
+        evidence.append(f"no whole-node probe to compare with: {whole_node.failure}")
+    _compare_labels(cmp, devices, labels)
+    if not cmp.compared:
+        return not_tested(check, node, f"{node}: neither a whole-node probe nor GFD labels say what its GPUs are"
+                          + (f" ({whole_node.failure})" if whole_node is not None and whole_node.failure else ""))
+    views = " and ".join(sorted({"the GFD labels" if v.startswith("GFD") else "the whole-node probe"
+                                 for v in cmp.compared}))
+    if cmp.problems:
+        return failed(check, node, f"the DRA driver publishes devices that are not the node's hardware: "
+                      f"{cmp.problems[0]}" + (f" (and {len(cmp.problems) - 1} more)" if len(cmp.problems) > 1 else ""),
+                      expected=f"the {len(devices)} published devices agree with {views}",
+                      observed=f"{len(cmp.problems)} disagreement(s)", evidence=(*cmp.problems, *evidence))
+    return passed(check, node, f"{len(devices)} published devices agree with {views}",
+                  expected=f"the published devices agree with {views}", observed="no disagreement",
+                  evidence=tuple(evidence))
+
+
+def evaluate_no_double_publication(node: str, devices: Sequence[SliceDevice], capacity: Mapping[str, str],
+                                   plugin_view: Sighting | None) -> Verdict:
+    """No GPU the DRA driver publishes on ``node`` is also advertised by a device plugin.
+    ``plugin_view``: what a pod given every nvidia.com/gpu of the node saw (names the shared GPUs)."""
+    check = "dra.no-double-publication"
+    advertised = {k: v for k, v in capacity.items()
+                  if k.startswith(("nvidia.com/gpu", "nvidia.com/mig-")) and str(v).isdigit() and int(v) > 0}
+    published = {d.gpu_uuid for d in devices if d.gpu_uuid}
+    expected = "GPUs published by the DRA driver or advertised by a device plugin, not both"
+    if not advertised:
+        return passed(check, node, f"{len(devices)} DRA devices and no device-plugin GPU resource",
+                      expected=expected, observed=f"capacity has no nvidia.com/gpu; {len(published)} GPUs in DRA")
+    shown = ", ".join(f"{k}={v}" for k, v in sorted(advertised.items()))
+    evidence = [f"node capacity: {shown}", f"DRA devices: {', '.join(d.describe() for d in devices)}"]
+    both: set[str] = set()
+    if plugin_view is not None and plugin_view.report is not None:
+        seen, how = _probe_uuids(plugin_view.report)
+        both = seen & published
+        evidence.append(f"{plugin_view.where} ({how}) sees: {', '.join(sorted(seen)) or 'none'}")
+        if not both and seen:
+            return passed(check, node, f"the device plugin's GPUs ({shown}) and the {len(published)} DRA GPUs are "
+                          "different GPUs", expected=expected, observed="no GPU in both", evidence=tuple(evidence))
+    elif plugin_view is not None:
+        evidence.append(f"no device-plugin probe to tell which GPUs: {plugin_view.failure}")
+    which = (f"{len(both)} GPUs ({', '.join(sorted(both)[:3])}{' ...' if len(both) > 3 else ''}) are"
+             if both else "its GPUs are")
+    return failed(check, node, f"{which} published both by a device plugin ({shown}) and by the DRA driver "
+                  f"{GPU_DRIVER} ({len(devices)} devices): the scheduler can give one GPU to a claim and to a "
+                  "device-plugin pod at once", expected=expected,
+                  observed=f"{shown} and {len(devices)} DRA devices", evidence=tuple(evidence))
+
+
+def _seen_uuids(report: CudaProbeReport) -> tuple[str, ...]:
+    """The devices a claim pod sees: CUDA's (MIG-aware), else NVML's."""
+    if report.init.ok:
+        return tuple(d.uuid or f"CUDA device {d.index}" for d in report.devices)
+    return tuple(g.uuid or f"NVML GPU {g.index}" for g in report.nvml_gpus)
+
+
+def _allocated(allocations: Sequence[Allocation], devices: Sequence[SliceDevice]
+               ) -> tuple[list[tuple[AllocatedDevice, SliceDevice | None]], list[str]]:
+    by_key = {d.key: d for d in devices}
+    pairs = [(a, by_key.get(a.key)) for alloc in allocations for a in alloc.devices]
+    return pairs, [f"claim {alloc.claim}: " + ", ".join(f"{a.request} -> {a.driver}/{a.pool}/{a.device}"
+                                                         for a in alloc.devices) for alloc in allocations]
+
+
+def _ran(check: str, node: str, what: str, sighting: Sighting | None) -> Verdict | CudaProbeReport:
+    if sighting is None:
+        return failed(check, node, f"the {what} pod was not observed", expected="the pod runs", observed="nothing")
+    if sighting.report is None:
+        return failed(check, node, f"the {what} pod did not run to a probe report: {sighting.failure}",
+                      expected="the pod is scheduled, its claim allocated, and the probe reports",
+                      observed=sighting.failure)
+    return sighting.report
+
+
+def evaluate_claim_allocates_probed_device(node: str, sighting: Sighting | None, allocations: Sequence[Allocation],
+                                           devices: Sequence[SliceDevice], *, min_gib: int) -> Verdict:
+    """The pod whose claim asks for one GPU with at least ``min_gib`` GiB (CEL) runs, sees exactly
+    one GPU, and it is the device ``status.allocation.devices.results`` names."""
+    check = "dra.claim-allocates-the-probed-device"
+    report = _ran(check, node, "selector-claim", sighting)
+    if isinstance(report, Verdict):
+        return report
+    pairs, shown = _allocated(allocations, devices)
+    seen = _seen_uuids(report)
+    evidence = [*shown, f"the pod sees: {', '.join(seen) or 'no GPU'}"]
+    if len(pairs) != 1:
+        return failed(check, node, f"the claim for one GPU was allocated {len(pairs)} devices", expected="1 device",
+                      observed=f"{len(pairs)}", evidence=tuple(evidence))
+    result, device = pairs[0]
+    if device is None:
+        return failed(check, node, f"the claim was allocated {result.driver}/{result.pool}/{result.device}, which no "
+                      f"ResourceSlice of {node} publishes", expected="a published device",
+                      observed=result.device, evidence=tuple(evidence))
+    if tuple(seen) != (device.uuid,):
+        return failed(check, node, f"the claim was allocated {device.describe()} but the pod sees "
+                      f"{', '.join(seen) or 'no GPU'}", expected=f"exactly {device.uuid}",
+                      observed=", ".join(seen) or "none", evidence=tuple(evidence))
+    memory = next((d.total_memory_bytes for d in report.devices if d.uuid == device.uuid), None)
+    if memory is not None and memory < min_gib * 2**30 * (1 - MEMORY_TOLERANCE):
+        return failed(check, node, f"the selector asked for at least {min_gib} GiB but {device.describe()} has "
+                      f"{_mib(memory)}", expected=f">= {min_gib} GiB", observed=_mib(memory), evidence=tuple(evidence))
+    return passed(check, node, f"the claim (memory >= {min_gib}Gi) got {device.describe()}, the GPU the pod sees",
+                  expected=device.uuid, observed=", ".join(seen), evidence=tuple(evidence))
+
+
+def evaluate_distinct_claims(node: str, sighting: Sighting | None, allocations: Sequence[Allocation],
+                             devices: Sequence[SliceDevice]) -> Verdict:
+    """Two claims of one pod get two different devices, and the pod sees exactly those two."""
+    check = "dra.distinct-claims-distinct-devices"
+    gpus = [d for d in devices if d.kind == "gpu"]
+    if len(gpus) < 2:
+        return not_tested(check, node, f"{node} publishes {len(gpus)} full GPU: two claims need two")
+    report = _ran(check, node, "two-claim", sighting)
+    if isinstance(report, Verdict):
+        return report
+    pairs, shown = _allocated(allocations, devices)
+    seen = _seen_uuids(report)
+    evidence = [*shown, f"the pod sees: {', '.join(seen) or 'no GPU'}"]
+    keys = [a.key for a, _ in pairs]
+    if len(allocations) != 2 or len(keys) != 2 or len(set(keys)) != 2:
+        got = ", ".join(k[2] for k in keys) or "nothing"
+        return failed(check, node, f"two claims of one GPU each were allocated {got}",
+                      expected="two claims, two different devices", observed=f"{len(allocations)} claims, "
+                      f"{len(set(keys))} distinct devices", evidence=tuple(evidence))
+    uuids = {d.uuid for _, d in pairs if d is not None}
+    if set(seen) != uuids or len(seen) != 2:
+        return failed(check, node, f"the claims were allocated {', '.join(sorted(u or '?' for u in uuids))} but the "
+                      f"pod sees {', '.join(seen) or 'no GPU'}", expected="exactly the two allocated GPUs",
+                      observed=", ".join(seen) or "none", evidence=tuple(evidence))
+    return passed(check, node, f"two claims got two devices ({', '.join(k[2] for k in keys)}), both and only them seen",
+                  evidence=tuple(evidence))
+
+
+def evaluate_unsatisfiable_pending(node: str, outcome: PodOutcome | None, allocations: Sequence[Allocation],
+                                   *, budget_s: float) -> Verdict:
+    """A claim whose selector no device matches leaves the pod Pending, with the scheduler's
+    ``cannot allocate all claims``, within ``budget_s``."""
+    check = "dra.unsatisfiable-selector-pending"
+    if outcome is None:
+        return failed(check, node, "the unsatisfiable-claim pod was not observed", expected="Pending",
+                      observed="nothing")
+    events = [f"{e.reason}: {e.message}" for e in outcome.events]
+    evidence = (f"selector: {UNSATISFIABLE_SELECTOR}", *events)
+    if outcome.node or any(a.devices for a in allocations):
+        got = ", ".join(f"{a.driver}/{a.pool}/{a.device}" for al in allocations for a in al.devices) or "no device"
+        return failed(check, node, f"a claim no device can satisfy was allocated ({got}) and the pod was placed on "
+                      f"{outcome.node or '?'} ({outcome.phase})", expected="Pending, unschedulable",
+                      observed=outcome.phase, evidence=evidence)
+    text = "\n".join([outcome.message or "", *events])
+    if outcome.unschedulable and UNSCHEDULABLE_REASON in text:
+        return passed(check, node, f"the pod stays Pending: {UNSCHEDULABLE_REASON}", observed=outcome.message,
+                      evidence=evidence)
+    return failed(check, node, f"the pod with an unsatisfiable claim is {outcome.phase} without the scheduler saying "
+                  f"'{UNSCHEDULABLE_REASON}' within {budget_s:.0f} s", expected=f"FailedScheduling: ... "
+                  f"{UNSCHEDULABLE_REASON}", observed=outcome.message or outcome.reason or outcome.phase,
+                  evidence=evidence)

@@ -1,0 +1,309 @@
+"""DRA (resource.k8s.io/v1): on every node where NVIDIA's DRA driver publishes GPUs, the published
+devices are the hardware, published once, and ResourceClaims get the devices they were allocated.
+
+Runs when the cluster serves resource.k8s.io/v1 and has the DeviceClass gpu.nvidia.com; skips with
+the reason otherwise. Two campaigns (launch once, assert many): every node's whole-node claim pod
+(allocationMode All) and unsatisfiable-selector pod together, then every node's selector-claim and
+two-claim pods. A watch on the run namespace's ResourceClaims records each claim's allocation
+while its pod runs (a generated claim is deallocated and deleted once its pod is done). Pods are
+placed by nodeSelector, never nodeName. The decisions are in gpuconf.checks.dra."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from gpuconf.checks import dra as checks
+from gpuconf.checks.isolation import Sighting, sighting
+from gpuconf.cluster import Cluster, ClusterError, ConflictError, Inventory, PodOutcome, run_campaign
+from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
+from gpuconf.plugin import ClusterHandle, cuda_probe_pod, judge, native_probe_cuda, run_context
+from gpuconf.probe_pods import ClaimRequest, make_resource_claim_template
+
+pytestmark = pytest.mark.dra
+
+Record = Callable[[str, object], None]  # pytest's record_property
+
+#: How long the unsatisfiable-claim pod may stay unschedulable before the campaign stops following
+#: it: the scheduler reports FailedScheduling within its first cycle, well under this.
+UNSATISFIABLE_BUDGET_S = 5.0
+
+
+# -------------------------------------------------------------------------------------------------
+# Cluster facts: is DRA there, and what do the ResourceSlices publish
+
+
+@dataclass(frozen=True)
+class DraFacts:
+    devices: dict[str, tuple[checks.SliceDevice, ...]]  # node -> its published devices
+    device_classes: tuple[str, ...]
+
+
+def _list_slices(cluster: Cluster) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        page = cluster.call_json("list resourceslices", cluster.resource.list_resource_slice, limit=500,
+                                 _continue=token)
+        items.extend(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+
+
+@pytest.fixture(scope="module")
+def dra_facts(gpu_cluster: ClusterHandle, gpu_inventory: Inventory) -> DraFacts:
+    cluster = gpu_cluster.cluster
+    serves = cluster.discover().serves_resource("resource.k8s.io/v1", "resourceslices")
+    reason = checks.dra_skip_reason(serves_v1=serves, device_classes=gpu_inventory.device_classes)
+    if reason is not None:
+        pytest.skip(reason)
+    slices = _list_slices(cluster)
+    return DraFacts({n.name: checks.slice_devices(slices, n.name) for n in gpu_inventory.gpu_nodes},
+                    gpu_inventory.device_classes)
+
+
+def node_devices(facts: DraFacts, node: str) -> tuple[checks.SliceDevice, ...]:
+    devices = facts.devices.get(node, ())
+    reason = checks.node_skip_reason(node, devices)
+    if reason is not None:
+        pytest.skip(reason)
+    return devices
+
+
+# -------------------------------------------------------------------------------------------------
+# Recording claim allocations while the pods run
+
+
+class ClaimRecorder:
+    """``with ClaimRecorder(cluster, namespace) as rec:``: one watch on the namespace's
+    ResourceClaims, keeping each claim's last allocation (``rec.allocations``, by claim name)."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        self.cluster, self.namespace = cluster, namespace
+        self.allocations: dict[str, checks.Allocation] = {}
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dra-claim-recorder", daemon=True)
+        self._rv = ""
+
+    def _see(self, claim: dict[str, Any]) -> None:
+        allocation = checks.allocation_of(claim)
+        if allocation is not None:
+            self.allocations[allocation.claim] = allocation
+
+    def __enter__(self) -> ClaimRecorder:
+        listing = self.cluster.call_json("list resourceclaims", self.cluster.resource.list_namespaced_resource_claim,
+                                         self.namespace)
+        for claim in listing.get("items") or []:
+            self._see(claim)
+        self._rv = str((listing.get("metadata") or {}).get("resourceVersion") or "")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        # After stop, one more short watch drains what the server sent meanwhile.
+        draining = False
+        while not draining:
+            draining = self._stop.is_set()
+            try:
+                self._watch_once()
+            except (ClusterError, OSError, ValueError) as e:
+                self.error = f"watching resourceclaims in {self.namespace}: {e}"
+                if self._stop.wait(0.5):
+                    return
+
+    def _watch_once(self) -> None:
+        response: Any = self.cluster.call(
+            "watch resourceclaims", self.cluster.resource.list_namespaced_resource_claim, self.namespace, watch=True,
+            resource_version=self._rv, allow_watch_bookmarks=True, timeout_seconds=1, _preload_content=False,
+            _request_timeout=(self.cluster.retry.request_timeout, 10))
+        try:
+            buffer = b""
+            for chunk in response.stream(65536):
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        self._event(json.loads(line))
+        finally:
+            response.close()
+            response.release_conn()
+
+    def _event(self, event: dict[str, Any]) -> None:
+        kind, obj = event.get("type"), event.get("object") or {}
+        if kind == "ERROR":
+            if obj.get("code") == 410:  # history moved on: relist from now (allocations kept)
+                self._rv = ""
+            return
+        self._rv = str((obj.get("metadata") or {}).get("resourceVersion") or self._rv)
+        if kind in ("ADDED", "MODIFIED"):
+            self._see(obj)
+
+
+# -------------------------------------------------------------------------------------------------
+# The campaigns
+
+
+@dataclass
+class DraRun:
+    outcomes: dict[str, dict[str, PodOutcome]] = field(default_factory=dict)  # node -> role -> outcome
+    allocations: dict[str, list[checks.Allocation]] = field(default_factory=dict)  # pod -> its claims
+    thresholds: dict[str, int] = field(default_factory=dict)  # node -> the selector's GiB
+    recorder_error: str | None = None
+
+    def outcome(self, node: str, role: str) -> PodOutcome | None:
+        return self.outcomes.get(node, {}).get(role)
+
+    def sighting(self, node: str, role: str) -> Sighting | None:
+        outcome = self.outcome(node, role)
+        return sighting(outcome) if outcome is not None else None
+
+    def claims(self, node: str, role: str) -> list[checks.Allocation]:
+        """The pod's claims as last seen allocated; when none was seen because the watch on the
+        claims broke, the test errors with that (no verdict from missing evidence)."""
+        found = self.allocations.get(checks.pod_name(role, node), [])
+        if not found and self.recorder_error and role != "none":
+            pytest.fail(f"the allocations of {checks.pod_name(role, node)}'s claims are unknown: "
+                        f"{self.recorder_error}", pytrace=False)
+        return found
+
+
+def _create_template(config: pytest.Config, name: str, requests: list[ClaimRequest]) -> str:
+    ctx = run_context(config)
+    cluster = ctx.cluster
+    body = make_resource_claim_template(name=name, namespace=ctx.namespace, run_id=ctx.run_id, check="dra",
+                                        requests=requests)
+    try:
+        cluster.call(f"create resourceclaimtemplate {name}", cluster.resource.create_namespaced_resource_claim_template,
+                     ctx.namespace, body)
+    except ConflictError:  # made earlier in this run; its cleanup is registered
+        return name
+    ctx.add_cleanup(f"delete resourceclaimtemplate {name}", lambda: cluster.call(
+        f"delete resourceclaimtemplate {name}", cluster.resource.delete_namespaced_resource_claim_template, name,
+        ctx.namespace))
+    return name
+
+
+def _all_devices_template(config: pytest.Config, devices: tuple[checks.SliceDevice, ...],
+                          classes: tuple[str, ...]) -> str:
+    kinds = sorted({d.kind for d in devices} & {"gpu", "mig"})
+    if "mig" in kinds and checks.MIG_CLASS not in classes:
+        kinds.remove("mig")
+    requests = [ClaimRequest(kind, checks.GPU_CLASS if kind == "gpu" else checks.MIG_CLASS, mode="All")
+                for kind in kinds or ["gpu"]]
+    return _create_template(config, "dra-all-" + "-".join(kinds or ["gpu"]), requests)
+
+
+@pytest.fixture(scope="module")
+def dra_run(request: pytest.FixtureRequest, gpu_inventory: Inventory, dra_facts: DraFacts) -> Iterator[DraRun]:
+    config = request.config
+    ctx = run_context(config)
+    timeout = config.getoption("gpuconf_timeout")
+    nodes = [n for n in gpu_inventory.gpu_nodes if dra_facts.devices.get(n.name)]
+    run = DraRun()
+    roles: dict[str, tuple[str, str]] = {}
+    first: list[dict[str, Any]] = []
+    second: list[dict[str, Any]] = []
+    unsatisfiable = _create_template(config, "dra-unsatisfiable", [ClaimRequest(
+        "gpu", checks.GPU_CLASS, (checks.UNSATISFIABLE_SELECTOR,))])
+    one_gpu = _create_template(config, "dra-one-gpu", [ClaimRequest("gpu", checks.GPU_CLASS)])
+
+    def pod(node: Any, role: str, claims: dict[str, str], budget: float | None = None) -> dict[str, Any]:
+        name = checks.pod_name(role, node.name)
+        roles[name] = (node.name, role)
+        body = cuda_probe_pod(config, name=name, check="dra", node=node.name, gpu_count=0, resource_claims=claims,
+                              cuda=native_probe_cuda(node.labels))
+        if budget is not None:
+            body["metadata"].setdefault("annotations", {})[SCHEDULE_BUDGET_ANNOTATION] = str(int(budget))
+        return body
+
+    for node in nodes:
+        devices = dra_facts.devices[node.name]
+        first.append(pod(node, "all", {"gpus": _all_devices_template(config, devices, dra_facts.device_classes)}))
+        first.append(pod(node, "none", {"gpu": unsatisfiable}, UNSATISFIABLE_BUDGET_S))
+        gib = checks.selector_threshold_gib(devices)
+        gpus = sum(d.kind == "gpu" for d in devices)
+        waits = timeout if gpus < 3 else None  # the node's claim pods queue for its GPUs
+        if gib is not None:
+            run.thresholds[node.name] = gib
+            template = _create_template(config, f"dra-mem-{gib}gi", [ClaimRequest(
+                "gpu", checks.GPU_CLASS, (checks.memory_selector(gib),))])
+            second.append(pod(node, "selector", {"gpu": template}, waits))
+        if gpus >= 2:
+            second.append(pod(node, "two", {"first": one_gpu, "second": one_gpu}, waits))
+
+    with ClaimRecorder(ctx.cluster, ctx.namespace) as recorder:
+        for pods in (first, second):
+            if pods:
+                for name, outcome in run_campaign(ctx, pods, timeout=timeout).items():
+                    node_name, role = roles[name]
+                    run.outcomes.setdefault(node_name, {})[role] = outcome
+    for allocation in recorder.allocations.values():
+        if allocation.pod:
+            run.allocations.setdefault(allocation.pod, []).append(allocation)
+    for claims in run.allocations.values():
+        claims.sort(key=lambda a: a.pod_claim or a.claim)
+    run.recorder_error = recorder.error
+    yield run
+
+
+# -------------------------------------------------------------------------------------------------
+# The checks
+
+
+@pytest.mark.check("dra.attributes-match-hardware")
+def test_attributes_match_hardware(gpu_node: str, gpu_inventory: Inventory, dra_facts: DraFacts, dra_run: DraRun,
+                                   record_property: Record) -> None:
+    devices = node_devices(dra_facts, gpu_node)
+    judge(checks.evaluate_attributes_match_hardware(gpu_node, devices, dra_run.sighting(gpu_node, "all"),
+                                                    gpu_inventory.node(gpu_node).labels), record_property)
+
+
+@pytest.mark.check("dra.no-double-publication")
+def test_no_double_publication(request: pytest.FixtureRequest, gpu_node: str, gpu_inventory: Inventory,
+                               dra_facts: DraFacts, record_property: Record) -> None:
+    devices = node_devices(dra_facts, gpu_node)
+    capacity = gpu_inventory.node(gpu_node).capacity
+    plugin_view = None
+    if int(gpu_inventory.node(gpu_node).allocatable.get("nvidia.com/gpu", "0") or 0) > 0:
+        outcome = request.getfixturevalue("whole_node_probes").get(gpu_node)
+        plugin_view = sighting(outcome) if outcome is not None else None
+    judge(checks.evaluate_no_double_publication(gpu_node, devices, capacity, plugin_view), record_property)
+
+
+@pytest.mark.check("dra.claim-allocates-the-probed-device")
+def test_claim_allocates_the_probed_device(gpu_node: str, dra_facts: DraFacts, dra_run: DraRun,
+                                           record_property: Record) -> None:
+    devices = node_devices(dra_facts, gpu_node)
+    if gpu_node not in dra_run.thresholds:
+        pytest.skip(f"{gpu_node} publishes no GPU with a memory capacity: no memory selector to try")
+    judge(checks.evaluate_claim_allocates_probed_device(
+        gpu_node, dra_run.sighting(gpu_node, "selector"), dra_run.claims(gpu_node, "selector"), devices,
+        min_gib=dra_run.thresholds[gpu_node]), record_property)
+
+
+@pytest.mark.check("dra.unsatisfiable-selector-pending")
+def test_unsatisfiable_selector_pending(gpu_node: str, dra_facts: DraFacts, dra_run: DraRun,
+                                       record_property: Record) -> None:
+    node_devices(dra_facts, gpu_node)
+    judge(checks.evaluate_unsatisfiable_pending(gpu_node, dra_run.outcome(gpu_node, "none"),
+                                                dra_run.claims(gpu_node, "none"), budget_s=UNSATISFIABLE_BUDGET_S),
+          record_property)
+
+
+@pytest.mark.check("dra.distinct-claims-distinct-devices")
+def test_distinct_claims_distinct_devices(gpu_node: str, dra_facts: DraFacts, dra_run: DraRun,
+                                          record_property: Record) -> None:
+    devices = node_devices(dra_facts, gpu_node)
+    judge(checks.evaluate_distinct_claims(gpu_node, dra_run.sighting(gpu_node, "two"), dra_run.claims(gpu_node, "two"),
+                                          devices), record_property)

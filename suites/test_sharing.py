@@ -1,0 +1,125 @@
+"""Sharing (time-slicing and MPS): on every node whose GPUs are shared, GFD's replicas and strategy
+labels agree with what the device plugin advertises and with the --expect pool's declaration,
+the product label says the GPUs are shared, and more pods than the node has GPUs (its GPUs + 1,
+one GPU each) run at once and verify their kernel. One campaign launches every such pod of every
+node together; the node's own GPU UUIDs come from the whole-node probes the inventory suite shares.
+Nodes that do not share their GPUs are not tested, with the reason. The decisions are in
+gpuconf.checks.sharing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from gpuconf.checks import sharing as checks
+from gpuconf.checks.isolation import sighting
+from gpuconf.cluster import Inventory, PodOutcome, run_campaign
+from gpuconf.expect import ExpectPool, ExpectProfile
+from gpuconf.plugin import cuda_probe_pod, judge, run_context
+from gpuconf.verdict import not_tested
+
+pytestmark = pytest.mark.sharing
+
+UuidViews = dict[str, frozenset[str]]  # node -> the distinct GPU UUIDs its whole-node probe saw
+Record = Callable[[str, object], None]  # pytest's record_property
+
+
+def facts(inv: Inventory, node: str) -> checks.SharingFacts:
+    n = inv.node(node)
+    return checks.sharing_facts(node, n.labels, n.gpu_capacity, n.gpu_allocatable)
+
+
+def declared_pool(expect_profile: ExpectProfile | None, inv: Inventory, node: str) -> ExpectPool | None:
+    """The --expect pool the node belongs to, or None (no --expect, or the node is in no pool)."""
+    return expect_profile.pool_for(inv.node(node).labels) if expect_profile is not None else None
+
+
+@pytest.fixture(scope="module")
+def node_uuids(request: pytest.FixtureRequest, gpu_inventory: Inventory,
+               expect_profile: ExpectProfile | None) -> UuidViews:
+    """The GPUs each shared node's whole-node probe saw (its UUIDs); no probe runs when no node shares."""
+    def in_scope(node: str) -> bool:
+        pool = declared_pool(expect_profile, gpu_inventory, node)
+        return checks.in_scope(facts(gpu_inventory, node), pool.sharing if pool is not None else None)
+
+    if not any(in_scope(n.name) for n in gpu_inventory.gpu_nodes):
+        return {}
+    probes: dict[str, PodOutcome] = request.getfixturevalue("whole_node_probes")
+    out: UuidViews = {}
+    for node, outcome in probes.items():
+        report = sighting(outcome).report
+        if report is not None and report.init.ok and all(d.uuid for d in report.devices):
+            out[node] = frozenset(d.uuid for d in report.devices if d.uuid)
+    return out
+
+
+def physical_views(inv: Inventory, uuids: UuidViews, node: str) -> dict[str, int]:
+    """The node's physical GPU count by view: GFD's label, then its whole-node probe's distinct UUIDs."""
+    views = {}
+    f = facts(inv, node)
+    if f.gpu_count is not None:
+        views["label nvidia.com/gpu.count"] = f.gpu_count
+    if node in uuids:
+        views["whole-node probe (distinct UUIDs)"] = len(uuids[node])
+    return views
+
+
+@pytest.fixture(scope="module")
+def oversubscription(request: pytest.FixtureRequest, gpu_inventory: Inventory,
+                     node_uuids: UuidViews) -> dict[str, list[checks.Run] | str]:
+    """Every shared node's GPUs + 1 one-GPU pods, pinned by nodeSelector, in one campaign; for a
+    node without pods, why not."""
+    config = request.config
+    plans: dict[str, list[checks.Run] | str] = {}
+    pods, where = [], {}
+    for node in gpu_inventory.gpu_nodes:
+        f = facts(gpu_inventory, node.name)
+        physical = next(iter(physical_views(gpu_inventory, node_uuids, node.name).values()), None)
+        count, reason = checks.oversubscription_plan(f, physical)
+        if reason is not None:
+            plans[node.name] = reason
+            continue
+        plans[node.name] = []
+        for i in range(count):
+            name = checks.pod_name(node.name, i)
+            pods.append(cuda_probe_pod(config, name=name, check="sharing", node=node.name, gpu_count=1,
+                                       gpu_resource=f.resource or "nvidia.com/gpu"))
+            where[name] = node.name
+    outcomes = run_campaign(run_context(config), pods, timeout=config.getoption("gpuconf_timeout")) if pods else {}
+    for name in sorted(outcomes, key=lambda n: (where[n], len(n), n)):
+        outcome = outcomes[name]
+        t = outcome.timings
+        window = (t.scheduled.timestamp(), t.finished.timestamp()) if t.scheduled and t.finished else None
+        runs = plans[where[name]]
+        assert isinstance(runs, list)
+        runs.append(checks.Run(sighting(outcome), window))
+    return plans
+
+
+@pytest.mark.check("sharing.replicas-match-config")
+def test_replicas_match_config(gpu_node: str, gpu_inventory: Inventory, node_uuids: UuidViews,
+                               expect_profile: ExpectProfile | None, record_property: Record) -> None:
+    pool = declared_pool(expect_profile, gpu_inventory, gpu_node)
+    judge(checks.evaluate_replicas_match_config(
+        facts(gpu_inventory, gpu_node), physical=physical_views(gpu_inventory, node_uuids, gpu_node),
+        declared=pool.sharing if pool is not None else None, pool=pool.name if pool is not None else None),
+        record_property)
+
+
+@pytest.mark.check("sharing.oversubscription-runs")
+def test_oversubscription_runs(gpu_node: str, gpu_inventory: Inventory, node_uuids: UuidViews,
+                               oversubscription: dict[str, list[checks.Run] | str], record_property: Record) -> None:
+    planned = oversubscription.get(gpu_node, f"{gpu_node} was not planned")
+    if isinstance(planned, str):
+        judge(not_tested("sharing.oversubscription-runs", gpu_node, planned), record_property)
+        return
+    f = facts(gpu_inventory, gpu_node)
+    judge(checks.evaluate_oversubscription_runs(gpu_node, planned, physical=len(planned) - 1,
+                                                node_uuids=node_uuids.get(gpu_node), replicas=f.replicas or 1,
+                                                strategy=f.strategy), record_property)
+
+
+@pytest.mark.check("sharing.product-label-shared")
+def test_product_label_shared(gpu_node: str, gpu_inventory: Inventory, record_property: Record) -> None:
+    judge(checks.evaluate_product_label_shared(facts(gpu_inventory, gpu_node)), record_property)

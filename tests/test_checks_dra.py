@@ -1,0 +1,382 @@
+"""DRA checks as pure decisions, fed with what the simulated DRA driver publishes and what the
+simulated cuda-probe sees in a pod given the claimed devices: a healthy node passes every check,
+and the dra-attr-wrong and dra-double-count faults fail the checks the catalog names for them, with
+messages that name the node, the device and the views that disagree."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from gpuconf.checks.dra import (
+    UNSATISFIABLE_SELECTOR,
+    AllocatedDevice,
+    Allocation,
+    allocation_of,
+    dra_skip_reason,
+    evaluate_attributes_match_hardware,
+    evaluate_claim_allocates_probed_device,
+    evaluate_distinct_claims,
+    evaluate_no_double_publication,
+    evaluate_unsatisfiable_pending,
+    memory_selector,
+    node_skip_reason,
+    parse_quantity,
+    pod_name,
+    selector_threshold_gib,
+    slice_devices,
+)
+from gpuconf.checks.isolation import Sighting, sighting
+from gpuconf.cluster.outcomes import PodOutcome, make_outcome
+from gpuconf.compat.versions import parse_cuda
+from gpuconf.probe_pods import ClaimRequest, make_cuda_probe_pod, make_resource_claim_template
+from gpuconf.render import RenderError
+from gpuconf.sim.cel import compile_selector, device_activation
+from gpuconf.sim.emulate import Visible, cuda_probe_run
+from gpuconf.sim.node_facts import node_labels, node_resources, resource_slices
+from gpuconf.sim.profile import SimNode, expand, fault_catalog, load_profile, with_faults
+from gpuconf.verdict import Outcome, checks
+
+NODE = "h200-0"
+DRA_CHECKS = {"dra.attributes-match-hardware", "dra.no-double-publication", "dra.claim-allocates-the-probed-device",
+              "dra.unsatisfiable-selector-pending", "dra.distinct-claims-distinct-devices"}
+#: The scheduler's message for a claim nothing matches (kube-scheduler 1.36, domain.md §4).
+CANNOT_ALLOCATE = ("0/1 nodes are available: 1 cannot allocate all claims. still not schedulable, preemption: 0/1 "
+                   "nodes are available: 1 Preemption is not helpful for scheduling.")
+
+
+def sim_node(*faults: Mapping[str, Any], profile: str = "h200-dra-only") -> SimNode:
+    p = load_profile(profile)
+    if faults:
+        p = with_faults(p, list(faults))
+    return expand(p).node(NODE)
+
+
+def pod_outcome(name: str, run: tuple[int, str] | None, *, message: str | None = None,
+                events: Sequence[Mapping[str, str]] = ()) -> PodOutcome:
+    """A pod as a campaign returns it: finished with the probe's exit code and output, or (run None)
+    Pending, unschedulable, with the scheduler's message."""
+    if run is None:
+        pod = {"metadata": {"name": name}, "spec": {"containers": [{"name": "probe"}]},
+               "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                                              "reason": "Unschedulable", "message": message}]}}
+        return make_outcome(pod, events, logs={}, missing_logs={"probe": "never started"})
+    code, out = run
+    t = "2026-11-29T00:00:00Z"
+    pod = {"metadata": {"name": name}, "spec": {"nodeName": NODE, "containers": [{"name": "probe"}]},
+           "status": {"phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": [
+               {"name": "probe", "state": {"terminated": {"exitCode": code, "startedAt": t, "finishedAt": t}}}],
+               "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": t}]}}
+    return make_outcome(pod, events, logs={"probe": out}, missing_logs={})
+
+
+def run_probe(n: SimNode, visible: Sequence[Visible]) -> tuple[int, str]:
+    """The cuda-probe in a container given ``visible`` (through CDI, as the DRA driver does)."""
+    return cuda_probe_run(n, visible=visible, image_cuda=parse_cuda("13.0.2"), env={"NVIDIA_VISIBLE_DEVICES": "void"},
+                          compat=False, started_at="2026-11-29T00:00:00.000Z", hostname=n.name)
+
+
+def probe(n: SimNode, visible: Sequence[Visible], name: str = "dra-pod") -> Sighting:
+    return sighting(pod_outcome(name, run_probe(n, visible)))
+
+
+def whole_node(n: SimNode) -> Sighting:
+    return probe(n, [Visible(g) for g in n.present_gpus], pod_name("all", n.name))
+
+
+def claim(name: str, pod: str, pod_claim: str, *devices: str) -> Allocation:
+    return Allocation(name, pod, pod_claim,
+                      tuple(AllocatedDevice(pod_claim, "gpu.nvidia.com", NODE, d) for d in devices))
+
+
+def gpu(n: SimNode, index: int) -> Visible:
+    return Visible(next(g for g in n.present_gpus if g.index == index))
+
+
+# -------------------------------------------------------------------------------------------------
+# The catalog
+
+
+def test_every_dra_check_is_in_the_catalog_and_the_faults_name_two_of_them() -> None:
+    assert DRA_CHECKS <= set(checks())
+    assert {checks()[c].suite for c in DRA_CHECKS} == {"suites/test_dra.py"}
+    named = {f.id: f.check for f in fault_catalog().values() if f.check in DRA_CHECKS}
+    assert named == {"dra-attr-wrong": "dra.attributes-match-hardware",
+                     "dra-double-count": "dra.no-double-publication"}
+    assert {checks()[c].severity for c in named.values()} == {"fail"}
+
+
+# -------------------------------------------------------------------------------------------------
+# Reading the slices and claims
+
+
+def test_slice_devices_read_every_attribute_and_the_memory_of_the_nodes_own_slice() -> None:
+    n = sim_node()
+    devices = slice_devices(resource_slices(n), NODE)
+    assert [d.name for d in devices] == [f"gpu-{i}" for i in range(8)]
+    d = devices[0]
+    assert d.uuid == n.gpus[0].uuid == d.gpu_uuid and d.kind == "gpu" and d.key == ("gpu.nvidia.com", NODE, "gpu-0")
+    assert d.attributes["productName"] == "NVIDIA H200" and d.attributes["driverVersion"] == "580.95.5"
+    assert d.attributes["resource.kubernetes.io/pciBusID"] == "0000:18:00.0" and d.attributes["index"] == "0"
+    assert d.memory_bytes == n.gpus[0].memory_mib * 2**20
+    assert slice_devices(resource_slices(n), "h200-1") == ()  # another node's slice
+    assert slice_devices(resource_slices(n), NODE, driver="other.example.com") == ()
+
+
+def test_fully_qualified_attributes_of_the_drivers_domain_read_as_short_names() -> None:
+    s = {"spec": {"driver": "gpu.nvidia.com", "nodeName": "n", "devices": [{"name": "gpu-0", "attributes": {
+        "gpu.nvidia.com/uuid": {"string": "GPU-1"}, "gpu.nvidia.com/mig": {"bool": False}}}]}}
+    (d,) = slice_devices([s], "n")
+    assert d.uuid == "GPU-1" and d.attributes["mig"] == "false" and d.pool == "n" and d.memory_bytes is None
+
+
+@pytest.mark.parametrize(("text", "value"), [("143771Mi", 143771 * 2**20), ("40Gi", 40 * 2**30), ("80G", 80 * 10**9),
+                                             ("1e3", 1000), ("12", 12), ("1.5Ki", 1536), ("lots", None)])
+def test_quantities_read_as_kubernetes_writes_them(text: str, value: int | None) -> None:
+    assert parse_quantity(text) == value
+
+
+def test_an_allocated_claim_names_its_pod_its_pod_claim_and_its_devices() -> None:
+    obj = {"metadata": {"name": "dra-two-h200-0-first-abcde", "annotations": {
+        "resource.kubernetes.io/pod-claim-name": "first"},
+        "ownerReferences": [{"kind": "Pod", "name": "dra-two-h200-0"}]},
+        "status": {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": NODE, "device": "gpu-2"}]}}}}
+    a = allocation_of(obj)
+    assert a is not None and (a.pod, a.pod_claim) == ("dra-two-h200-0", "first")
+    assert [d.key for d in a.devices] == [("gpu.nvidia.com", NODE, "gpu-2")]
+    assert allocation_of({"metadata": {"name": "x"}, "status": {}}) is None
+
+
+def test_the_suite_skips_without_the_v1_api_or_nvidias_device_class_and_nodes_without_dra_devices() -> None:
+    assert "does not serve resource.k8s.io/v1" in str(dra_skip_reason(serves_v1=False, device_classes=()))
+    reason = dra_skip_reason(serves_v1=True, device_classes=("other.example.com",))
+    assert reason is not None and "no DeviceClass gpu.nvidia.com (DeviceClasses: other.example.com)" in reason
+    assert dra_skip_reason(serves_v1=True, device_classes=("gpu.nvidia.com", "mig.nvidia.com")) is None
+    assert "h100-0 publishes no device of driver gpu.nvidia.com" in str(node_skip_reason("h100-0", ()))
+
+
+def test_the_memory_selector_matches_every_gpu_of_the_node_and_the_unsatisfiable_one_none() -> None:
+    n = sim_node()
+    devices = slice_devices(resource_slices(n), NODE)
+    gib = selector_threshold_gib(devices)
+    assert gib == 140  # 143771 MiB
+    for d in resource_slices(n)[0]["spec"]["devices"]:  # type: ignore[index]
+        activation = device_activation("gpu.nvidia.com", d)
+        assert compile_selector(memory_selector(gib)).matches(activation)
+        assert not compile_selector(UNSATISFIABLE_SELECTOR).matches(activation)
+
+
+# -------------------------------------------------------------------------------------------------
+# dra.attributes-match-hardware
+
+
+def test_a_healthy_nodes_slice_agrees_with_the_whole_node_probe_and_the_gfd_labels() -> None:
+    n = sim_node()
+    v = evaluate_attributes_match_hardware(NODE, slice_devices(resource_slices(n), NODE), whole_node(n), node_labels(n))
+    assert v.outcome is Outcome.PASS, v.message()
+    assert "8 published devices agree with the GFD labels and the whole-node probe" in v.summary
+
+
+def test_a_wrong_product_name_in_the_slice_fails_against_the_probe_and_the_label() -> None:
+    n = sim_node({"id": "dra-attr-wrong", "pool": "h200", "node": 0, "gpu": 3})
+    v = evaluate_attributes_match_hardware(NODE, slice_devices(resource_slices(n), NODE), whole_node(n), node_labels(n))
+    assert v.outcome is Outcome.FAIL and v.node == NODE
+    assert v.summary.startswith("the DRA driver publishes devices that are not the node's hardware: gpu-3 publishes "
+                                f"productName='NVIDIA A100-SXM4-40GB' but the probe for {n.gpus[3].uuid} says "
+                                "'NVIDIA H200' (and 1 more)")
+    assert "gpu-3 publishes productName='NVIDIA A100-SXM4-40GB' but GFD label nvidia.com/gpu.product says " \
+           "'NVIDIA-H200'" in v.evidence
+    assert "dra.attributes-match-hardware on h200-0" in v.message() and "remediation:" in v.message()
+
+
+@pytest.mark.parametrize(("attribute", "value", "said"), [
+    ("uuid", "GPU-00000000-0000-0000-0000-000000000000", "which the whole-node probe (NVML) does not see"),
+    ("driverVersion", "570.86.15", "publishes driverVersion='570.86.15' but NVML in the probe says '580.95.05'"),
+    ("cudaComputeCapability", "8.0.0", "publishes cudaComputeCapability='8.0.0' but the probe for"),
+    ("resource.kubernetes.io/pciBusID", "0000:99:00.0", "publishes resource.kubernetes.io/pciBusID='0000:99:00.0'"),
+    ("architecture", "Ampere", "publishes architecture='Ampere' but GFD label nvidia.com/gpu.family says 'hopper'"),
+])
+def test_any_attribute_that_lies_is_named(attribute: str, value: str, said: str) -> None:
+    n = sim_node({"id": "dra-attr-wrong", "pool": "h200", "node": 0, "gpu": 3, "attribute": attribute,
+                  "value": value})
+    v = evaluate_attributes_match_hardware(NODE, slice_devices(resource_slices(n), NODE), whole_node(n), node_labels(n))
+    assert v.outcome is Outcome.FAIL
+    assert any(said in e for e in v.evidence), v.evidence
+
+
+def test_without_a_probe_the_labels_still_catch_a_wrong_product_and_with_neither_it_is_not_tested() -> None:
+    n = sim_node({"id": "dra-attr-wrong", "pool": "h200", "node": 0, "gpu": 3})
+    devices = slice_devices(resource_slices(n), NODE)
+    broken = Sighting("pod dra-all-h200-0", None, "pod dra-all-h200-0 produced no probe output (Pending)")
+    v = evaluate_attributes_match_hardware(NODE, devices, broken, node_labels(n))
+    assert v.outcome is Outcome.FAIL and "GFD label nvidia.com/gpu.product says 'NVIDIA-H200'" in v.summary
+    assert any("no whole-node probe to compare with" in e for e in v.evidence)
+    nothing = evaluate_attributes_match_hardware(NODE, devices, broken, {})
+    assert nothing.outcome is Outcome.NOT_TESTED and "neither a whole-node probe nor GFD labels" in nothing.summary
+
+
+def test_a_gpu_the_slice_leaves_out_is_seen_by_the_probe() -> None:
+    n = sim_node()
+    devices = slice_devices(resource_slices(n), NODE)[:7]
+    v = evaluate_attributes_match_hardware(NODE, devices, whole_node(n), {})
+    assert v.outcome is Outcome.FAIL
+    assert f"the whole-node probe (NVML) sees GPU {n.gpus[7].uuid}, which no ResourceSlice device publishes" \
+        in v.summary
+
+
+# -------------------------------------------------------------------------------------------------
+# dra.no-double-publication
+
+
+def test_a_dra_only_node_publishes_each_gpu_once() -> None:
+    n = sim_node()
+    capacity, _ = node_resources(n)
+    v = evaluate_no_double_publication(NODE, slice_devices(resource_slices(n), NODE), capacity, None)
+    assert capacity == {} and v.outcome is Outcome.PASS
+
+
+def test_the_device_plugin_left_on_beside_the_dra_driver_publishes_every_gpu_twice() -> None:
+    n = sim_node({"id": "dra-double-count", "pool": "h200", "node": 0})
+    capacity, _ = node_resources(n)
+    devices = slice_devices(resource_slices(n), NODE)
+    plugin_pod = probe(n, [Visible(g) for g in n.present_gpus], "inventory-h200-0")
+    v = evaluate_no_double_publication(NODE, devices, capacity, plugin_pod)
+    assert capacity == {"nvidia.com/gpu": "8"} and v.outcome is Outcome.FAIL
+    assert v.summary.startswith("8 GPUs (")
+    assert "are published both by a device plugin (nvidia.com/gpu=8) and by the DRA driver gpu.nvidia.com " \
+           "(8 devices)" in v.summary
+    # Without a device-plugin probe the resource alone says it
+    alone = evaluate_no_double_publication(NODE, devices, capacity, None)
+    assert alone.outcome is Outcome.FAIL and alone.summary.startswith("its GPUs are published both")
+
+
+def test_a_device_plugin_with_other_gpus_than_the_dra_driver_is_no_double_publication() -> None:
+    n = sim_node({"id": "dra-double-count", "pool": "h200", "node": 0})
+    devices = slice_devices(resource_slices(n), NODE)[:4]
+    plugin_pod = probe(n, [Visible(g) for g in n.present_gpus[4:]], "inventory-h200-0")
+    v = evaluate_no_double_publication(NODE, devices, {"nvidia.com/gpu": "4"}, plugin_pod)
+    assert v.outcome is Outcome.PASS and "different GPUs" in v.summary
+
+
+# -------------------------------------------------------------------------------------------------
+# dra.claim-allocates-the-probed-device
+
+
+def test_the_selector_claims_device_is_the_gpu_the_pod_sees() -> None:
+    n = sim_node()
+    devices = slice_devices(resource_slices(n), NODE)
+    pod = pod_name("selector", NODE)
+    v = evaluate_claim_allocates_probed_device(NODE, probe(n, [gpu(n, 5)], pod), [claim("c1", pod, "gpu", "gpu-5")],
+                                               devices, min_gib=140)
+    assert v.outcome is Outcome.PASS and v.observed == n.gpus[5].uuid, v.message()
+
+
+def test_a_pod_seeing_another_gpu_than_its_claims_fails() -> None:
+    n = sim_node()
+    devices = slice_devices(resource_slices(n), NODE)
+    v = evaluate_claim_allocates_probed_device(NODE, probe(n, [gpu(n, 1)]), [claim("c1", "p", "gpu", "gpu-5")],
+                                               devices, min_gib=140)
+    assert v.outcome is Outcome.FAIL
+    assert v.summary == f"the claim was allocated gpu-5 ({n.gpus[5].uuid}) but the pod sees {n.gpus[1].uuid}"
+
+
+def test_a_claim_pod_that_never_ran_or_a_device_too_small_fails() -> None:
+    n = sim_node()
+    devices = slice_devices(resource_slices(n), NODE)
+    pending = sighting(pod_outcome("dra-selector-h200-0", None, message=CANNOT_ALLOCATE))
+    v = evaluate_claim_allocates_probed_device(NODE, pending, [], devices, min_gib=140)
+    assert v.outcome is Outcome.FAIL and "did not run to a probe report" in v.summary
+    assert "cannot allocate all claims" in v.summary
+    small = evaluate_claim_allocates_probed_device(NODE, probe(n, [gpu(n, 0)]), [claim("c", "p", "gpu", "gpu-0")],
+                                                   devices, min_gib=200)
+    assert small.outcome is Outcome.FAIL and "asked for at least 200 GiB" in small.summary
+    none = evaluate_claim_allocates_probed_device(NODE, probe(n, [gpu(n, 0)]), [], devices, min_gib=1)
+    assert none.outcome is Outcome.FAIL and none.summary == "the claim for one GPU was allocated 0 devices"
+
+
+# -------------------------------------------------------------------------------------------------
+# dra.unsatisfiable-selector-pending
+
+
+def test_a_claim_nothing_matches_leaves_the_pod_pending_with_the_schedulers_reason() -> None:
+    outcome = pod_outcome("dra-none-h200-0", None, message=CANNOT_ALLOCATE)
+    v = evaluate_unsatisfiable_pending(NODE, outcome, [], budget_s=5)
+    assert v.outcome is Outcome.PASS and "cannot allocate all claims" in v.summary
+
+
+def test_a_claim_nothing_should_match_that_gets_a_device_fails() -> None:
+    n = sim_node()
+    outcome = pod_outcome("dra-none-h200-0", run_probe(n, [gpu(n, 0)]))  # placed and ran
+    v = evaluate_unsatisfiable_pending(NODE, outcome, [claim("c", "dra-none-h200-0", "gpu", "gpu-0")], budget_s=5)
+    assert v.outcome is Outcome.FAIL and "was allocated (gpu.nvidia.com/h200-0/gpu-0)" in v.summary
+
+
+def test_a_pending_pod_without_the_schedulers_reason_fails() -> None:
+    outcome = pod_outcome("dra-none-h200-0", None, message="0/1 nodes are available: 1 Insufficient cpu.")
+    v = evaluate_unsatisfiable_pending(NODE, outcome, [], budget_s=5)
+    assert v.outcome is Outcome.FAIL and "without the scheduler saying 'cannot allocate all claims'" in v.summary
+
+
+# -------------------------------------------------------------------------------------------------
+# dra.distinct-claims-distinct-devices
+
+
+def test_two_claims_get_two_devices_and_the_pod_sees_both() -> None:
+    n = sim_node()
+    devices = slice_devices(resource_slices(n), NODE)
+    claims = [claim("a", "p", "first", "gpu-2"), claim("b", "p", "second", "gpu-3")]
+    v = evaluate_distinct_claims(NODE, probe(n, [gpu(n, 2), gpu(n, 3)]), claims, devices)
+    assert v.outcome is Outcome.PASS, v.message()
+
+
+def test_two_claims_given_one_device_fail() -> None:
+    n = sim_node()
+    devices = slice_devices(resource_slices(n), NODE)
+    claims = [claim("a", "p", "first", "gpu-2"), claim("b", "p", "second", "gpu-2")]
+    v = evaluate_distinct_claims(NODE, probe(n, [gpu(n, 2)]), claims, devices)
+    assert v.outcome is Outcome.FAIL and v.summary == "two claims of one GPU each were allocated gpu-2, gpu-2"
+    seen_other = evaluate_distinct_claims(NODE, probe(n, [gpu(n, 2), gpu(n, 4)]),
+                                          [claim("a", "p", "first", "gpu-2"), claim("b", "p", "second", "gpu-3")],
+                                          devices)
+    assert seen_other.outcome is Outcome.FAIL and "but the pod sees" in seen_other.summary
+
+
+def test_two_claims_need_two_gpus() -> None:
+    n = sim_node()
+    v = evaluate_distinct_claims(NODE, None, [], slice_devices(resource_slices(n), NODE)[:1])
+    assert v.outcome is Outcome.NOT_TESTED and "publishes 1 full GPU" in v.summary
+
+
+# -------------------------------------------------------------------------------------------------
+# The objects the suite creates
+
+
+def test_a_claim_pod_uses_its_claims_in_the_probe_container_and_is_placed_by_node_selector_only() -> None:
+    p = make_cuda_probe_pod(name="dra-two-n", namespace="ns", run_id="r", check="dra", cuda="13.0.2", node="n",
+                            gpu_count=0, resource_claims={"first": "dra-one-gpu", "second": "dra-one-gpu"})
+    spec = p["spec"]
+    assert spec["resourceClaims"] == [{"name": "first", "resourceClaimTemplateName": "dra-one-gpu"},
+                                      {"name": "second", "resourceClaimTemplateName": "dra-one-gpu"}]
+    assert spec["containers"][0]["resources"] == {"claims": [{"name": "first"}, {"name": "second"}]}
+    assert "nodeName" not in spec and spec["nodeSelector"] == {"kubernetes.io/hostname": "n"}
+    plain = make_cuda_probe_pod(name="x", namespace="ns", run_id="r", check="c", cuda="13.0.2", gpu_count=0)
+    assert "resourceClaims" not in plain["spec"] and "resources" not in plain["spec"]["containers"][0]
+
+
+def test_a_claim_template_carries_class_selectors_and_mode() -> None:
+    t = make_resource_claim_template(name="t", namespace="ns", run_id="r", check="dra", requests=[
+        ClaimRequest("gpu", "gpu.nvidia.com", (memory_selector(40),)),
+        ClaimRequest("all", "mig.nvidia.com", mode="All")])
+    assert t["apiVersion"] == "resource.k8s.io/v1" and t["kind"] == "ResourceClaimTemplate"
+    one, every = t["spec"]["spec"]["devices"]["requests"]
+    assert one == {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount",
+                                              "count": 1, "selectors": [{"cel": {"expression": memory_selector(40)}}]}}
+    assert every == {"name": "all", "exactly": {"deviceClassName": "mig.nvidia.com", "allocationMode": "All"}}
+    with pytest.raises(ValueError, match="at least one request"):
+        make_resource_claim_template(name="t", namespace="ns", run_id="r", check="dra", requests=[])
+    with pytest.raises(RenderError, match="allocationMode must be ExactCount or All"):
+        make_resource_claim_template(name="t", namespace="ns", run_id="r", check="dra",
+                                     requests=[ClaimRequest("gpu", "gpu.nvidia.com", mode="Some")])

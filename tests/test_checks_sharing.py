@@ -1,0 +1,336 @@
+"""Sharing checks as pure decisions, fed with what a simulated node publishes (GFD's labels, the
+device plugin's capacity) and what the simulated cuda-probe reports in each oversubscription pod:
+a time-sliced node passes every check, and the timeslice-replicas-wrong fault fails the check the
+catalog names for it, with a message that names the node, the capacity and the labelled replicas."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import replace
+
+import pytest
+
+from gpuconf.checks.isolation import Sighting, sighting
+from gpuconf.checks.sharing import (
+    Run,
+    SharingFacts,
+    evaluate_oversubscription_runs,
+    evaluate_product_label_shared,
+    evaluate_replicas_match_config,
+    oversubscription_plan,
+    pod_name,
+    sharing_facts,
+)
+from gpuconf.cluster.outcomes import PodOutcome, make_outcome
+from gpuconf.compat.versions import parse_cuda
+from gpuconf.expect import SharingSpec
+from gpuconf.sim.emulate import Visible, cuda_probe_run
+from gpuconf.sim.node_facts import node_labels, node_resources
+from gpuconf.sim.profile import SimNode, expand, fault_catalog, load_profile, with_faults
+from gpuconf.verdict import Outcome, Verdict, checks
+
+NODE = "t4-0"
+SHARING_CHECKS = {"sharing.replicas-match-config", "sharing.oversubscription-runs", "sharing.product-label-shared"}
+LABELLED = "label nvidia.com/gpu.count"
+PROBED = "whole-node probe (distinct UUIDs)"
+
+
+def sim_node(fault: str | None = None, profile: str = "t4-timeslicing", node: str = NODE) -> SimNode:
+    p = load_profile(profile)
+    if fault is not None:
+        p = with_faults(p, [{"id": fault, "pool": node.rsplit("-", 1)[0], "node": 0}])
+    return expand(p).node(node)
+
+
+def facts_of(n: SimNode) -> SharingFacts:
+    capacity, allocatable = node_resources(n)
+    return sharing_facts(n.name, node_labels(n), {k: int(v) for k, v in capacity.items()},
+                         {k: int(v) for k, v in allocatable.items()})
+
+
+def renamed(n: SimNode) -> SimNode:
+    """The node with the device plugin's renameByDefault: true."""
+    plugin = n.device_plugin
+    pool_plugin = n.pool.device_plugin
+    return replace(n, device_plugin=replace(plugin, sharing=replace(plugin.sharing, rename_by_default=True)),
+                   pool=replace(n.pool, device_plugin=replace(pool_plugin, sharing=replace(
+                       pool_plugin.sharing, rename_by_default=True))))
+
+
+def both_views(n: SimNode) -> dict[str, int]:
+    return {LABELLED: len(n.gpus), PROBED: len(n.gpus)}
+
+
+# -------------------------------------------------------------------------------------------------
+# The catalog
+
+
+def test_the_sharing_checks_are_in_the_catalog_and_the_fault_names_the_replicas_check() -> None:
+    assert SHARING_CHECKS <= set(checks())
+    assert {checks()[c].suite for c in SHARING_CHECKS} == {"suites/test_sharing.py"}
+    fault = fault_catalog()["timeslice-replicas-wrong"]
+    assert (fault.check, fault.severity) == ("sharing.replicas-match-config", "degraded")
+    assert checks()["sharing.replicas-match-config"].severity == "degraded"
+
+
+# -------------------------------------------------------------------------------------------------
+# sharing.replicas-match-config
+
+
+def test_a_time_sliced_node_advertises_its_gpus_times_the_labelled_replicas() -> None:
+    n = sim_node()
+    v = evaluate_replicas_match_config(facts_of(n), physical=both_views(n))
+    assert v.outcome is Outcome.PASS, v.message()
+    assert v.summary == "nvidia.com/gpu 16 = 4 GPUs x 4 time-slicing replicas, as GFD labels it"
+
+
+def test_a_plugin_advertising_other_replicas_than_labelled_is_degraded_naming_both_counts() -> None:
+    n = sim_node("timeslice-replicas-wrong")
+    v = evaluate_replicas_match_config(facts_of(n), physical=both_views(n))
+    assert v.outcome is Outcome.DEGRADED and v.node == NODE
+    assert v.summary == ("the device plugin advertises 32 nvidia.com/gpu on 4 GPUs, 8 replicas per GPU, but GFD labels "
+                         "nvidia.com/gpu.replicas=4 (the plugin runs another sharing config than the one labelled)")
+    assert v.expected == "nvidia.com/gpu 16 (4 GPUs x 4 replicas)"
+    assert v.observed == "nvidia.com/gpu 32 (label nvidia.com/gpu.count: 4)"
+    assert "sharing.replicas-match-config on t4-0" in v.message() and "remediation:" in v.message()
+
+
+def test_the_fault_stays_on_its_node() -> None:
+    other = sim_node("timeslice-replicas-wrong", node="t4-1")
+    assert evaluate_replicas_match_config(facts_of(other), physical=both_views(other)).outcome is Outcome.PASS
+
+
+def test_the_expect_pools_declaration_must_match_the_labels() -> None:
+    n = sim_node()
+    ok = evaluate_replicas_match_config(facts_of(n), physical=both_views(n),
+                                        declared=SharingSpec("time-slicing", 4), pool="t4")
+    assert ok.outcome is Outcome.PASS and "as --expect pool t4 declares" in ok.summary
+    v = evaluate_replicas_match_config(facts_of(n), physical=both_views(n), declared=SharingSpec("time-slicing", 8),
+                                       pool="t4")
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary == "--expect pool t4 declares 8 replicas per GPU but GFD labels 4"
+    mps = evaluate_replicas_match_config(facts_of(n), physical=both_views(n), declared=SharingSpec("mps"), pool="t4")
+    assert mps.summary == "--expect pool t4 declares sharing strategy mps but GFD labels time-slicing"
+
+
+def test_a_pool_declared_shared_on_a_node_that_is_not_is_degraded() -> None:
+    n = sim_node(profile="healthy-h100", node="h100-0")
+    v = evaluate_replicas_match_config(facts_of(n), physical={LABELLED: 8}, declared=SharingSpec("time-slicing", 2),
+                                       pool="h100")
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary == "--expect pool h100 declares sharing strategy time-slicing but GFD labels none"
+    assert "nvidia.com/gpu 8" in " ".join(v.evidence)
+
+
+def test_a_node_that_does_not_share_is_not_tested_with_its_labels() -> None:
+    n = sim_node(profile="healthy-h100", node="h100-0")
+    v = evaluate_replicas_match_config(facts_of(n), physical={LABELLED: 8})
+    assert v.outcome is Outcome.NOT_TESTED
+    assert v.summary == ("h100-0 does not share its GPUs (nvidia.com/gpu.sharing-strategy=none, "
+                         "nvidia.com/gpu.replicas=1)")
+
+
+def test_a_lost_gpu_is_the_gpu_counts_finding_not_a_replica_problem() -> None:
+    # Three GPUs enumerate (12 = 3 x 4) while the label still says 4: the probe's view explains it.
+    f = replace(facts_of(sim_node()), capacity={"nvidia.com/gpu": 12}, allocatable={"nvidia.com/gpu": 12})
+    assert evaluate_replicas_match_config(f, physical={LABELLED: 4, PROBED: 3}).outcome is Outcome.PASS
+
+
+def test_a_capacity_that_is_no_whole_number_of_replicas_is_degraded() -> None:
+    f = replace(facts_of(sim_node()), capacity={"nvidia.com/gpu": 14}, allocatable={"nvidia.com/gpu": 14})
+    v = evaluate_replicas_match_config(f, physical={LABELLED: 4})
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary == ("the device plugin advertises 14 nvidia.com/gpu, not a multiple of the 4 GPUs: it matches no "
+                         "whole number of replicas (labelled 4)")
+
+
+def test_labels_that_contradict_each_other_are_degraded() -> None:
+    f = replace(facts_of(sim_node()), replicas=1)
+    v = evaluate_replicas_match_config(f, physical={LABELLED: 4})
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary == "GFD labels sharing strategy time-slicing with nvidia.com/gpu.replicas=1"
+
+
+def test_a_gfd_without_the_strategy_label_is_judged_by_its_replicas() -> None:
+    # GFD before v0.15 labels replicas only.
+    f = replace(facts_of(sim_node()), strategy=None)
+    v = evaluate_replicas_match_config(f, physical={LABELLED: 4})
+    assert v.outcome is Outcome.PASS and v.summary == "nvidia.com/gpu 16 = 4 GPUs x 4 shared replicas, as GFD labels it"
+    none = evaluate_replicas_match_config(replace(f, strategy="none"), physical={LABELLED: 4})
+    assert none.outcome is Outcome.DEGRADED
+    assert none.summary == "GFD labels 4 replicas with sharing strategy none"
+
+
+def test_without_a_physical_gpu_count_the_capacity_is_not_tested() -> None:
+    v = evaluate_replicas_match_config(replace(facts_of(sim_node()), gpu_count=None), physical={})
+    assert v.outcome is Outcome.NOT_TESTED and "cannot be divided into replicas" in v.summary
+
+
+def test_renamed_shared_resources_are_counted_under_their_new_name() -> None:
+    n = renamed(sim_node())
+    f = facts_of(n)
+    assert f.capacity == {"nvidia.com/gpu.shared": 16} and f.resource == "nvidia.com/gpu.shared"
+    v = evaluate_replicas_match_config(f, physical={LABELLED: 4})
+    assert v.outcome is Outcome.PASS and v.summary.startswith("nvidia.com/gpu.shared 16 = 4 GPUs x 4")
+
+
+# -------------------------------------------------------------------------------------------------
+# sharing.product-label-shared
+
+
+def test_a_shared_gpu_under_its_own_name_carries_the_shared_suffix() -> None:
+    v = evaluate_product_label_shared(facts_of(sim_node()))
+    assert v.outcome is Outcome.PASS
+    assert v.summary == ("nvidia.com/gpu.product=Tesla-T4-SHARED carries -SHARED (not renamed: the resource is "
+                         "nvidia.com/gpu)")
+
+
+def test_renamed_by_default_keeps_the_plain_product_name() -> None:
+    v = evaluate_product_label_shared(facts_of(renamed(sim_node())))
+    assert v.outcome is Outcome.PASS and "nvidia.com/gpu.product=Tesla-T4 keeps its plain name" in v.summary
+
+
+def test_a_shared_gpu_without_the_suffix_is_degraded() -> None:
+    f = replace(facts_of(sim_node()), product="Tesla-T4")
+    v = evaluate_product_label_shared(f)
+    assert v.outcome is Outcome.DEGRADED and v.node == NODE
+    assert v.summary == ("nvidia.com/gpu.product=Tesla-T4 lacks the -SHARED suffix although nvidia.com/gpu is shared "
+                         "4 ways (time-slicing) under its own name")
+    assert v.expected == "nvidia.com/gpu.product=Tesla-T4-SHARED"
+
+
+def test_a_renamed_resource_with_the_suffix_is_degraded() -> None:
+    f = replace(facts_of(renamed(sim_node())), product="Tesla-T4-SHARED")
+    v = evaluate_product_label_shared(f)
+    assert v.outcome is Outcome.DEGRADED and "carries -SHARED although the device plugin renamed" in v.summary
+
+
+def test_a_resource_renamed_to_another_name_is_not_tested_with_the_reason() -> None:
+    f = replace(facts_of(sim_node()), capacity={}, allocatable={})
+    v = evaluate_product_label_shared(f)
+    assert v.outcome is Outcome.NOT_TESTED
+    assert "depends on the device plugin's rename setting, which the cluster does not expose" in v.summary
+
+
+def test_the_product_check_skips_a_node_that_does_not_share() -> None:
+    v = evaluate_product_label_shared(facts_of(sim_node(profile="healthy-h100", node="h100-0")))
+    assert v.outcome is Outcome.NOT_TESTED and "does not share its GPUs" in v.summary
+
+
+# -------------------------------------------------------------------------------------------------
+# sharing.oversubscription-runs
+
+
+def pod_outcome(name: str, code: int, out: str, *, times: tuple[str, str] | None = None) -> PodOutcome:
+    scheduled, finished = times or ("2026-11-29T00:00:00Z", "2026-11-29T00:00:05Z")
+    statuses = [{"name": "probe", "state": {"terminated": {"exitCode": code, "reason": "Completed" if code == 0 else
+                                                           "Error", "startedAt": scheduled, "finishedAt": finished}}}]
+    pod = {"metadata": {"name": name}, "spec": {"nodeName": NODE, "containers": [{"name": "probe"}]},
+           "status": {"phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": statuses,
+                      "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": scheduled}]}}
+    return make_outcome(pod, [], logs={"probe": out}, missing_logs={})
+
+
+def probe(n: SimNode, gpus: Sequence[int]) -> tuple[int, str]:
+    visible = [Visible(n.gpus[i]) for i in gpus]
+    return cuda_probe_run(n, visible=visible, image_cuda=parse_cuda("13.0.2"),
+                          env={"NVIDIA_VISIBLE_DEVICES": ",".join(v.gpu.uuid for v in visible)}, compat=True,
+                          started_at="2026-11-29T00:00:00.000Z", hostname=n.name)
+
+
+def runs_on(n: SimNode, allocation: Sequence[Sequence[int]]) -> list[Run]:
+    """One pod per allocation (GPU indices), as the device plugin's preferred allocation makes them."""
+    out = []
+    for i, gpus in enumerate(allocation):
+        code, text = probe(n, gpus)
+        out.append(Run(sighting(pod_outcome(pod_name(n.name, i), code, text)), (0.0, 5.0)))
+    return out
+
+
+def uuids(n: SimNode) -> frozenset[str]:
+    return frozenset(g.uuid for g in n.gpus)
+
+
+def oversubscribe(n: SimNode, runs: Sequence[Run]) -> Verdict:
+    return evaluate_oversubscription_runs(n.name, runs, physical=len(n.gpus), node_uuids=uuids(n), replicas=4,
+                                          strategy="time-slicing")
+
+
+def test_the_plan_is_the_nodes_gpus_plus_one_on_a_shared_node_only() -> None:
+    assert oversubscription_plan(facts_of(sim_node()), 4) == (5, None)
+    count, reason = oversubscription_plan(facts_of(sim_node(profile="healthy-h100", node="h100-0")), 8)
+    assert count == 0 and reason is not None and "does not share its GPUs" in reason
+    tight = replace(facts_of(sim_node()), allocatable={"nvidia.com/gpu": 4})
+    assert oversubscription_plan(tight, 4) == (0, "t4-0 has 4 allocatable nvidia.com/gpu for 4 GPUs: not enough to "
+                                               "run 5 pods at once (sharing.replicas-match-config says why)")
+
+
+def test_pod_names_stay_valid_and_unique_for_long_node_names() -> None:
+    long = "n" * 260
+    names = {pod_name(long, i) for i in range(5)}
+    assert len(names) == 5 and all(len(x) <= 253 for x in names)
+    assert pod_name("t4-0", 3) == "share-t4-0-3"
+
+
+def test_five_pods_on_four_time_sliced_gpus_run_and_share_one() -> None:
+    n = sim_node()
+    v = oversubscribe(n, runs_on(n, [[0], [1], [2], [3], [0]]))
+    assert v.outcome is Outcome.PASS, v.message()
+    assert v.summary == (f"5 pods on 4 GPUs (time-slicing, 4 replicas) held their GPUs at the same time; each verified "
+                         f"its kernel on one of the node's GPUs; shared: {n.gpus[0].uuid} x2")
+
+
+def test_a_pod_that_never_ran_fails_with_its_reason() -> None:
+    n = sim_node()
+    runs = runs_on(n, [[0], [1], [2], [3]])
+    pending = Sighting("pod share-t4-0-4", None, "pod share-t4-0-4 produced no probe output (Pending "
+                       "Unschedulable 0/1 nodes are available: 1 Insufficient nvidia.com/gpu.)")
+    v = oversubscribe(n, [*runs, Run(pending)])
+    assert v.outcome is Outcome.FAIL
+    assert v.summary.startswith("5 pods of one GPU each on 4 GPUs: pod share-t4-0-4 produced no probe output (Pending")
+
+
+def test_a_pod_seeing_two_gpus_or_a_foreign_one_fails() -> None:
+    n = sim_node()
+    two = oversubscribe(n, runs_on(n, [[0], [1], [2], [3], [0, 1]]))
+    assert two.outcome is Outcome.FAIL
+    assert two.summary == "pod share-t4-0-4 asked for one shared GPU and CUDA sees 2"
+    other = sim_node(node="t4-1")
+    runs = [*runs_on(n, [[0], [1], [2], [3]]), runs_on(other, [[], [], [], [], [0]])[4]]
+    foreign = oversubscribe(n, runs)
+    assert foreign.outcome is Outcome.FAIL
+    assert foreign.summary == f"pods on t4-0 see GPUs the node does not have: {other.gpus[0].uuid}"
+
+
+def test_a_failed_kernel_in_a_sharing_pod_fails_naming_the_pod_and_gpu() -> None:
+    n = sim_node()
+    runs = runs_on(n, [[0], [1], [2], [3]])
+    code, text = probe(n, [0])
+    doc = json.loads(text)
+    doc["exit_code"], doc["exit_reason"] = 5, "a device failed its vector-add kernel or its verification"
+    doc["devices"][0]["vector_add"].update(ok=False, verified=False, mismatches=12)
+    doc["devices"][0]["vector_add"]["result"].update(code=700, name="cudaErrorIllegalAddress",
+                                                     message="an illegal memory access was encountered")
+    bad = Run(sighting(pod_outcome("share-t4-0-4", 5, json.dumps(doc))), (0.0, 5.0))
+    v = oversubscribe(n, [*runs, bad])
+    assert v.outcome is Outcome.FAIL
+    assert v.summary.startswith(f"the vector-add kernel failed in pod share-t4-0-4 on {n.gpus[0].uuid} while 5 pods "
+                                "shared 4 GPUs: cudaErrorIllegalAddress (700)")
+
+
+def test_pods_that_never_overlapped_did_not_exercise_sharing() -> None:
+    n = sim_node()
+    runs = runs_on(n, [[0], [1], [2], [3], [0]])
+    late = replace(runs[4], window=(10.0, 12.0))
+    v = oversubscribe(n, [*runs[:4], late])
+    assert v.outcome is Outcome.NOT_TESTED and "did not all hold their GPUs at the same time" in v.summary
+    unknown = oversubscribe(n, [*runs[:4], replace(runs[4], window=None)])
+    assert unknown.outcome is Outcome.PASS and "were launched at once" in unknown.summary
+
+
+@pytest.mark.parametrize("allocation", [[[0], [0], [0], [0], [0]], [[1], [2], [1], [2], [3]]],
+                         ids=["all on one GPU", "spread unevenly"])
+def test_any_packing_on_the_nodes_gpus_is_sharing(allocation: list[list[int]]) -> None:
+    n = sim_node()
+    assert oversubscribe(n, runs_on(n, allocation)).outcome is Outcome.PASS
