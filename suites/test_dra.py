@@ -4,14 +4,12 @@ devices are the hardware, published once, and ResourceClaims get the devices the
 Runs when the cluster serves resource.k8s.io/v1 and has the DeviceClass gpu.nvidia.com; skips with
 the reason otherwise. Two campaigns (launch once, assert many): every node's whole-node claim pod
 (allocationMode All) and unsatisfiable-selector pod together, then every node's selector-claim and
-two-claim pods. A watch on the run namespace's ResourceClaims records each claim's allocation
-while its pod runs (a generated claim is deallocated and deleted once its pod is done). Pods are
+two-claim pods. The campaigns record each pod's claims as seen allocated while it runs (a
+generated claim is deallocated and deleted once its pod is done). Pods are
 placed by nodeSelector, never nodeName. The decisions are in gpuconf.checks.dra."""
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,9 +18,9 @@ import pytest
 
 from gpuconf.checks import dra as checks
 from gpuconf.checks.isolation import Sighting, sighting
-from gpuconf.cluster import Cluster, ClusterError, ConflictError, Inventory, PodOutcome, run_campaign
+from gpuconf.cluster import Inventory, PodOutcome, run_campaign
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
-from gpuconf.plugin import ClusterHandle, cuda_probe_pod, judge, native_probe_cuda, run_context
+from gpuconf.plugin import cuda_probe_pod, judge, native_probe_cuda, run_context
 from gpuconf.probe_pods import ClaimRequest, make_resource_claim_template
 
 pytestmark = pytest.mark.dra
@@ -44,26 +42,12 @@ class DraFacts:
     device_classes: tuple[str, ...]
 
 
-def _list_slices(cluster: Cluster) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
-    token: str | None = None
-    while True:
-        page = cluster.call_json("list resourceslices", cluster.resource.list_resource_slice, limit=500,
-                                 _continue=token)
-        items.extend(page.get("items") or [])
-        token = (page.get("metadata") or {}).get("continue")
-        if not token:
-            return items
-
-
 @pytest.fixture(scope="module")
-def dra_facts(gpu_cluster: ClusterHandle, gpu_inventory: Inventory) -> DraFacts:
-    cluster = gpu_cluster.cluster
-    serves = cluster.discover().serves_resource("resource.k8s.io/v1", "resourceslices")
-    reason = checks.dra_skip_reason(serves_v1=serves, device_classes=gpu_inventory.device_classes)
+def dra_facts(gpu_inventory: Inventory) -> DraFacts:
+    reason = checks.dra_skip_reason(serves_v1=gpu_inventory.dra_served, device_classes=gpu_inventory.device_classes)
     if reason is not None:
         pytest.skip(reason)
-    slices = _list_slices(cluster)
+    slices = [s.raw for s in gpu_inventory.slices]
     return DraFacts({n.name: checks.slice_devices(slices, n.name) for n in gpu_inventory.gpu_nodes},
                     gpu_inventory.device_classes)
 
@@ -77,80 +61,6 @@ def node_devices(facts: DraFacts, node: str) -> tuple[checks.SliceDevice, ...]:
 
 
 # -------------------------------------------------------------------------------------------------
-# Recording claim allocations while the pods run
-
-
-class ClaimRecorder:
-    """``with ClaimRecorder(cluster, namespace) as rec:``: one watch on the namespace's
-    ResourceClaims, keeping each claim's last allocation (``rec.allocations``, by claim name)."""
-
-    def __init__(self, cluster: Cluster, namespace: str) -> None:
-        self.cluster, self.namespace = cluster, namespace
-        self.allocations: dict[str, checks.Allocation] = {}
-        self.error: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="dra-claim-recorder", daemon=True)
-        self._rv = ""
-
-    def _see(self, claim: dict[str, Any]) -> None:
-        allocation = checks.allocation_of(claim)
-        if allocation is not None:
-            self.allocations[allocation.claim] = allocation
-
-    def __enter__(self) -> ClaimRecorder:
-        listing = self.cluster.call_json("list resourceclaims", self.cluster.resource.list_namespaced_resource_claim,
-                                         self.namespace)
-        for claim in listing.get("items") or []:
-            self._see(claim)
-        self._rv = str((listing.get("metadata") or {}).get("resourceVersion") or "")
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
-    def _run(self) -> None:
-        # After stop, one more short watch drains what the server sent meanwhile.
-        draining = False
-        while not draining:
-            draining = self._stop.is_set()
-            try:
-                self._watch_once()
-            except (ClusterError, OSError, ValueError) as e:
-                self.error = f"watching resourceclaims in {self.namespace}: {e}"
-                if self._stop.wait(0.5):
-                    return
-
-    def _watch_once(self) -> None:
-        response: Any = self.cluster.call(
-            "watch resourceclaims", self.cluster.resource.list_namespaced_resource_claim, self.namespace, watch=True,
-            resource_version=self._rv, allow_watch_bookmarks=True, timeout_seconds=1, _preload_content=False,
-            _request_timeout=(self.cluster.retry.request_timeout, 10))
-        try:
-            buffer = b""
-            for chunk in response.stream(65536):
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        self._event(json.loads(line))
-        finally:
-            response.close()
-            response.release_conn()
-
-    def _event(self, event: dict[str, Any]) -> None:
-        kind, obj = event.get("type"), event.get("object") or {}
-        if kind == "ERROR":
-            if obj.get("code") == 410:  # history moved on: relist from now (allocations kept)
-                self._rv = ""
-            return
-        self._rv = str((obj.get("metadata") or {}).get("resourceVersion") or self._rv)
-        if kind in ("ADDED", "MODIFIED"):
-            self._see(obj)
-
-
-# -------------------------------------------------------------------------------------------------
 # The campaigns
 
 
@@ -159,7 +69,7 @@ class DraRun:
     outcomes: dict[str, dict[str, PodOutcome]] = field(default_factory=dict)  # node -> role -> outcome
     allocations: dict[str, list[checks.Allocation]] = field(default_factory=dict)  # pod -> its claims
     thresholds: dict[str, int] = field(default_factory=dict)  # node -> the selector's GiB
-    recorder_error: str | None = None
+    claim_errors: dict[str, str | None] = field(default_factory=dict)  # pod -> why its claims may be unseen
 
     def outcome(self, node: str, role: str) -> PodOutcome | None:
         return self.outcomes.get(node, {}).get(role)
@@ -171,27 +81,21 @@ class DraRun:
     def claims(self, node: str, role: str) -> list[checks.Allocation]:
         """The pod's claims as last seen allocated; when none was seen because the watch on the
         claims broke, the test errors with that (no verdict from missing evidence)."""
-        found = self.allocations.get(checks.pod_name(role, node), [])
-        if not found and self.recorder_error and role != "none":
-            pytest.fail(f"the allocations of {checks.pod_name(role, node)}'s claims are unknown: "
-                        f"{self.recorder_error}", pytrace=False)
+        name = checks.pod_name(role, node)
+        found = self.allocations.get(name, [])
+        error = self.claim_errors.get(name)
+        if not found and error and role != "none":
+            pytest.fail(f"the allocations of {name}'s claims are unknown: {error}", pytrace=False)
         return found
 
 
 def _create_template(config: pytest.Config, name: str, requests: list[ClaimRequest]) -> str:
     ctx = run_context(config)
-    cluster = ctx.cluster
     body = make_resource_claim_template(name=name, namespace=ctx.namespace, run_id=ctx.run_id, check="dra",
                                         requests=requests)
-    try:
-        cluster.call(f"create resourceclaimtemplate {name}", cluster.resource.create_namespaced_resource_claim_template,
-                     ctx.namespace, body)
-    except ConflictError:  # made earlier in this run; its cleanup is registered
-        return name
-    ctx.add_cleanup(f"delete resourceclaimtemplate {name}", lambda: cluster.call(
-        f"delete resourceclaimtemplate {name}", cluster.resource.delete_namespaced_resource_claim_template, name,
-        ctx.namespace))
-    return name
+    api = ctx.cluster.resource
+    return ctx.create("resourceclaimtemplate", api.create_namespaced_resource_claim_template,
+                      api.delete_namespaced_resource_claim_template, body)
 
 
 def _all_devices_template(config: pytest.Config, devices: tuple[checks.SliceDevice, ...],
@@ -242,18 +146,14 @@ def dra_run(request: pytest.FixtureRequest, gpu_inventory: Inventory, dra_facts:
         if gpus >= 2:
             second.append(pod(node, "two", {"first": one_gpu, "second": one_gpu}, waits))
 
-    with ClaimRecorder(ctx.cluster, ctx.namespace) as recorder:
-        for pods in (first, second):
-            if pods:
-                for name, outcome in run_campaign(ctx, pods, timeout=timeout).items():
-                    node_name, role = roles[name]
-                    run.outcomes.setdefault(node_name, {})[role] = outcome
-    for allocation in recorder.allocations.values():
-        if allocation.pod:
-            run.allocations.setdefault(allocation.pod, []).append(allocation)
-    for claims in run.allocations.values():
-        claims.sort(key=lambda a: a.pod_claim or a.claim)
-    run.recorder_error = recorder.error
+    for pods in (first, second):
+        if pods:
+            for name, outcome in run_campaign(ctx, pods, timeout=timeout, record_claims=True).items():
+                node_name, role = roles[name]
+                run.outcomes.setdefault(node_name, {})[role] = outcome
+                seen = [a for a in map(checks.allocation_of, outcome.claims) if a is not None]
+                run.allocations[name] = sorted(seen, key=lambda a: a.pod_claim or a.claim)
+                run.claim_errors[name] = outcome.claims_error
     yield run
 
 

@@ -199,3 +199,27 @@ def test_a_given_namespace_is_used_and_kept_and_a_missing_one_is_one_clear_error
     with pytest.raises(ClusterError, match=r"^namespace absent does not exist \(--namespace names an existing"):
         with RunContext(cluster, handle_signals=False, namespace="absent"):
             pass
+
+
+def test_a_campaign_records_the_claims_its_pods_were_allocated(tmp_path: Path) -> None:
+    """A generated claim is deallocated and deleted once its pod is done: the campaign keeps what it
+    saw while the pod ran."""
+    from gpuconf.probe_pods import ClaimRequest, make_resource_claim_template
+
+    with SimulatedCluster("h200-dra-only") as sim:
+        dra = connect(sim.write_kubeconfig(tmp_path / "kubeconfig"))
+        with RunContext(dra, handle_signals=False) as ctx:
+            api = dra.resource
+            template = ctx.create("resourceclaimtemplate", api.create_namespaced_resource_claim_template,
+                                  api.delete_namespaced_resource_claim_template, make_resource_claim_template(
+                                      name="one-gpu", namespace=ctx.namespace, run_id=ctx.run_id, check="test",
+                                      requests=[ClaimRequest("gpu", "gpu.nvidia.com")]))
+            pod = make_cuda_probe_pod(name="claimer", namespace=ctx.namespace, run_id=ctx.run_id, check="test",
+                                      cuda="13.0.2", node="h200-0", gpu_count=0, resource_claims={"gpu": template})
+            (outcome,) = run_campaign(ctx, [pod], timeout=20, record_claims=True).values()
+            later = dra.call_json("list claims", api.list_namespaced_resource_claim, ctx.namespace)["items"]
+    assert outcome.succeeded and outcome.claims_error is None
+    (claim,) = outcome.claims
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    assert (result["driver"], result["pool"], result["request"]) == ("gpu.nvidia.com", "h200-0", "gpu")
+    assert not [c for c in later if not c["metadata"].get("deletionTimestamp")]  # gone with its pod

@@ -41,6 +41,7 @@ from typing import Any
 
 from gpuconf.checks.isolation import Sighting
 from gpuconf.cluster import PodOutcome
+from gpuconf.cluster.claims import claim_pod
 from gpuconf.probes.cuda import CudaProbeReport
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
@@ -243,10 +244,7 @@ def allocation_of(claim: Mapping[str, Any]) -> Allocation | None:
     if not allocation:
         return None
     results = (allocation.get("devices") or {}).get("results") or []
-    owners = [o for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"]
-    reserved = [r for r in (claim.get("status") or {}).get("reservedFor") or [] if r.get("resource") == "pods"]
-    pod = (owners or reserved or [{}])[0].get("name")
-    return Allocation(str(meta.get("name")), str(pod) if pod else None,
+    return Allocation(str(meta.get("name")), claim_pod(claim),
                       (meta.get("annotations") or {}).get(POD_CLAIM_ANNOTATION),
                       tuple(AllocatedDevice(str(r.get("request")), str(r.get("driver")), str(r.get("pool")),
                                             str(r.get("device"))) for r in results))

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,7 +35,7 @@ from gpuconf.cluster.errors import (
     UnreachableError,
 )
 
-__all__ = ["Cluster", "Discovery", "RetryPolicy", "connect", "make_discovery", "wrap_error"]
+__all__ = ["Cluster", "Discovery", "RetryPolicy", "connect", "make_discovery", "stream_lines", "wrap_error"]
 
 T = TypeVar("T")
 
@@ -116,6 +116,17 @@ def wrap_error(exc: BaseException, what: str, host: str) -> ClusterError:
     if isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError)):
         return UnreachableError(f"cannot reach the API server at {host}: {_connection_detail(exc)}")
     return ClusterError(f"{what}: {type(exc).__name__}: {exc}")
+
+
+def stream_lines(response: Any) -> Iterator[bytes]:
+    """The non-empty lines of a watch response, as they arrive."""
+    buffer = b""
+    for chunk in response.stream(65536):
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        yield from (line for line in lines if line.strip())
+    if buffer.strip():
+        yield buffer
 
 
 def _retryable(exc: BaseException) -> bool:

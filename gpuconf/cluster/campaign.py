@@ -17,15 +17,17 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
 from types import FrameType, TracebackType
 from typing import Any
 
 import urllib3
 
-from gpuconf.cluster.access import Cluster
+from gpuconf.cluster.access import Cluster, stream_lines
+from gpuconf.cluster.claims import ClaimWatch
 from gpuconf.cluster.errors import ApiCallError, ClusterError, ConflictError, ForbiddenError, NotFoundError
 from gpuconf.cluster.outcomes import (
     PodOutcome,
@@ -188,6 +190,20 @@ class RunContext:
         elif previous != signal.SIG_IGN:
             os.kill(os.getpid(), signum)  # the default action, now that our handler is gone
 
+    def create(self, what: str, create: Callable[..., object], delete: Callable[..., object],
+               body: dict[str, Any]) -> str:
+        """Create a namespaced object the run needs (``create(namespace, body)``) and register its
+        deletion (``delete(name, namespace)``); one already there from earlier in this run is reused."""
+        name = str(body["metadata"]["name"])
+        c = self.cluster
+        try:
+            c.call(f"create {what} {name}", create, self.namespace, body)
+        except ConflictError:  # made earlier in this run: its cleanup is registered
+            return name
+        self.add_cleanup(f"delete {what} {name}", lambda: c.call(f"delete {what} {name}", delete, name,
+                                                                  self.namespace))
+        return name
+
     def next_campaign_id(self) -> str:
         with self._lock:
             self._campaigns += 1
@@ -306,16 +322,6 @@ class _Follower:
         return sorted(self.names - set(self.done))
 
 
-def _lines(response: Any) -> Iterator[bytes]:
-    buffer = b""
-    for chunk in response.stream(65536):
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        yield from (line for line in lines if line.strip())
-    if buffer.strip():
-        yield buffer
-
-
 def _follow(cluster: Cluster, ctx: RunContext, selector: str, follower: _Follower, deadline: float) -> None:
     """One watch on the namespace until every pod is done or the deadline passes: relist on start
     and after 410 Gone; resume from the last resourceVersion when a stream ends or breaks."""
@@ -341,7 +347,7 @@ def _follow(cluster: Cluster, ctx: RunContext, selector: str, follower: _Followe
                 continue
             raise
         try:
-            for line in _lines(response):
+            for line in stream_lines(response):
                 event = json.loads(line)
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind == "ERROR":
@@ -430,12 +436,14 @@ def _create_pod(cluster: Cluster, pod: dict[str, Any]) -> PodOutcome | None:
 
 
 def run_campaign(ctx: RunContext, pods: Sequence[Obj], *, timeout: float, schedule_budget: float = 60.0,
-                 max_log_bytes: int = 256 * 1024, parallel_creates: int = 8) -> dict[str, PodOutcome]:
+                 max_log_bytes: int = 256 * 1024, parallel_creates: int = 8,
+                 record_claims: bool = False) -> dict[str, PodOutcome]:
     """Launch every pod at once into the run namespace, follow them with one watch until each is
     finished, stuck for good, unschedulable past its budget (``schedule_budget`` seconds from
     creation, or the pod's ``gpuconf.io/schedule-budget-s`` annotation), or ``timeout`` passes;
     then read logs and events once. The campaign's pods are deleted afterwards (a pod left
-    Pending or Running would hold GPUs the next campaign needs)."""
+    Pending or Running would hold GPUs the next campaign needs). ``record_claims``: also watch the
+    namespace's ResourceClaims meanwhile and give each outcome its claims as seen allocated."""
     cluster = ctx.cluster
     campaign = ctx.next_campaign_id()
     prepared = [_prepare(p, ctx, campaign) for p in pods]
@@ -471,7 +479,12 @@ def run_campaign(ctx: RunContext, pods: Sequence[Obj], *, timeout: float, schedu
             created[name] = time.monotonic()
     following = [n for n in names if n not in rejected]
     follower = _Follower(following, {p["metadata"]["name"]: _budget(p, schedule_budget) for p in prepared}, created)
-    _follow(cluster, ctx, selector, follower, deadline)
+    claims: ClaimWatch | None = None
+    if record_claims:
+        with ClaimWatch(cluster, ctx.namespace) as claims:
+            _follow(cluster, ctx, selector, follower, deadline)
+    else:
+        _follow(cluster, ctx, selector, follower, deadline)
 
     events = _events_by_pod(cluster, ctx.namespace)
     outcomes: dict[str, PodOutcome] = dict(rejected)
@@ -479,8 +492,11 @@ def run_campaign(ctx: RunContext, pods: Sequence[Obj], *, timeout: float, schedu
         pod = follower.pods.get(name) or {"metadata": {"name": name}}
         uid = str((pod.get("metadata") or {}).get("uid") or name)
         logs, missing, truncated = _read_logs(cluster, pod, max_log_bytes)
-        outcomes[name] = make_outcome(pod, events.get(uid, []), logs=logs, missing_logs=missing,
-                                      truncated_logs=truncated, timed_out=name not in follower.done)
+        outcome = make_outcome(pod, events.get(uid, []), logs=logs, missing_logs=missing, truncated_logs=truncated,
+                               timed_out=name not in follower.done)
+        if claims is not None:
+            outcome = replace(outcome, claims=claims.for_pod(name), claims_error=claims.error)
+        outcomes[name] = outcome
     try:
         delete_pods()
     except NotFoundError:

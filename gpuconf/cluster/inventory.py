@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuconf.cluster.access import Cluster
@@ -51,6 +51,7 @@ class ResourceSliceInfo:
     driver: str
     pool: str
     devices: tuple[str, ...]
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)  # the object, for attributes
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class Inventory:
     device_classes: tuple[str, ...]
     slices: tuple[ResourceSliceInfo, ...]
     cluster_policy: ClusterPolicyState | None  # None: not served, or served with no object
+    dra_served: bool = False  # the cluster serves resource.k8s.io/v1 ResourceSlices
 
     def node(self, name: str) -> GpuNode:
         for n in self.gpu_nodes:
@@ -127,7 +129,7 @@ def _slice_info(obj: Obj) -> ResourceSliceInfo:
     return ResourceSliceInfo(
         name=str((obj.get("metadata") or {}).get("name", "")), node=str(node) if node else None,
         driver=str(spec.get("driver", "")), pool=str((spec.get("pool") or {}).get("name", "")),
-        devices=tuple(str(d.get("name", "")) for d in spec.get("devices") or ()))
+        devices=tuple(str(d.get("name", "")) for d in spec.get("devices") or ()), raw=obj)
 
 
 def _is_gpu_node(node: Obj, has_slices: bool) -> bool:
@@ -151,7 +153,7 @@ def _gpu_node(node: Obj, slices: tuple[ResourceSliceInfo, ...]) -> GpuNode:
 
 
 def build_inventory(nodes: Iterable[Obj], runtime_classes: Iterable[Obj], device_classes: Iterable[Obj],
-                    slices: Iterable[Obj], cluster_policy: Obj | None) -> Inventory:
+                    slices: Iterable[Obj], cluster_policy: Obj | None, *, dra_served: bool = False) -> Inventory:
     """Pure: the inventory from listed objects. A node is a GPU node when it has a GPU extended
     resource (capacity or allocatable), the ``nvidia.com/gpu.present=true`` label, or a ResourceSlice."""
     slice_infos = tuple(sorted((_slice_info(s) for s in slices), key=lambda s: s.name))
@@ -178,7 +180,7 @@ def build_inventory(nodes: Iterable[Obj], runtime_classes: Iterable[Obj], device
                                                        str(r.get("handler", ""))) for r in runtime_classes),
                                      key=lambda r: r.name)),
         device_classes=tuple(sorted(str((d.get("metadata") or {}).get("name", "")) for d in device_classes)),
-        slices=slice_infos, cluster_policy=policy)
+        slices=slice_infos, cluster_policy=policy, dra_served=dra_served)
 
 
 def _list_all(cluster: Cluster, what: str, fn: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
@@ -203,7 +205,8 @@ def load_inventory(cluster: Cluster, *, node_selector: str | None = None) -> Inv
     runtime_classes = _list_all(cluster, "list runtimeclasses", cluster.node_api.list_runtime_class)
     device_classes: list[dict[str, Any]] = []
     slices: list[dict[str, Any]] = []
-    if discovery.serves_resource("resource.k8s.io/v1", "resourceslices"):
+    dra_served = discovery.serves_resource("resource.k8s.io/v1", "resourceslices")
+    if dra_served:
         device_classes = _list_all(cluster, "list deviceclasses", cluster.resource.list_device_class)
         slices = _list_all(cluster, "list resourceslices", cluster.resource.list_resource_slice)
     policy: dict[str, Any] | None = None
@@ -214,4 +217,4 @@ def load_inventory(cluster: Cluster, *, node_selector: str | None = None) -> Inv
         except NotFoundError:  # the CRD went away between discovery and the list
             policies = []
         policy = policies[0] if policies else None
-    return build_inventory(nodes, runtime_classes, device_classes, slices, policy)
+    return build_inventory(nodes, runtime_classes, device_classes, slices, policy, dra_served=dra_served)

@@ -92,6 +92,10 @@ class PodOutcome:
     timings: PodTimings
     timed_out: bool
     unschedulable: bool
+    #: With ``run_campaign(record_claims=True)``: the pod's ResourceClaims as last seen allocated
+    #: (raw objects); ``claims_error`` says why that view may be incomplete (the watch broke).
+    claims: tuple[Mapping[str, Any], ...] = ()
+    claims_error: str | None = None
 
     @property
     def succeeded(self) -> bool:

@@ -58,6 +58,7 @@ from gpuconf.sim.agent_model import (
     make_cluster_policy_crd,
     make_device_classes,
     make_lease,
+    make_mig_parted_config,
     make_node,
     make_node_status,
     make_runtime_class,
@@ -262,6 +263,11 @@ class NodeAgents:
             api.ignoring((409,), api.resource.create_device_class, device_class)
         if self.cluster.profile.operator.present:
             self._register_cluster_policy()
+            mig_config = make_mig_parted_config(self.cluster)
+            if mig_config is not None:
+                namespace = mig_config["metadata"]["namespace"]
+                api.ignoring((409,), api.core.create_namespace, {"metadata": {"name": namespace}})
+                api.ignoring((409,), api.core.create_namespaced_config_map, namespace, mig_config)
 
     def _register_cluster_policy(self) -> None:
         api = self._api

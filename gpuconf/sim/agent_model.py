@@ -21,17 +21,29 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from gpuconf.compat import tables
 from gpuconf.compat.versions import CudaVersion, VersionError, parse_cuda
 from gpuconf.sim.emulate import Visible
-from gpuconf.sim.node_facts import AdvertisedDevice, advertised_devices, node_labels, node_resources
+from gpuconf.sim.node_facts import (
+    AdvertisedDevice,
+    advertised_devices,
+    mig_config_name,
+    mig_parted_entries,
+    node_labels,
+    node_resources,
+)
 from gpuconf.sim.profile import Profile, SimCluster, SimNode
 
 __all__ = [
+    "MIG_PARTED_CONFIG",
+    "OPERATOR_NAMESPACE",
     "AdmissionError",
     "DeviceBook",
     "as_visible",
     "cluster_policy_status",
+    "make_mig_parted_config",
     "plugin_env",
     "ImageFacts",
     "KubeletWording",
@@ -483,10 +495,34 @@ def make_cluster_policy(cluster: SimCluster) -> Obj:
         "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
         "spec": {"operator": {"defaultRuntime": "containerd"}, "driver": {"enabled": True},
                  "toolkit": {"enabled": True}, "devicePlugin": {"enabled": plugin}, "gfd": {"enabled": True},
-                 "dcgmExporter": {"enabled": True}, "migManager": {"enabled": mig}, "mig": {"strategy": strategy},
+                 "dcgmExporter": {"enabled": True},
+                 "migManager": {"enabled": mig, "config": {"name": MIG_PARTED_CONFIG, "default": "all-disabled"}},
+                 "mig": {"strategy": strategy},
                  "validator": {"plugin": {"env": []}}, "cdi": {"enabled": True, "default": False}},
     }
 
 
 def cluster_policy_status() -> Obj:
-    return {"state": "ready", "namespace": "gpu-operator"}
+    return {"state": "ready", "namespace": OPERATOR_NAMESPACE}
+
+
+#: Where the GPU Operator keeps mig-manager's layouts (ClusterPolicy spec.migManager.config.name).
+OPERATOR_NAMESPACE = "gpu-operator"
+MIG_PARTED_CONFIG = "default-mig-parted-config"
+
+
+def make_mig_parted_config(cluster: SimCluster) -> Obj | None:
+    """The ConfigMap mig-manager reads its layouts from (``config.yaml``, mig-parted's v1 format),
+    holding every MIG pool's declared layout under the name its ``nvidia.com/mig.config`` label
+    gives; None when no pool uses MIG."""
+    configs: dict[str, object] = {}
+    for pool in cluster.profile.pools:
+        name = mig_config_name(pool)
+        if name is not None:
+            configs.setdefault(name, mig_parted_entries(pool))
+    if not configs:
+        return None
+    text = yaml.safe_dump({"version": "v1", "mig-configs": {
+        "all-disabled": [{"devices": "all", "mig-enabled": False}], **configs}}, sort_keys=False)
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": MIG_PARTED_CONFIG, "namespace": OPERATOR_NAMESPACE}, "data": {"config.yaml": text}}

@@ -14,11 +14,41 @@ from collections import Counter
 from dataclasses import dataclass
 
 from gpuconf.compat import tables
-from gpuconf.sim.profile import SimGpu, SimMigInstance, SimNode
+from gpuconf.sim.profile import NodePool, SimGpu, SimMigInstance, SimNode
 
-__all__ = ["AdvertisedDevice", "advertised_devices", "node_labels", "node_resources", "resource_slices"]
+__all__ = ["AdvertisedDevice", "advertised_devices", "mig_config_name", "mig_parted_entries", "node_labels",
+           "node_resources", "resource_slices"]
 
 GPU = "nvidia.com/gpu"
+
+
+def mig_config_name(pool: NodePool) -> str | None:
+    """The name of the pool's declared MIG layout in mig-manager's config, as its
+    ``nvidia.com/mig.config`` label names it: ``all-<profile>`` for one profile on every GPU
+    at its most instances (mig-parted's own naming), else ``custom-<pool>``; None without MIG."""
+    mig = pool.device_plugin.mig
+    if not mig.enabled:
+        return None
+    if not mig.per_gpu and len(mig.layout) == 1:
+        profile, count = mig.layout[0]
+        most = next((p["max_instances"] for row in tables.load("mig_profiles")["profile_sets"]
+                     if pool.gpu.name in row["gpus"] for p in row["profiles"] if p["name"] == profile), None)
+        if count == most:
+            return f"all-{profile}"
+    return f"custom-{pool.name}"
+
+
+def mig_parted_entries(pool: NodePool) -> list[dict[str, object]]:
+    """The pool's declared layout as mig-parted config entries (``devices``, ``mig-enabled``,
+    ``mig-devices``): one entry per distinct layout, by GPU index where GPUs differ."""
+    mig = pool.device_plugin.mig
+    if not mig.per_gpu:
+        return [{"devices": "all", "mig-enabled": True, "mig-devices": dict(mig.layout)}]
+    groups: dict[tuple[tuple[str, int], ...], list[int]] = {}
+    for index in range(pool.gpus_per_node):
+        groups.setdefault(mig.for_gpu(index), []).append(index)
+    return [{"devices": gpus, "mig-enabled": bool(layout), **({"mig-devices": dict(layout)} if layout else {})}
+            for layout, gpus in groups.items()]
 
 
 def _cuda_labels(node: SimNode) -> dict[str, str]:
@@ -82,6 +112,9 @@ def node_labels(node: SimNode) -> dict[str, str]:
                            f"{prefix}.memory": str(sample.memory_gib * 1024), f"{prefix}.slices.gi": str(sample.slices),
                            f"{prefix}.replicas": "1"})
         count = sum(1 for g in node.gpus if not g.mig)
+    config = mig_config_name(node.pool)
+    if config is not None:  # mig-manager's labels: the layout it was asked for, and that it applied it
+        labels.update({"nvidia.com/mig.config": config, "nvidia.com/mig.config.state": "success"})
     if sharing.strategy != "none" and not sharing.rename_by_default:
         product = f"{product}-SHARED"
     labels.update({"nvidia.com/gpu.product": product, "nvidia.com/gpu.count": str(count),

@@ -1,0 +1,581 @@
+"""MIG checks: on a node whose GPUs are cut into MIG instances, the layout it declares is the one
+it has, each instance is isolated, and no MIG-enabled GPU is also handed out whole.
+
+The suite observes, it never reconfigures (domain.md §6: changing a MIG layout stops all work on
+the GPU). One campaign puts on every MIG node, per advertised resource (``nvidia.com/mig-<profile>``
+with the mixed strategy, ``nvidia.com/gpu`` with single), an ``all`` pod requesting every
+allocatable instance and a ``one`` pod requesting a single one (:func:`plan_node`); the two queue
+for the same instances. Three checks read the result:
+
+* ``mig.layout-matches-config``: the instance counts per profile agree in every view that has
+  them: the layout mig-manager was told to apply (``nvidia.com/mig.config`` looked up in its
+  mig-parted config), GFD's labels (``nvidia.com/mig-<profile>.count``; with single,
+  ``nvidia.com/gpu.count`` and the ``-MIG-<profile>`` product), the device plugin's capacity, and
+  the MIG devices the ``all`` pods see (which must be exactly what was granted).
+* ``mig.instance-isolated``: each ``one`` pod sees exactly one ``MIG-`` CUDA device, of its
+  profile, with that profile's memory (gpuconf/data/mig_profiles.yaml, within
+  :data:`MEMORY_TOLERANCE`), runs the kernel, and sees no other instance, no whole GPU, and no
+  GPU but the instance's parent.
+* ``mig.not-also-full-gpu``: with single, every ``nvidia.com/gpu`` is an instance; with mixed,
+  the GPUs behind ``nvidia.com/gpu`` (the whole-node probe) have MIG disabled and are none of the
+  MIG instances' parents.
+
+Decisions:
+
+* **GFD's count labels follow the real instances** (GFD enumerates them through NVML), so only
+  mig-manager's ``nvidia.com/mig.config`` says what the layout should be. Without that label, or
+  without a readable mig-parted config, the layout check compares the views it has and says the
+  declared layout was not available.
+* **Instance counts are compared per node**, not per GPU: mig-parted addresses GPUs by host NVML
+  index, which a container's NVML renumbers. A config entry for ``devices: all`` is counted over
+  the GPUs observed (MIG parents the probes see plus whole GPUs advertised), so a GPU that lost
+  every instance and is advertised as nothing escapes an ``all`` entry (explicit indices catch it).
+* **CUDA enumerates one MIG device per process** (MIG User Guide, "CUDA device enumeration";
+  pytorch/pytorch#130181 quotes it): an ``all`` pod whose CUDA sees a single instance of the
+  granted ones has the rest counted from NVIDIA_VISIBLE_DEVICES (the device plugin's envvar
+  strategy); without that list the probes' view is left out of the comparison, not guessed.
+* **Config entries with a ``device-filter``** (PCI device ids, which no label carries) apply when
+  every profile they name exists on the node's GPU model; when that is ambiguous the declared
+  layout is reported as unresolved, never guessed.
+* **Unknown GPU models** (no MIG table): the instance memory is not judged; the verdict is
+  NOT_TESTED with what did hold.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import yaml
+
+from gpuconf.checks.isolation import GpuView, Sighting
+from gpuconf.compat import tables
+from gpuconf.probes.cuda import CudaProbeReport, DeviceReport
+from gpuconf.verdict import Verdict, failed, not_tested, passed
+
+__all__ = [
+    "MEMORY_TOLERANCE",
+    "Declared",
+    "MigDevice",
+    "MigProfile",
+    "PlannedPod",
+    "declared_layout",
+    "evaluate_instance_isolated",
+    "evaluate_layout_matches_config",
+    "evaluate_not_also_full_gpu",
+    "gpu_model",
+    "labelled_layout",
+    "advertised_layout",
+    "mig_devices",
+    "mig_profiles",
+    "mig_skip_reason",
+    "parse_mig_parted",
+    "plan_node",
+    "pod_name",
+    "strategy",
+]
+
+GPU = "nvidia.com/gpu"
+MIG_PREFIX = "nvidia.com/mig-"
+STRATEGY_LABEL = "nvidia.com/mig.strategy"
+CONFIG_LABEL = "nvidia.com/mig.config"
+CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+#: An instance's memory as CUDA reports it, as a fraction of the GiB in its profile name: below it
+#: (A100-40GB 1g.5gb shows 4864 MiB, 0.95; H200 1g.18gb about 16.5 GiB, 0.92), never above.
+MEMORY_TOLERANCE = (0.85, 1.02)
+
+_MAX_NAME = 253
+_CUDA_MIG_NAME = re.compile(r"\bMIG\s+(\S+)\s*$")  # "NVIDIA A100-SXM4-80GB MIG 3g.40gb"
+_COUNT_LABEL = re.compile(r"^nvidia\.com/mig-(.+)\.count$")
+_SINGLE_PRODUCT = re.compile(r"-MIG-(.+?)(?:-SHARED)?$")
+
+Layout = Mapping[str, int]  # MIG profile -> instances
+
+
+def _fmt(layout: Layout | None) -> str:
+    if layout is None:
+        return "unknown"
+    items = [f"{p} x{n}" for p, n in sorted(layout.items()) if n]
+    return ", ".join(items) if items else "no instances"
+
+
+def _and(names: Sequence[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _int(value: str | None) -> int | None:
+    text = str(value or "").strip()
+    return int(text) if text.isdigit() else None
+
+
+# -------------------------------------------------------------------------------------------------
+# What the node says about itself
+
+
+def strategy(labels: Mapping[str, str]) -> str:
+    """GFD's ``nvidia.com/mig.strategy`` (none when absent)."""
+    return labels.get(STRATEGY_LABEL, "none") or "none"
+
+
+def mig_skip_reason(node: str, labels: Mapping[str, str], capacity: Mapping[str, str]) -> str | None:
+    """Why ``node`` has no MIG to check, or None when its labels and resources show MIG devices."""
+    mode = strategy(labels)
+    mig_resources = sorted(k for k in capacity if k.startswith(MIG_PREFIX) and (_int(capacity[k]) or 0) > 0)
+    if mode == "mixed":
+        if mig_resources:
+            return None
+        return (f"{node} is labelled {STRATEGY_LABEL}=mixed but advertises no {MIG_PREFIX}<profile> "
+                "resource: no MIG instance to check")
+    if mode == "single":
+        product = labels.get(PRODUCT_LABEL, "")
+        if _SINGLE_PRODUCT.search(product) and (_int(capacity.get(GPU)) or 0) > 0:
+            return None
+        return (f"{node} is labelled {STRATEGY_LABEL}=single but its product {product or '(unlabelled)'} "
+                f"names no MIG profile or it advertises no {GPU}: no MIG instance to check")
+    capable = labels.get("nvidia.com/mig.capable", "unlabelled")
+    return (f"{node} does not use MIG ({STRATEGY_LABEL}={labels.get(STRATEGY_LABEL, 'unlabelled')}, "
+            f"nvidia.com/mig.capable={capable}"
+            + (f", yet it advertises {', '.join(mig_resources)}" if mig_resources else "") + ")")
+
+
+def labelled_layout(labels: Mapping[str, str]) -> dict[str, int] | None:
+    """The layout GFD labels: per-profile ``.count`` labels (mixed) or ``nvidia.com/gpu.count``
+    instances of the product's ``-MIG-<profile>`` (single); None when the labels say nothing."""
+    if strategy(labels) == "single":
+        match = _SINGLE_PRODUCT.search(labels.get(PRODUCT_LABEL, ""))
+        count = _int(labels.get("nvidia.com/gpu.count"))
+        return {match.group(1): count} if match and count is not None else None
+    out = {m.group(1): _int(v) or 0 for k, v in labels.items() if (m := _COUNT_LABEL.match(k))}
+    return out or None
+
+
+def advertised_layout(labels: Mapping[str, str], amounts: Mapping[str, str]) -> dict[str, int]:
+    """Instances per profile in ``amounts`` (capacity or allocatable): ``nvidia.com/mig-<profile>``
+    (mixed), or ``nvidia.com/gpu`` under the product label's profile (single; ``?`` unlabelled)."""
+    if strategy(labels) == "single":
+        match = _SINGLE_PRODUCT.search(labels.get(PRODUCT_LABEL, ""))
+        return {match.group(1) if match else "?": _int(amounts.get(GPU)) or 0}
+    return {k[len(MIG_PREFIX):]: _int(v) or 0 for k, v in amounts.items() if k.startswith(MIG_PREFIX)}
+
+
+# -------------------------------------------------------------------------------------------------
+# MIG profile tables
+
+
+@dataclass(frozen=True)
+class MigProfile:
+    name: str
+    slices: int
+    memory_gib: int
+    max_instances: int
+
+
+def _norm(name: str) -> str:
+    return " ".join(name.replace("-", " ").lower().split())
+
+
+@cache
+def _profile_sets() -> dict[str, dict[str, MigProfile]]:
+    out: dict[str, dict[str, MigProfile]] = {}
+    for row in tables.load("mig_profiles")["profile_sets"]:
+        profiles = {p["name"]: MigProfile(p["name"], p["slices"], p["memory_gib"], p["max_instances"])
+                    for p in row["profiles"]}
+        for gpu in row["gpus"]:
+            out[_norm(gpu)] = profiles
+    return out
+
+
+def mig_profiles(gpu: str | None) -> dict[str, MigProfile] | None:
+    """The MIG profiles of a GPU model (NVML name or GFD product, ``-MIG-...``/``-SHARED`` cut off);
+    None for a model gpuconf/data/mig_profiles.yaml does not list."""
+    if not gpu:
+        return None
+    base = re.sub(r"-MIG-.*$", "", gpu)
+    base = base[: -len("-SHARED")] if base.upper().endswith("-SHARED") else base
+    sets = _profile_sets()
+    if _norm(base) in sets:
+        return sets[_norm(base)]
+    model = tables.find_gpu(base)
+    return sets.get(_norm(model.name)) if model is not None else None
+
+
+def gpu_model(labels: Mapping[str, str], reports: Iterable[CudaProbeReport | None] = ()) -> str | None:
+    """The GPU model: the parent NVML name a probe saw, else GFD's product label."""
+    for report in reports:
+        for g in report.nvml_gpus if report is not None else ():
+            if g.name:
+                return g.name
+    return labels.get(PRODUCT_LABEL) or None
+
+
+# -------------------------------------------------------------------------------------------------
+# The declared layout (mig-manager's config)
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What ``nvidia.com/mig.config`` resolves to: ``layout`` (node totals) or ``why`` it does not."""
+
+    name: str | None
+    layout: dict[str, int] | None
+    why: str
+    state: str | None = None
+
+
+def parse_mig_parted(text: str) -> dict[str, list[dict[str, Any]]]:
+    """The ``mig-configs`` of a mig-parted config (v1). Raises ValueError on a malformed one."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"not YAML: {exc}") from exc
+    configs = doc.get("mig-configs") if isinstance(doc, dict) else None
+    if not isinstance(configs, dict) or not all(isinstance(v, list) for v in configs.values()):
+        raise ValueError("no mig-configs mapping of config name to a list of entries")
+    return {str(k): [e for e in v if isinstance(e, dict)] for k, v in configs.items()}
+
+
+def _entry_applies(entry: Mapping[str, Any], profiles: Mapping[str, MigProfile] | None) -> bool | None:
+    """Whether an entry applies to this node's GPU model (None: cannot tell)."""
+    if "device-filter" not in entry:
+        return True
+    if profiles is None:
+        return None
+    names = (entry.get("mig-devices") or {}).keys()
+    return all(str(n) in profiles for n in names) if names else None
+
+
+def declared_layout(labels: Mapping[str, str], configs: Mapping[str, list[dict[str, Any]]] | None, *,
+                    source: str, gpus: int, profiles: Mapping[str, MigProfile] | None) -> Declared:
+    """The node totals of the layout ``nvidia.com/mig.config`` names in ``configs`` (mig-parted's
+    ``mig-configs``, read from ``source``; None with ``source`` saying why there are none), over
+    ``gpus`` GPUs for ``devices: all`` entries."""
+    name, state = labels.get(CONFIG_LABEL), labels.get(CONFIG_STATE_LABEL)
+    if not name:
+        return Declared(None, None, f"no {CONFIG_LABEL} label (mig-manager does not manage this node)", state)
+    if configs is None:
+        return Declared(name, None, f"{CONFIG_LABEL}={name}, but its mig-parted config is unreadable: {source}",
+                        state)
+    entries = configs.get(name)
+    if entries is None:
+        return Declared(name, None, f"{CONFIG_LABEL}={name} is not a config in {source} "
+                        f"(configs: {', '.join(sorted(configs)) or 'none'})", state)
+    applying = []
+    for entry in entries:
+        applies = _entry_applies(entry, profiles)
+        if applies is None:
+            return Declared(name, None, f"config {name} in {source} has device-filtered entries, and which applies "
+                            "to this node's GPU model cannot be told", state)
+        if applies:
+            applying.append(entry)
+    indices = [int(i) for e in applying if isinstance(e.get("devices"), list) for i in e["devices"]]
+    count = max([gpus, *(i + 1 for i in indices)])
+    total: Counter[str] = Counter()
+    for index in range(count):
+        chosen: Mapping[str, Any] | None = next(
+            (e for e in applying if e.get("devices") == "all"
+             or (isinstance(e.get("devices"), list) and index in e["devices"])), None)
+        if chosen is not None and chosen.get("mig-enabled"):
+            for profile, n in (chosen.get("mig-devices") or {}).items():
+                total[str(profile)] += int(n)
+    return Declared(name, dict(total), f"{CONFIG_LABEL}={name} in {source}, over {count} GPUs", state)
+
+
+# -------------------------------------------------------------------------------------------------
+# The probe pods
+
+
+def pod_name(role: str, node: str) -> str:
+    """``mig-<role>-<node>`` (``+`` in a profile becomes ``-``), cut and hashed when too long."""
+    name = re.sub(r"[^a-z0-9.-]", "-", f"mig-{role}-{node}".lower())
+    if len(name) <= _MAX_NAME:
+        return name
+    digest = hashlib.sha256(node.encode()).hexdigest()[:10]
+    return f"{name[:_MAX_NAME - 11].rstrip('.-')}-{digest}"
+
+
+@dataclass(frozen=True)
+class PlannedPod:
+    """One MIG probe pod: ``all`` requests every allocatable instance of ``resource``, ``one``
+    requests one (it waits for the ``all`` pod of the same resource to finish, or runs first)."""
+
+    role: str  # all | one
+    profile: str  # the profile behind the resource (single: the product label's)
+    resource: str
+    count: int
+    name: str
+
+
+def plan_node(node: str, labels: Mapping[str, str], allocatable: Mapping[str, str]) -> tuple[PlannedPod, ...]:
+    """The MIG pods for ``node``: an ``all`` and a ``one`` pod per advertised profile with an
+    allocatable instance."""
+    pods = []
+    single = strategy(labels) == "single"
+    for profile, n in sorted(advertised_layout(labels, allocatable).items()):
+        if n < 1:
+            continue
+        resource = GPU if single else f"{MIG_PREFIX}{profile}"
+        suffix = "" if single else f"-{profile}"
+        pods += [PlannedPod("all", profile, resource, n, pod_name(f"all{suffix}", node)),
+                 PlannedPod("one", profile, resource, 1, pod_name(f"one{suffix}", node))]
+    return tuple(pods)
+
+
+# -------------------------------------------------------------------------------------------------
+# What a container saw
+
+
+@dataclass(frozen=True)
+class MigDevice:
+    """A CUDA device that is a MIG instance."""
+
+    uuid: str
+    profile: str | None  # from the CUDA name
+    memory_bytes: int | None
+    parent_bus: str | None  # the parent GPU's PCI bus id, normalised
+    kernel_ok: bool
+
+
+def _bus(bus_id: str | None) -> str | None:
+    """``00000000:18:00.0`` and ``0000:18:00.0`` alike: the domain as a number, the rest lower case."""
+    if not bus_id or ":" not in bus_id:
+        return None
+    domain, rest = bus_id.split(":", 1)
+    try:
+        return f"{int(domain, 16):x}:{rest.lower()}"
+    except ValueError:
+        return bus_id.lower()
+
+
+def _is_mig(d: DeviceReport) -> bool:
+    return bool(d.mig) or (d.uuid or "").startswith("MIG-")
+
+
+def mig_devices(report: CudaProbeReport) -> list[MigDevice]:
+    out = []
+    for d in report.devices:
+        if _is_mig(d):
+            match = _CUDA_MIG_NAME.search(d.name or "")
+            out.append(MigDevice(d.uuid or f"CUDA device {d.index}", match.group(1) if match else None,
+                                 d.total_memory_bytes, _bus(d.pci_bus_id), d.vector_add_ok))
+    return out
+
+
+def _listed_mig(report: CudaProbeReport) -> frozenset[str] | None:
+    """The MIG instances NVIDIA_VISIBLE_DEVICES names (the device plugin's envvar strategy); None
+    when it names anything else (volume-mounts and CDI strategies leave no list)."""
+    ids = [v.strip() for v in (report.env.get("NVIDIA_VISIBLE_DEVICES") or "").split(",") if v.strip()]
+    return frozenset(ids) if ids and all(v.startswith("MIG-") for v in ids) else None
+
+
+def _whole(report: CudaProbeReport) -> list[str]:
+    """CUDA devices that are whole GPUs."""
+    return [d.uuid or f"CUDA device {d.index}" for d in report.devices if not _is_mig(d)]
+
+
+def _parents(report: CudaProbeReport) -> list[tuple[str, str | None, bool | None]]:
+    """The NVML GPUs a container saw: (uuid, bus id, MIG mode)."""
+    return [(g.uuid or f"NVML GPU {g.index}", _bus(str(g.raw.get("pci_bus_id") or "") or None), g.mig_enabled)
+            for g in report.nvml_gpus]
+
+
+def _no_output(cid: str, node: str, seen: Sighting, what: str) -> Verdict:
+    return failed(cid, node, f"{what}: {seen.failure}", expected="a cuda-probe document",
+                  observed=seen.failure or "no document")
+
+
+# -------------------------------------------------------------------------------------------------
+# The checks
+
+
+def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capacity: Mapping[str, str],
+                                   allocatable: Mapping[str, str], seen: Mapping[str, Sighting],
+                                   declared: Declared) -> Verdict:
+    """The layout mig-manager was told to apply, GFD's labels, the device plugin's capacity and the
+    instances the ``all`` pods see (``seen``: profile -> sighting) agree; each ``all`` pod sees
+    exactly the instances it was granted."""
+    cid = "mig.layout-matches-config"
+    granted = advertised_layout(labels, allocatable)
+    observed: Counter[str] = Counter()
+    evidence = [f"{CONFIG_LABEL}: {declared.why}" + (f" (state {declared.state})" if declared.state else "")]
+    uuids: set[str] = set()
+    complete = True
+    for profile, s in sorted(seen.items()):
+        if s.report is None:
+            return _no_output(cid, node, s, f"the pod holding every {profile} instance could not be observed")
+        devices = [d for d in mig_devices(s.report) if d.uuid not in uuids]
+        uuids.update(d.uuid for d in devices)
+        kinds = Counter(d.profile or "?" for d in devices)
+        evidence.append(f"{s.where} (granted {granted.get(profile, 0)} x {profile}): {_fmt(kinds)}; "
+                        f"{GpuView.of(s.report).describe()}")
+        if strategy(labels) == "single" and profile in granted:
+            kinds = Counter({profile: sum(kinds.values())}) if set(kinds) <= {profile, "?"} else kinds
+        wanted = granted.get(profile, 0)
+        if kinds != Counter({profile: wanted}) and len(devices) == 1 and wanted > 1 and set(kinds) <= {profile, "?"}:
+            # CUDA enumerates one MIG device per process (MIG User Guide, CUDA device enumeration):
+            # the granted instances are then counted from what the device plugin told the toolkit.
+            listed = _listed_mig(s.report)
+            if listed is not None and len(listed) == wanted and devices[0].uuid in listed:
+                kinds = Counter({profile: wanted})
+                evidence.append(f"{s.where}: CUDA enumerates one MIG device per process; the {wanted} granted "
+                                "instances are counted from NVIDIA_VISIBLE_DEVICES")
+            else:
+                complete = False
+                evidence.append(f"{s.where}: CUDA enumerates one MIG device per process and NVIDIA_VISIBLE_DEVICES "
+                                "does not list the instances: the probes' view is left out")
+                continue
+        if kinds != Counter({profile: wanted}):
+            return failed(cid, node, f"a pod granted every allocatable {profile} instance ({wanted}) "
+                          f"sees {_fmt(kinds)}", expected=f"{profile} x{wanted} MIG devices",
+                          observed=_fmt(kinds), evidence=tuple(evidence))
+        observed.update(kinds)
+    labelled = labelled_layout(labels)
+    advertised = advertised_layout(labels, capacity)
+    views = {"advertised capacity": advertised, "GFD labels": labelled}
+    if declared.layout is not None:
+        views = {f"{CONFIG_LABEL}={declared.name}": declared.layout, **views}
+    if complete and granted == advertised:
+        views["the MIG devices the probes see"] = dict(observed)
+    elif granted != advertised:
+        evidence.append(f"allocatable ({_fmt(granted)}) is below capacity ({_fmt(advertised)}): the probes see "
+                        "the allocatable instances only")
+    evidence.append("; ".join(f"{k}: {_fmt(v)}" for k, v in views.items()))
+    present = {k: Counter({p: n for p, n in v.items() if n}) for k, v in views.items() if v is not None}
+    reference_name, reference = next(iter(present.items()))
+    differing = [k for k, v in present.items() if v != reference]
+    if differing:
+        state = f" (mig-manager state: {declared.state})" if declared.state and declared.state != "success" else ""
+        groups: dict[str, list[str]] = {}
+        for k in differing:
+            groups.setdefault(_fmt(present[k]), []).append(k)
+        observed_text = "; ".join(f"{_and(names)}: {layout}" for layout, names in groups.items())
+        return failed(cid, node, f"{reference_name} says {_fmt(reference)}, but {observed_text}{state}",
+                      expected=f"{_fmt(reference)} in every view", observed=observed_text, evidence=tuple(evidence))
+    if labelled is None:
+        return failed(cid, node, f"GFD labels no MIG layout ({strategy(labels)} strategy) while {node} advertises "
+                      f"{_fmt(advertised)}", expected="GFD MIG count labels", observed="none",
+                      evidence=tuple(evidence))
+    note = "" if declared.layout is not None else f"; declared layout not compared: {declared.why}"
+    return passed(cid, node, f"{_fmt(reference)} in {', '.join(present)}{note}", evidence=tuple(evidence))
+
+
+def _tolerance(memory: int | None, profile: MigProfile) -> str | None:
+    """Why ``memory`` bytes is not ``profile``'s memory, or None."""
+    if memory is None:
+        return "no memory figure"
+    low, high = (f * profile.memory_gib * (1 << 30) for f in MEMORY_TOLERANCE)
+    if low <= memory <= high:
+        return None
+    return f"{memory / (1 << 30):.1f} GiB, outside {MEMORY_TOLERANCE[0]:.2f}-{MEMORY_TOLERANCE[1]:.2f} x " \
+           f"{profile.memory_gib} GiB"
+
+
+def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model: str | None) -> Verdict:
+    """Each ``one`` pod (``seen``: profile -> sighting) sees exactly one MIG device of its profile,
+    with its memory, runs the kernel, and sees no other instance, whole GPU or other GPU."""
+    cid = "mig.instance-isolated"
+    if not seen:
+        return not_tested(cid, node, f"{node} has no allocatable MIG instance to request")
+    table = mig_profiles(model)
+    evidence, held = [], []
+    for profile, s in sorted(seen.items()):
+        if s.report is None:
+            return _no_output(cid, node, s, f"the pod requesting one {profile} instance could not be observed")
+        view = GpuView.of(s.report)
+        devices, whole = mig_devices(s.report), _whole(s.report)
+        parents = _parents(s.report)
+        evidence.append(f"{s.where} (one {profile}): {view.describe(full=True)}; NVIDIA_VISIBLE_DEVICES="
+                        f"{s.report.env.get('NVIDIA_VISIBLE_DEVICES')!r}")
+        problems = []
+        if len(devices) != 1:
+            problems.append(f"{len(devices)} MIG devices ({', '.join(d.uuid for d in devices) or 'none'})")
+        if whole:
+            problems.append(f"the whole GPU{'s' if len(whole) > 1 else ''} {', '.join(whole)}")
+        if len(parents) > 1 or len(view.dev) > 1:
+            problems.append(f"{max(len(parents), len(view.dev))} GPUs through NVML or /dev "
+                            f"({', '.join(p[0] for p in parents) or ', '.join(view.dev)})")
+        listed = _listed_mig(s.report)
+        if listed is not None and len(listed) > 1:
+            problems.append(f"{len(listed)} instances in NVIDIA_VISIBLE_DEVICES")
+        if view.unreadable and not devices:
+            problems.append("; ".join(view.unreadable))
+        if problems:
+            return failed(cid, node, f"a pod requesting one {profile} instance sees {'; '.join(problems)}",
+                          expected=f"exactly one MIG-{profile} device and only its parent GPU",
+                          observed=view.describe(), evidence=tuple(evidence))
+        device = devices[0]
+        if device.profile not in (None, profile):
+            return failed(cid, node, f"a pod requesting one {profile} instance got a {device.profile} ({device.uuid})",
+                          expected=f"a {profile} instance", observed=f"{device.profile} {device.uuid}",
+                          evidence=tuple(evidence))
+        if not device.kernel_ok:
+            return failed(cid, node, f"the vector-add kernel failed on the {profile} instance {device.uuid}",
+                          expected="a verified kernel", observed=f"probe exit {s.report.exit_code} "
+                          f"({s.report.exit_reason})", evidence=tuple(evidence))
+        if table is not None:
+            spec = table.get(profile)
+            why = f"{model} has no MIG profile {profile}" if spec is None else _tolerance(device.memory_bytes, spec)
+            if why is not None:
+                return failed(cid, node, f"the {profile} instance {device.uuid} has {why}",
+                              expected=f"{spec.memory_gib} GiB ({profile})" if spec else f"a {model} MIG profile",
+                              observed=why, evidence=tuple(evidence))
+        memory = f"{device.memory_bytes / (1 << 30):.1f} GiB" if device.memory_bytes else "memory unknown"
+        held.append(f"{profile}: {device.uuid} ({memory})")
+    summary = f"one instance each, alone and running the kernel: {'; '.join(held)}"
+    if table is None:
+        return not_tested(cid, node, f"instance memory not judged: GPU model {model or 'unknown'} has no MIG "
+                          f"profile table in gpuconf/data/mig_profiles.yaml ({summary})")
+    return passed(cid, node, summary + " (memory as profiled)", evidence=tuple(evidence))
+
+
+def evaluate_not_also_full_gpu(node: str, *, labels: Mapping[str, str], capacity: Mapping[str, str],
+                               mig_seen: Sequence[Sighting], full_seen: Sighting | None) -> Verdict:
+    """No MIG-enabled GPU is also advertised whole. Single: every device behind ``nvidia.com/gpu``
+    (the ``all`` pod, in ``mig_seen``) is an instance. Mixed: the GPUs behind ``nvidia.com/gpu``
+    (``full_seen``, a pod holding every allocatable one) have MIG off and are no instance's parent."""
+    cid = "mig.not-also-full-gpu"
+    for s in mig_seen:
+        if s.report is None:
+            return _no_output(cid, node, s, "a MIG pod could not be observed")
+    reports = [s.report for s in mig_seen if s.report is not None]
+    parents = {p[0]: p for r in reports for p in _parents(r)}
+    full = _int(capacity.get(GPU)) or 0
+    if strategy(labels) == "single":
+        whole = sorted({w for r in reports for w in _whole(r)})
+        if whole:
+            plural = "s" if len(whole) > 1 else ""
+            return failed(cid, node, f"with the single strategy, {GPU} hands out whole GPU{plural}"
+                          f" {', '.join(whole)} beside MIG instances", expected=f"only MIG instances behind {GPU}",
+                          observed=f"{len(whole)} whole GPUs", evidence=tuple(s.where for s in mig_seen))
+        return passed(cid, node, f"all {full} {GPU} on {node} are MIG instances (single strategy), on "
+                      f"{len(parents)} MIG-enabled GPUs")
+    if full == 0:
+        return passed(cid, node, f"{node} advertises no whole {GPU}; its MIG instances sit on {len(parents)} "
+                      "MIG-enabled GPUs")
+    if full_seen is None:
+        return not_tested(cid, node, f"{node} advertises {full} {GPU} but none is allocatable to look at")
+    if full_seen.report is None:
+        return _no_output(cid, node, full_seen, f"the pod holding every {GPU} could not be observed")
+    report = full_seen.report
+    gpus = _parents(report)
+    evidence = (f"{full_seen.where}: {GpuView.of(report).describe(full=True)}",
+                f"MIG parents seen by the MIG pods: {', '.join(sorted(parents)) or 'none'}")
+    enabled = [u for u, _, mig in gpus if mig]
+    shared = sorted({u for u, _, _ in gpus} & set(parents))
+    instances = [d.uuid for d in mig_devices(report)]
+    if enabled or shared or instances:
+        bad = sorted(set(enabled) | set(shared))
+        return failed(cid, node, f"{GPU} hands out MIG-enabled GPU{'s' if len(bad) != 1 else ''} "
+                      f"{', '.join(bad) or ''}".rstrip() + (f" (CUDA sees instances {', '.join(instances)})"
+                                                             if instances else ""),
+                      expected=f"{GPU} only for GPUs with MIG disabled",
+                      observed=f"MIG enabled on {len(enabled)}, parent of an instance: {len(shared)}",
+                      evidence=evidence)
+    return passed(cid, node, f"the {len(gpus)} whole GPUs behind {GPU} have MIG disabled and none is a parent of "
+                  f"the instances on {len(parents)} MIG-enabled GPUs", evidence=evidence)

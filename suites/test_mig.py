@@ -1,0 +1,141 @@
+"""MIG: on every node whose labels and resources show MIG instances, the layout is the declared
+one, each instance is isolated, and no MIG-enabled GPU is also advertised whole. Observation
+only: nothing here changes a MIG layout. One campaign launches, per MIG node and advertised
+profile, a pod holding every allocatable instance and a pod holding one; mig-manager's declared
+layouts are read from the GPU Operator's mig-parted ConfigMap. The decisions are in
+gpuconf.checks.mig."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from gpuconf.checks import mig as checks
+from gpuconf.checks.isolation import Sighting, sighting
+from gpuconf.cluster import ClusterError, GpuNode, Inventory, run_campaign
+from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
+from gpuconf.plugin import cuda_probe_pod, judge, run_context
+from gpuconf.verdict import not_tested
+
+pytestmark = pytest.mark.mig
+
+#: Where the GPU Operator keeps mig-manager's layouts unless its ClusterPolicy says otherwise.
+DEFAULT_CONFIGMAP = "default-mig-parted-config"
+DEFAULT_NAMESPACE = "gpu-operator"
+
+MigConfigs = tuple[dict[str, list[dict[str, Any]]] | None, str]  # (mig-configs or None, source or why not)
+
+
+@dataclass
+class MigRun:
+    skipped: dict[str, str] = field(default_factory=dict)  # node -> why it has no MIG to check
+    all_pods: dict[str, dict[str, Sighting]] = field(default_factory=dict)  # node -> profile -> sighting
+    one_pods: dict[str, dict[str, Sighting]] = field(default_factory=dict)
+
+
+@pytest.fixture(scope="module")
+def mig_run(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> MigRun:
+    """Every MIG probe pod of every MIG node, pinned by nodeSelector, in one campaign."""
+    config = request.config
+    run = MigRun()
+    pods, roles = [], {}
+    timeout = config.getoption("--probe-timeout")
+    for node in gpu_inventory.gpu_nodes:
+        reason = checks.mig_skip_reason(node.name, node.labels, node.capacity)
+        if reason is not None:
+            run.skipped[node.name] = reason
+            continue
+        for planned in checks.plan_node(node.name, node.labels, node.allocatable):
+            pod = cuda_probe_pod(config, name=planned.name, check="mig", node=node.name, gpu_count=planned.count,
+                                 gpu_resource=planned.resource)
+            # The all and one pods of a profile queue for the same instances.
+            pod["metadata"].setdefault("annotations", {})[SCHEDULE_BUDGET_ANNOTATION] = str(int(timeout))
+            pods.append(pod)
+            roles[planned.name] = (node.name, planned.role, planned.profile)
+    outcomes = run_campaign(run_context(config), pods, timeout=timeout) if pods else {}
+    for name, outcome in outcomes.items():
+        node_name, role, profile = roles[name]
+        target = run.all_pods if role == "all" else run.one_pods
+        target.setdefault(node_name, {})[profile] = sighting(outcome)
+    return run
+
+
+@pytest.fixture(scope="module")
+def mig_parted(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> MigConfigs:
+    """(mig-parted's ``mig-configs``, or None, and where they came from or why they did not)."""
+    if not any(checks.CONFIG_LABEL in n.labels for n in gpu_inventory.gpu_nodes):
+        return None, f"no node carries {checks.CONFIG_LABEL}"
+    policy = gpu_inventory.cluster_policy
+    if policy is None:
+        return None, "no GPU Operator ClusterPolicy, so no mig-manager config to read"
+    manager = policy.spec.get("migManager") or {}
+    name = (manager.get("config") or {}).get("name") or DEFAULT_CONFIGMAP
+    cluster = run_context(request.config).cluster
+    try:
+        status = cluster.get_json(f"/apis/nvidia.com/v1/clusterpolicies/{policy.name}").get("status") or {}
+        namespace = status.get("namespace") or DEFAULT_NAMESPACE
+        where = f"ConfigMap {namespace}/{name}"
+        cm = cluster.get_json(f"/api/v1/namespaces/{namespace}/configmaps/{name}")
+    except ClusterError as exc:
+        return None, f"ConfigMap {name}: {exc.message}"
+    text = (cm.get("data") or {}).get("config.yaml")
+    if not text:
+        return None, f"{where} has no config.yaml"
+    try:
+        return checks.parse_mig_parted(text), where
+    except ValueError as exc:
+        return None, f"{where}: {exc}"
+
+
+def skip_unless_mig(run: MigRun, check: str, node: str, record_property: Callable[[str, object], None]) -> None:
+    if node in run.skipped:
+        judge(not_tested(check, node, run.skipped[node]), record_property)
+
+
+def observed_gpus(run: MigRun, node: GpuNode) -> int:
+    """GPUs on the node as observed: MIG parents the probes saw, plus whole GPUs advertised."""
+    parents = {g.uuid for s in run.all_pods.get(node.name, {}).values() if s.report is not None
+               for g in s.report.nvml_gpus}
+    whole = 0 if checks.strategy(node.labels) == "single" else int(node.capacity.get("nvidia.com/gpu", "0") or 0)
+    return len(parents) + whole
+
+
+@pytest.mark.check("mig.layout-matches-config")
+def test_layout_matches_config(gpu_node: str, gpu_inventory: Inventory, mig_run: MigRun, mig_parted: MigConfigs,
+                               record_property: Callable[[str, object], None]) -> None:
+    skip_unless_mig(mig_run, "mig.layout-matches-config", gpu_node, record_property)
+    node = gpu_inventory.node(gpu_node)
+    configs, source = mig_parted
+    reports = [s.report for s in mig_run.all_pods.get(gpu_node, {}).values()]
+    declared = checks.declared_layout(node.labels, configs, source=source, gpus=observed_gpus(mig_run, node),
+                                      profiles=checks.mig_profiles(checks.gpu_model(node.labels, reports)))
+    judge(checks.evaluate_layout_matches_config(gpu_node, labels=node.labels, capacity=node.capacity,
+                                                allocatable=node.allocatable, seen=mig_run.all_pods.get(gpu_node, {}),
+                                                declared=declared), record_property)
+
+
+@pytest.mark.check("mig.instance-isolated")
+def test_instance_isolated(gpu_node: str, gpu_inventory: Inventory, mig_run: MigRun,
+                           record_property: Callable[[str, object], None]) -> None:
+    skip_unless_mig(mig_run, "mig.instance-isolated", gpu_node, record_property)
+    node = gpu_inventory.node(gpu_node)
+    seen = mig_run.one_pods.get(gpu_node, {})
+    model = checks.gpu_model(node.labels, [s.report for s in seen.values()])
+    judge(checks.evaluate_instance_isolated(gpu_node, seen, model=model), record_property)
+
+
+@pytest.mark.check("mig.not-also-full-gpu")
+def test_not_also_full_gpu(request: pytest.FixtureRequest, gpu_node: str, gpu_inventory: Inventory, mig_run: MigRun,
+                           record_property: Callable[[str, object], None]) -> None:
+    skip_unless_mig(mig_run, "mig.not-also-full-gpu", gpu_node, record_property)
+    node = gpu_inventory.node(gpu_node)
+    full = None
+    if checks.strategy(node.labels) == "mixed" and int(node.allocatable.get("nvidia.com/gpu", "0") or 0) > 0:
+        outcome = request.getfixturevalue("whole_node_probes").get(gpu_node)
+        full = sighting(outcome) if outcome is not None else None
+    judge(checks.evaluate_not_also_full_gpu(gpu_node, labels=node.labels, capacity=node.capacity,
+                                            mig_seen=list(mig_run.all_pods.get(gpu_node, {}).values()),
+                                            full_seen=full), record_property)

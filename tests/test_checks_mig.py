@@ -1,0 +1,413 @@
+"""MIG checks as pure decisions, fed with what the simulated node publishes (labels, capacity,
+mig-manager's config) and what the simulated toolkit injects into each of the suite's probe pods:
+healthy mixed and single nodes pass, the mig-layout-drift fault degrades mig.layout-matches-config
+with a message naming the node, the declared and the observed layouts, and hand-made breakages
+fail the other two checks."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from gpuconf.checks import mig as checks
+from gpuconf.checks.isolation import Sighting, sighting
+from gpuconf.cluster.outcomes import PodOutcome, make_outcome
+from gpuconf.compat.versions import parse_cuda
+from gpuconf.sim.agent_model import MIG_PARTED_CONFIG, make_mig_parted_config
+from gpuconf.sim.emulate import Visible, cuda_probe_run
+from gpuconf.sim.node_facts import advertised_devices, node_labels, node_resources
+from gpuconf.sim.profile import SimCluster, SimNode, expand, fault_catalog, load_profile, with_faults
+from gpuconf.verdict import Outcome, Verdict
+from gpuconf.verdict import checks as catalog
+
+MIG_CHECKS = {"mig.layout-matches-config", "mig.instance-isolated", "mig.not-also-full-gpu"}
+
+
+def cluster(profile: str | Path = "a100-mig-mixed", faults: Sequence[Mapping[str, object]] = ()) -> SimCluster:
+    p = load_profile(profile)
+    return expand(with_faults(p, faults) if faults else p)
+
+
+def run_probe(n: SimNode, allocated: Sequence[Visible]) -> tuple[int, str]:
+    """The cuda-probe in a container given ``allocated`` (what the toolkit injects for the device
+    plugin's NVIDIA_VISIBLE_DEVICES)."""
+    env = {"NVIDIA_VISIBLE_DEVICES": ",".join(v.mig.uuid if v.mig else v.gpu.uuid for v in allocated)}
+    return cuda_probe_run(n, visible=list(allocated), image_cuda=parse_cuda("13.0.2"), env=env, compat=True,
+                          started_at="2026-11-29T00:00:00.000Z", hostname=n.name)
+
+
+def outcome(name: str, run: tuple[int, str]) -> PodOutcome:
+    code, out = run
+    pod = {"metadata": {"name": name}, "spec": {"nodeName": "n", "containers": [{"name": "probe"}]},
+           "status": {"phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": [
+               {"name": "probe", "state": {"terminated": {"exitCode": code, "reason": "Completed",
+                                                          "startedAt": "2026-11-29T00:00:00Z",
+                                                          "finishedAt": "2026-11-29T00:00:05Z"}}}]}}
+    return make_outcome(pod, [], logs={"probe": out}, missing_logs={})
+
+
+@dataclasses.dataclass
+class Observed:
+    node: SimNode
+    labels: dict[str, str]
+    capacity: dict[str, str]
+    allocatable: dict[str, str]
+    all_pods: dict[str, Sighting]
+    one_pods: dict[str, Sighting]
+    full: Sighting | None
+    declared: checks.Declared
+
+
+def observe(c: SimCluster, name: str) -> Observed:
+    """Every pod plan_node plans on the node, given the instances the device plugin advertises."""
+    n = c.node(name)
+    labels = node_labels(n)
+    capacity, allocatable = node_resources(n)
+    devices = advertised_devices(n)
+    all_pods: dict[str, Sighting] = {}
+    one_pods: dict[str, Sighting] = {}
+    for planned in checks.plan_node(name, labels, allocatable):
+        mine = [Visible(d.gpu, d.mig) for d in devices if d.resource == planned.resource and d.healthy]
+        seen = sighting(outcome(planned.name, run_probe(n, mine[:planned.count])))
+        (all_pods if planned.role == "all" else one_pods)[planned.profile] = seen
+    whole = [Visible(d.gpu) for d in devices if d.resource == "nvidia.com/gpu" and d.mig is None]
+    full = sighting(outcome(f"inventory-{name}", run_probe(n, whole))) if whole else None
+    config = make_mig_parted_config(c)
+    configs = checks.parse_mig_parted(config["data"]["config.yaml"]) if config else None
+    reports = [s.report for s in all_pods.values()]
+    parents = {g.uuid for r in reports if r for g in r.nvml_gpus}
+    declared = checks.declared_layout(labels, configs, source=f"ConfigMap gpu-operator/{MIG_PARTED_CONFIG}",
+                                      gpus=len(parents) + len(whole),
+                                      profiles=checks.mig_profiles(checks.gpu_model(labels, reports)))
+    return Observed(n, labels, capacity, allocatable, all_pods, one_pods, full, declared)
+
+
+def verdicts(o: Observed) -> dict[str, Verdict]:
+    name = o.node.name
+    model = checks.gpu_model(o.labels, [s.report for s in o.one_pods.values()])
+    return {v.check: v for v in (
+        checks.evaluate_layout_matches_config(name, labels=o.labels, capacity=o.capacity, allocatable=o.allocatable,
+                                              seen=o.all_pods, declared=o.declared),
+        checks.evaluate_instance_isolated(name, o.one_pods, model=model),
+        checks.evaluate_not_also_full_gpu(name, labels=o.labels, capacity=o.capacity,
+                                          mig_seen=list(o.all_pods.values()), full_seen=o.full),
+    )}
+
+
+def drift(pool: str) -> list[dict[str, object]]:
+    return [{"id": "mig-layout-drift", "pool": pool, "node": 0}]
+
+
+# -------------------------------------------------------------------------------------------------
+# The catalog
+
+
+def test_the_mig_checks_are_catalogued_and_the_drift_fault_names_the_layout_check() -> None:
+    assert MIG_CHECKS <= set(catalog())
+    assert {catalog()[c].suite for c in MIG_CHECKS} == {"suites/test_mig.py"}
+    fault = fault_catalog()["mig-layout-drift"]
+    assert (fault.check, fault.severity) == ("mig.layout-matches-config", "degraded")
+    assert catalog()["mig.layout-matches-config"].severity == "degraded"
+
+
+# -------------------------------------------------------------------------------------------------
+# Healthy nodes pass, the drift degrades the layout check
+
+
+def test_a_healthy_mixed_node_passes_every_mig_check_comparing_the_declared_layout() -> None:
+    results = verdicts(observe(cluster(), "a100-0"))
+    bad = {k: v.message() for k, v in results.items() if v.outcome is not Outcome.PASS}
+    assert not bad, bad
+    layout = results["mig.layout-matches-config"].summary
+    assert layout.startswith("1g.10gb x36, 2g.20gb x4, 3g.40gb x4 in nvidia.com/mig.config=custom-a100, advertised "
+                             "capacity, GFD labels, the MIG devices the probes see")
+    assert "declared layout not compared" not in layout
+    assert "3g.40gb: MIG-" in results["mig.instance-isolated"].summary
+    assert "no whole nvidia.com/gpu; its MIG instances sit on 8 MIG-enabled GPUs" in results[
+        "mig.not-also-full-gpu"].summary
+
+
+def test_mig_layout_drift_degrades_the_layout_check_naming_declared_and_observed() -> None:
+    o = observe(cluster(faults=drift("a100")), "a100-0")
+    results = verdicts(o)
+    v = results["mig.layout-matches-config"]
+    assert v.outcome is Outcome.DEGRADED
+    assert v.node == "a100-0"
+    assert v.summary == ("nvidia.com/mig.config=custom-a100 says 1g.10gb x36, 2g.20gb x4, 3g.40gb x4, but advertised "
+                         "capacity, GFD labels and the MIG devices the probes see: 1g.10gb x35, 2g.20gb x4, 3g.40gb x4")
+    assert "remediation: The GPUs carry another MIG layout than declared" in v.message()
+    assert {k for k, r in results.items() if r.outcome is not Outcome.PASS} == {"mig.layout-matches-config"}
+
+
+def test_the_peer_node_of_a_drifted_node_still_passes() -> None:
+    results = verdicts(observe(cluster(faults=drift("a100")), "a100-1"))
+    assert all(v.outcome is Outcome.PASS for v in results.values())
+
+
+def test_a_healthy_single_strategy_node_passes_and_the_drift_degrades_it() -> None:
+    healthy = verdicts(observe(cluster("h100-mig-single"), "h100-mig-0"))
+    assert all(v.outcome is Outcome.PASS for v in healthy.values()), {k: v.message() for k, v in healthy.items()}
+    assert healthy["mig.layout-matches-config"].summary.startswith("1g.10gb x28 in nvidia.com/mig.config=all-1g.10gb")
+    assert "all 28 nvidia.com/gpu on h100-mig-0 are MIG instances" in healthy["mig.not-also-full-gpu"].summary
+    v = verdicts(observe(cluster("h100-mig-single", drift("h100-mig")),
+                         "h100-mig-0"))["mig.layout-matches-config"]
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary.startswith("nvidia.com/mig.config=all-1g.10gb says 1g.10gb x28, but advertised capacity, "
+                                "GFD labels and the MIG devices the probes see: 1g.10gb x27")
+
+
+def test_without_a_mig_config_label_the_views_are_compared_and_the_gap_is_said() -> None:
+    o = observe(cluster(), "a100-0")
+    labels = {k: v for k, v in o.labels.items() if k != "nvidia.com/mig.config"}
+    declared = checks.declared_layout(labels, None, source="unused", gpus=8, profiles=None)
+    v = checks.evaluate_layout_matches_config("a100-0", labels=labels, capacity=o.capacity,
+                                              allocatable=o.allocatable, seen=o.all_pods, declared=declared)
+    assert v.outcome is Outcome.PASS
+    assert v.summary.endswith("declared layout not compared: no nvidia.com/mig.config label (mig-manager does not "
+                              "manage this node)")
+
+
+def test_labels_that_disagree_with_the_advertised_instances_degrade() -> None:
+    o = observe(cluster(), "a100-0")
+    labels = {**o.labels, "nvidia.com/mig-2g.20gb.count": "3"}
+    v = checks.evaluate_layout_matches_config("a100-0", labels=labels, capacity=o.capacity,
+                                              allocatable=o.allocatable, seen=o.all_pods, declared=o.declared)
+    assert v.outcome is Outcome.DEGRADED
+    assert "but GFD labels: 1g.10gb x36, 2g.20gb x3, 3g.40gb x4" in v.summary
+
+
+def test_a_pod_that_sees_fewer_instances_than_it_was_granted_degrades() -> None:
+    o = observe(cluster(), "a100-0")
+    n = o.node
+    two = [Visible(g, m) for g in n.gpus[:1] for m in g.mig if m.profile == "1g.10gb"]
+    seen = {**o.all_pods, "1g.10gb": sighting(outcome("mig-all-1g.10gb-a100-0", run_probe(n, two)))}
+    v = checks.evaluate_layout_matches_config("a100-0", labels=o.labels, capacity=o.capacity,
+                                              allocatable=o.allocatable, seen=seen, declared=o.declared)
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary == "a pod granted every allocatable 1g.10gb instance (36) sees 1g.10gb x2"
+
+
+def test_cuda_seeing_one_mig_device_per_process_counts_the_granted_instances_from_the_environment() -> None:
+    o = observe(cluster(), "a100-0")
+    s = o.all_pods["1g.10gb"]
+    assert s.report is not None
+    one = dataclasses.replace(s.report, devices=s.report.devices[:1])
+    seen = {**o.all_pods, "1g.10gb": Sighting(s.where, one)}
+    v = checks.evaluate_layout_matches_config("a100-0", labels=o.labels, capacity=o.capacity,
+                                              allocatable=o.allocatable, seen=seen, declared=o.declared)
+    assert v.outcome is Outcome.PASS and "the MIG devices the probes see" in v.summary
+    assert any("CUDA enumerates one MIG device per process; the 36 granted" in e for e in v.evidence)
+    blind = dataclasses.replace(one, env={**one.env, "NVIDIA_VISIBLE_DEVICES": "all"})
+    v = checks.evaluate_layout_matches_config("a100-0", labels=o.labels, capacity=o.capacity,
+                                              allocatable=o.allocatable, seen={**seen, "1g.10gb": Sighting("p", blind)},
+                                              declared=o.declared)
+    assert v.outcome is Outcome.PASS and "the MIG devices the probes see" not in v.summary
+    drifted = observe(cluster(faults=drift("a100")), "a100-0")
+    s = drifted.all_pods["1g.10gb"]
+    assert s.report is not None
+    one = dataclasses.replace(s.report, devices=s.report.devices[:1])
+    v = checks.evaluate_layout_matches_config(
+        "a100-0", labels=drifted.labels, capacity=drifted.capacity, allocatable=drifted.allocatable,
+        seen={**drifted.all_pods, "1g.10gb": Sighting(s.where, one)}, declared=drifted.declared)
+    assert v.outcome is Outcome.DEGRADED and "1g.10gb x35" in v.summary
+
+
+# -------------------------------------------------------------------------------------------------
+# mig.instance-isolated
+
+
+def test_a_pod_given_one_instance_that_sees_its_siblings_fails() -> None:
+    o = observe(cluster(), "a100-0")
+    n = o.node
+    siblings = [Visible(n.gpus[0], m) for m in n.gpus[0].mig]
+    seen = {**o.one_pods, "3g.40gb": sighting(outcome("mig-one-3g.40gb-a100-0", run_probe(n, siblings)))}
+    v = checks.evaluate_instance_isolated("a100-0", seen, model="NVIDIA A100-SXM4-80GB")
+    assert v.outcome is Outcome.FAIL
+    assert v.summary.startswith("a pod requesting one 3g.40gb instance sees 4 MIG devices (MIG-")
+
+
+def test_a_pod_given_one_instance_that_also_sees_the_whole_gpu_fails() -> None:
+    o = observe(cluster(), "a100-0")
+    n = o.node
+    inst = next(m for m in n.gpus[0].mig if m.profile == "2g.20gb")
+    both = [Visible(n.gpus[0], inst), Visible(n.gpus[1])]
+    seen = {**o.one_pods, "2g.20gb": sighting(outcome("mig-one-2g.20gb-a100-0", run_probe(n, both)))}
+    v = checks.evaluate_instance_isolated("a100-0", seen, model="NVIDIA A100-SXM4-80GB")
+    assert v.outcome is Outcome.FAIL
+    assert f"the whole GPU {n.gpus[1].uuid}" in v.summary and "2 GPUs through NVML or /dev" in v.summary
+
+
+def test_an_instance_with_the_wrong_memory_fails_and_an_unknown_model_is_not_judged() -> None:
+    o = observe(cluster(), "a100-0")
+    s = o.one_pods["1g.10gb"]
+    assert s.report is not None
+    small = dataclasses.replace(s.report, devices=tuple(
+        dataclasses.replace(d, total_memory_bytes=5 << 30) for d in s.report.devices))
+    seen = {**o.one_pods, "1g.10gb": Sighting(s.where, small)}
+    v = checks.evaluate_instance_isolated("a100-0", seen, model="NVIDIA A100-SXM4-80GB")
+    assert v.outcome is Outcome.FAIL
+    assert "has 5.0 GiB, outside 0.85-1.02 x 10 GiB" in v.summary
+    unknown = checks.evaluate_instance_isolated("a100-0", o.one_pods, model="NVIDIA Made-Up GPU")
+    assert unknown.outcome is Outcome.NOT_TESTED
+    assert unknown.summary.startswith("instance memory not judged: GPU model NVIDIA Made-Up GPU has no MIG profile "
+                                      "table in gpuconf/data/mig_profiles.yaml")
+
+
+def test_a_pod_given_the_wrong_profile_fails() -> None:
+    o = observe(cluster(), "a100-0")
+    v = checks.evaluate_instance_isolated("a100-0", {"2g.20gb": o.one_pods["3g.40gb"]}, model="NVIDIA A100-SXM4-80GB")
+    assert v.outcome is Outcome.FAIL
+    assert v.summary.startswith("a pod requesting one 2g.20gb instance got a 3g.40gb (MIG-")
+
+
+def test_a_pod_without_output_fails_with_its_reason() -> None:
+    v = checks.evaluate_instance_isolated("a100-0", {"1g.10gb": Sighting("pod x", None, "pod x produced no output")},
+                                          model=None)
+    assert v.outcome is Outcome.FAIL and "pod x produced no output" in v.summary
+
+
+# -------------------------------------------------------------------------------------------------
+# mig.not-also-full-gpu
+
+
+def _half_mig(tmp_path: Path) -> Path:
+    """a100-mig-mixed with GPUs 4-7 left whole (MIG off): they are advertised as nvidia.com/gpu."""
+    text = (Path(__file__).parents[1] / "gpuconf/data/sim_profiles/a100-mig-mixed.yaml").read_text()
+    text = text.replace('layout: {"1g.10gb": 7}', "layout: {}").replace("name: a100-mig-mixed", "name: a100-half")
+    path = tmp_path / "a100-half.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_whole_gpus_beside_mig_pass_and_a_mig_enabled_gpu_handed_out_whole_fails(tmp_path: Path) -> None:
+    o = observe(cluster(_half_mig(tmp_path)), "a100-0")
+    results = verdicts(o)
+    assert all(v.outcome is Outcome.PASS for v in results.values()), {k: v.message() for k, v in results.items()}
+    assert o.capacity["nvidia.com/gpu"] == "4"
+    assert results["mig.not-also-full-gpu"].summary.startswith(
+        "the 4 whole GPUs behind nvidia.com/gpu have MIG disabled and none is a parent of the instances on 4 ")
+    n = o.node
+    wrong = sighting(outcome("inventory-a100-0", run_probe(n, [Visible(n.gpus[0]), Visible(n.gpus[4])])))
+    v = checks.evaluate_not_also_full_gpu("a100-0", labels=o.labels, capacity=o.capacity,
+                                          mig_seen=list(o.all_pods.values()), full_seen=wrong)
+    assert v.outcome is Outcome.FAIL
+    assert v.summary == f"nvidia.com/gpu hands out MIG-enabled GPU {n.gpus[0].uuid}"
+
+
+def test_single_strategy_with_a_whole_gpu_behind_nvidia_com_gpu_fails() -> None:
+    o = observe(cluster("h100-mig-single"), "h100-mig-0")
+    n = o.node
+    mixed = [Visible(n.gpus[0], m) for m in n.gpus[0].mig] + [Visible(n.gpus[1])]
+    seen = sighting(outcome("mig-all-h100-mig-0", run_probe(n, mixed)))
+    v = checks.evaluate_not_also_full_gpu("h100-mig-0", labels=o.labels, capacity=o.capacity, mig_seen=[seen],
+                                          full_seen=None)
+    assert v.outcome is Outcome.FAIL
+    assert v.summary == (f"with the single strategy, nvidia.com/gpu hands out whole GPU {n.gpus[1].uuid} beside MIG "
+                         "instances")
+
+
+# -------------------------------------------------------------------------------------------------
+# Facts: which nodes, which pods, which declared layout
+
+
+@pytest.mark.parametrize(("profile", "node", "reason"), [
+    ("healthy-h100", "h100-0", "h100-0 does not use MIG (nvidia.com/mig.strategy=none, nvidia.com/mig.capable=true)"),
+    ("t4-timeslicing", "t4-0", "t4-0 does not use MIG (nvidia.com/mig.strategy=none, nvidia.com/mig.capable=false)"),
+    ("a100-mig-mixed", "a100-0", None),
+    ("h100-mig-single", "h100-mig-0", None),
+], ids=["an H100 without MIG is skipped", "a T4 cannot do MIG", "a mixed node is checked", "a single node is checked"])
+def test_which_nodes_the_suite_checks(profile: str, node: str, reason: str | None) -> None:
+    n = cluster(profile).node(node)
+    assert checks.mig_skip_reason(node, node_labels(n), node_resources(n)[0]) == reason
+
+
+def test_a_mixed_label_without_mig_resources_is_skipped_with_the_reason() -> None:
+    reason = checks.mig_skip_reason("n", {"nvidia.com/mig.strategy": "mixed"}, {"nvidia.com/gpu": "8"})
+    assert reason == ("n is labelled nvidia.com/mig.strategy=mixed but advertises no nvidia.com/mig-<profile> "
+                      "resource: no MIG instance to check")
+
+
+def test_the_plan_has_an_all_and_a_one_pod_per_profile_with_valid_names() -> None:
+    o = observe(cluster(), "a100-0")
+    plan = checks.plan_node("a100-0", o.labels, o.allocatable)
+    assert [(p.role, p.resource, p.count) for p in plan] == [
+        ("all", "nvidia.com/mig-1g.10gb", 36), ("one", "nvidia.com/mig-1g.10gb", 1),
+        ("all", "nvidia.com/mig-2g.20gb", 4), ("one", "nvidia.com/mig-2g.20gb", 1),
+        ("all", "nvidia.com/mig-3g.40gb", 4), ("one", "nvidia.com/mig-3g.40gb", 1)]
+    assert plan[0].name == "mig-all-1g.10gb-a100-0"
+    assert checks.pod_name("one-1g.5gb+me", "n") == "mig-one-1g.5gb-me-n"
+    assert len(checks.pod_name("all", "x" * 300)) == 253
+
+
+def test_declared_layouts_from_a_mig_parted_config() -> None:
+    configs = checks.parse_mig_parted("""
+version: v1
+mig-configs:
+  all-balanced:
+    - device-filter: ["0x20B010DE"]
+      devices: all
+      mig-enabled: true
+      mig-devices: {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}
+    - device-filter: ["0x20B210DE"]
+      devices: all
+      mig-enabled: true
+      mig-devices: {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+  half:
+    - devices: [0, 1]
+      mig-enabled: true
+      mig-devices: {"7g.80gb": 1}
+    - devices: [2, 3]
+      mig-enabled: false
+""")
+    a100_80 = checks.mig_profiles("NVIDIA A100-SXM4-80GB")
+    balanced = checks.declared_layout({"nvidia.com/mig.config": "all-balanced"}, configs, source="cm", gpus=2,
+                                      profiles=a100_80)
+    assert balanced.layout == {"1g.10gb": 4, "2g.20gb": 2, "3g.40gb": 2}
+    half = checks.declared_layout({"nvidia.com/mig.config": "half"}, configs, source="cm", gpus=1, profiles=None)
+    assert half.layout == {"7g.80gb": 2} and half.why == "nvidia.com/mig.config=half in cm, over 4 GPUs"
+    unknown = checks.declared_layout({"nvidia.com/mig.config": "all-balanced"}, configs, source="cm", gpus=2,
+                                     profiles=None)
+    assert unknown.layout is None and "cannot be told" in unknown.why
+    missing = checks.declared_layout({"nvidia.com/mig.config": "nope"}, configs, source="cm", gpus=2, profiles=None)
+    assert missing.why == "nvidia.com/mig.config=nope is not a config in cm (configs: all-balanced, half)"
+    with pytest.raises(ValueError, match="no mig-configs"):
+        checks.parse_mig_parted("version: v1\n")
+
+
+def test_mig_profile_tables_are_found_by_nvml_name_and_gfd_product() -> None:
+    assert checks.mig_profiles("NVIDIA-A100-SXM4-80GB-MIG-1g.10gb") == checks.mig_profiles("NVIDIA A100-SXM4-80GB")
+    assert checks.mig_profiles("NVIDIA-H100-80GB-HBM3")["7g.80gb"].memory_gib == 80  # type: ignore[index]
+    assert checks.mig_profiles("Tesla-T4-SHARED") is None and checks.mig_profiles(None) is None
+
+
+# -------------------------------------------------------------------------------------------------
+# The simulated mig-manager these checks read
+
+
+def test_the_simulated_mig_manager_labels_its_config_and_publishes_the_layouts() -> None:
+    c = cluster()
+    labels = node_labels(c.node("a100-0"))
+    assert (labels["nvidia.com/mig.config"], labels["nvidia.com/mig.config.state"]) == ("custom-a100", "success")
+    config = make_mig_parted_config(c)
+    assert config is not None and config["metadata"] == {"name": "default-mig-parted-config",
+                                                         "namespace": "gpu-operator"}
+    configs = checks.parse_mig_parted(config["data"]["config.yaml"])
+    assert configs["custom-a100"] == [
+        {"devices": [0, 1, 2, 3], "mig-enabled": True, "mig-devices": {"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}},
+        {"devices": [4, 5, 6, 7], "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
+    single = make_mig_parted_config(cluster("h100-mig-single"))
+    assert single is not None
+    assert checks.parse_mig_parted(single["data"]["config.yaml"])["all-1g.10gb"] == [
+        {"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
+    assert make_mig_parted_config(cluster("healthy-h100")) is None
+    assert "nvidia.com/mig.config" not in node_labels(cluster("healthy-h100").node("h100-0"))
+
+
+def test_the_drift_leaves_the_declared_config_and_changes_the_instances() -> None:
+    clean, drifted = cluster(), cluster(faults=drift("a100"))
+    assert node_labels(drifted.node("a100-0"))["nvidia.com/mig.config"] == "custom-a100"
+    assert make_mig_parted_config(drifted) == make_mig_parted_config(clean)
+    assert node_resources(drifted.node("a100-0"))[0]["nvidia.com/mig-1g.10gb"] == "35"
