@@ -2,8 +2,9 @@
 one, each instance is isolated, and no MIG-enabled GPU is also advertised whole. Observation
 only: nothing here changes a MIG layout. One campaign launches, per MIG node and advertised
 profile, a pod holding every allocatable instance and a pod holding one; mig-manager's declared
-layouts are read from the GPU Operator's mig-parted ConfigMap. The decisions are in
-gpuconf.checks.mig."""
+layouts are read from the GPU Operator's mig-parted ConfigMap. CUDA enumerates one MIG device
+per process, so what a pod holds is read from NVIDIA_VISIBLE_DEVICES, NVML and /dev/nvidiaN. The
+decisions are in gpuconf.checks.mig."""
 
 from __future__ import annotations
 
@@ -96,9 +97,10 @@ def skip_unless_mig(run: MigRun, check: str, node: str, record_property: Callabl
 
 
 def observed_gpus(run: MigRun, node: GpuNode) -> int:
-    """GPUs on the node as observed: MIG parents the probes saw, plus whole GPUs advertised."""
+    """GPUs on the node as observed: MIG parents the probes saw (NVML lists every GPU a container is
+    given, where CUDA enumerates one instance), plus whole GPUs advertised."""
     parents = {g.uuid for s in run.all_pods.get(node.name, {}).values() if s.report is not None
-               for g in s.report.nvml_gpus}
+               for g in s.report.nvml_gpus if g.mig_enabled is not False}
     whole = 0 if checks.strategy(node.labels) == "single" else int(node.capacity.get("nvidia.com/gpu", "0") or 0)
     return len(parents) + whole
 

@@ -18,6 +18,10 @@ def test_vector_add_on_every_gpu(gpu_node, gpu_inventory, whole_node_probes, rec
     replicas = int(node.labels.get("nvidia.com/gpu.replicas", "1") or 1)
     if requested < 1:
         pytest.skip(f"{gpu_node} advertises no nvidia.com/gpu (MIG or DRA nodes are covered by their suites)")
+    if node.labels.get("nvidia.com/mig.strategy") == "single" and "-MIG-" in node.labels.get("nvidia.com/gpu.product",
+                                                                                         ""):
+        pytest.skip(f"{gpu_node} advertises MIG devices as nvidia.com/gpu (strategy single): one CUDA process "
+                    "enumerates one MIG device, so a whole-node probe cannot exercise them; the mig suite does")
     count = node.labels.get("nvidia.com/gpu.count", "")
     verdict = evaluate_vector_add(gpu_node, probe_report(whole_node_probes, gpu_node), requested=requested,
                                   replicas=replicas, physical=int(count) if count.isdigit() else None)

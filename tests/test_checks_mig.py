@@ -2,7 +2,9 @@
 mig-manager's config) and what the simulated toolkit injects into each of the suite's probe pods:
 healthy mixed and single nodes pass, the mig-layout-drift fault degrades mig.layout-matches-config
 with a message naming the node, the declared and the observed layouts, and hand-made breakages
-fail the other two checks."""
+fail the other two checks. CUDA enumerates one MIG device per process however many a container
+is given, so every breakage is shown where a real node shows it: NVIDIA_VISIBLE_DEVICES, NVML's
+GPUs and their MIG mode, /dev/nvidiaN."""
 
 from __future__ import annotations
 
@@ -31,10 +33,12 @@ def cluster(profile: str | Path = "a100-mig-mixed", faults: Sequence[Mapping[str
     return expand(with_faults(p, faults) if faults else p)
 
 
-def run_probe(n: SimNode, allocated: Sequence[Visible]) -> tuple[int, str]:
+def run_probe(n: SimNode, allocated: Sequence[Visible], devices_env: str | None = None) -> tuple[int, str]:
     """The cuda-probe in a container given ``allocated`` (what the toolkit injects for the device
-    plugin's NVIDIA_VISIBLE_DEVICES)."""
-    env = {"NVIDIA_VISIBLE_DEVICES": ",".join(v.mig.uuid if v.mig else v.gpu.uuid for v in allocated)}
+    plugin's NVIDIA_VISIBLE_DEVICES; ``devices_env`` instead: another strategy's value, ``void``
+    under CDI)."""
+    ids = ",".join(v.mig.uuid if v.mig else v.gpu.uuid for v in allocated)
+    env = {"NVIDIA_VISIBLE_DEVICES": ids if devices_env is None else devices_env}
     return cuda_probe_run(n, visible=list(allocated), image_cuda=parse_cuda("13.0.2"), env=env, compat=True,
                           started_at="2026-11-29T00:00:00.000Z", hostname=n.name)
 
@@ -123,7 +127,7 @@ def test_a_healthy_mixed_node_passes_every_mig_check_comparing_the_declared_layo
     assert not bad, bad
     layout = results["mig.layout-matches-config"].summary
     assert layout.startswith("1g.10gb x36, 2g.20gb x4, 3g.40gb x4 in nvidia.com/mig.config=custom-a100, advertised "
-                             "capacity, GFD labels, the MIG devices the probes see")
+                             "capacity, GFD labels, the MIG instances the probes are given")
     assert "declared layout not compared" not in layout
     assert "3g.40gb: MIG-" in results["mig.instance-isolated"].summary
     assert "no whole nvidia.com/gpu; its MIG instances sit on 8 MIG-enabled GPUs" in results[
@@ -137,7 +141,8 @@ def test_mig_layout_drift_degrades_the_layout_check_naming_declared_and_observed
     assert v.outcome is Outcome.DEGRADED
     assert v.node == "a100-0"
     assert v.summary == ("nvidia.com/mig.config=custom-a100 says 1g.10gb x36, 2g.20gb x4, 3g.40gb x4, but advertised "
-                         "capacity, GFD labels and the MIG devices the probes see: 1g.10gb x35, 2g.20gb x4, 3g.40gb x4")
+                         "capacity, GFD labels and the MIG instances the probes are given: 1g.10gb x35, 2g.20gb x4, "
+                         "3g.40gb x4")
     assert "remediation: The GPUs carry another MIG layout than declared" in v.message()
     assert {k for k, r in results.items() if r.outcome is not Outcome.PASS} == {"mig.layout-matches-config"}
 
@@ -156,7 +161,7 @@ def test_a_healthy_single_strategy_node_passes_and_the_drift_degrades_it() -> No
                          "h100-mig-0"))["mig.layout-matches-config"]
     assert v.outcome is Outcome.DEGRADED
     assert v.summary.startswith("nvidia.com/mig.config=all-1g.10gb says 1g.10gb x28, but advertised capacity, "
-                                "GFD labels and the MIG devices the probes see: 1g.10gb x27")
+                                "GFD labels and the MIG instances the probes are given: 1g.10gb x27")
 
 
 def test_without_a_mig_config_label_the_views_are_compared_and_the_gap_is_said() -> None:
@@ -179,7 +184,18 @@ def test_labels_that_disagree_with_the_advertised_instances_degrade() -> None:
     assert "but GFD labels: 1g.10gb x36, 2g.20gb x3, 3g.40gb x4" in v.summary
 
 
-def test_a_pod_that_sees_fewer_instances_than_it_was_granted_degrades() -> None:
+def test_cuda_enumerates_one_instance_and_the_granted_ones_are_counted_from_the_device_list() -> None:
+    o = observe(cluster(), "a100-0")
+    report = o.all_pods["1g.10gb"].report
+    assert report is not None and len(report.devices) == 1 and (report.devices[0].uuid or "").startswith("MIG-")
+    listed = checks.listed_devices(report)
+    assert listed is not None and len(listed.mig) == 36 and not listed.whole
+    assert report.devices[0].uuid in listed.mig
+    v = verdicts(o)["mig.layout-matches-config"]
+    assert v.outcome is Outcome.PASS and "the MIG instances the probes are given" in v.summary
+
+
+def test_a_pod_whose_device_list_names_fewer_instances_than_it_was_granted_degrades() -> None:
     o = observe(cluster(), "a100-0")
     n = o.node
     two = [Visible(g, m) for g in n.gpus[:1] for m in g.mig if m.profile == "1g.10gb"]
@@ -187,57 +203,138 @@ def test_a_pod_that_sees_fewer_instances_than_it_was_granted_degrades() -> None:
     v = checks.evaluate_layout_matches_config("a100-0", labels=o.labels, capacity=o.capacity,
                                               allocatable=o.allocatable, seen=seen, declared=o.declared)
     assert v.outcome is Outcome.DEGRADED
-    assert v.summary == "a pod granted every allocatable 1g.10gb instance (36) sees 1g.10gb x2"
+    assert v.summary == "a pod granted every allocatable 1g.10gb instance (36) is given 1g.10gb x2 in " \
+                        "NVIDIA_VISIBLE_DEVICES"
 
 
-def test_cuda_seeing_one_mig_device_per_process_counts_the_granted_instances_from_the_environment() -> None:
+def test_an_instance_listed_for_two_pods_is_counted_once_and_degrades() -> None:
     o = observe(cluster(), "a100-0")
-    s = o.all_pods["1g.10gb"]
-    assert s.report is not None
-    one = dataclasses.replace(s.report, devices=s.report.devices[:1])
-    seen = {**o.all_pods, "1g.10gb": Sighting(s.where, one)}
+    n = o.node
+    ones = [Visible(g, m) for g in n.gpus for m in g.mig if m.profile == "1g.10gb"]
+    threes = [Visible(g, m) for g in n.gpus for m in g.mig if m.profile == "3g.40gb"]
+    reused = [*threes[:3], ones[0]]  # the 3g.40gb pod's list repeats an instance of the 1g.10gb pod
+    seen = {**o.all_pods, "3g.40gb": sighting(outcome("mig-all-3g.40gb-a100-0", run_probe(n, reused)))}
     v = checks.evaluate_layout_matches_config("a100-0", labels=o.labels, capacity=o.capacity,
                                               allocatable=o.allocatable, seen=seen, declared=o.declared)
-    assert v.outcome is Outcome.PASS and "the MIG devices the probes see" in v.summary
-    assert any("CUDA enumerates one MIG device per process; the 36 granted" in e for e in v.evidence)
-    blind = dataclasses.replace(one, env={**one.env, "NVIDIA_VISIBLE_DEVICES": "all"})
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary == "a pod granted every allocatable 3g.40gb instance (4) is given 3g.40gb x3 in " \
+                        "NVIDIA_VISIBLE_DEVICES"
+
+
+def test_a_pod_whose_cuda_enumerates_another_profile_degrades() -> None:
+    o = observe(cluster(), "a100-0")
+    n = o.node
+    one = next(Visible(g, m) for g in n.gpus for m in g.mig if m.profile == "1g.10gb")
+    threes = [Visible(g, m) for g in n.gpus for m in g.mig if m.profile == "3g.40gb"]
+    seen = {**o.all_pods, "3g.40gb": sighting(outcome("mig-all-3g.40gb-a100-0", run_probe(n, [one, *threes[1:]])))}
     v = checks.evaluate_layout_matches_config("a100-0", labels=o.labels, capacity=o.capacity,
-                                              allocatable=o.allocatable, seen={**seen, "1g.10gb": Sighting("p", blind)},
-                                              declared=o.declared)
-    assert v.outcome is Outcome.PASS and "the MIG devices the probes see" not in v.summary
-    drifted = observe(cluster(faults=drift("a100")), "a100-0")
-    s = drifted.all_pods["1g.10gb"]
+                                              allocatable=o.allocatable, seen=seen, declared=o.declared)
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary == "a pod granted every allocatable 3g.40gb instance enumerates a 1g.10gb instance " \
+                        f"({one.mig.uuid if one.mig else ''}) through CUDA"
+
+
+def test_a_pod_granted_instances_whose_cuda_enumerates_none_degrades() -> None:
+    o = observe(cluster(), "a100-0")
+    s = o.all_pods["2g.20gb"]
     assert s.report is not None
-    one = dataclasses.replace(s.report, devices=s.report.devices[:1])
-    v = checks.evaluate_layout_matches_config(
-        "a100-0", labels=drifted.labels, capacity=drifted.capacity, allocatable=drifted.allocatable,
-        seen={**drifted.all_pods, "1g.10gb": Sighting(s.where, one)}, declared=drifted.declared)
-    assert v.outcome is Outcome.DEGRADED and "1g.10gb x35" in v.summary
+    blank = dataclasses.replace(s.report, devices=())
+    v = checks.evaluate_layout_matches_config("a100-0", labels=o.labels, capacity=o.capacity,
+                                              allocatable=o.allocatable, seen={**o.all_pods, "2g.20gb": Sighting(
+                                                  s.where, blank)}, declared=o.declared)
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary.startswith("a pod granted every allocatable 2g.20gb instance (4) enumerates no MIG device "
+                                "through CUDA")
+
+
+def test_without_a_device_list_the_probes_count_is_left_out_and_the_drift_still_degrades() -> None:
+    def blind(o: Observed) -> dict[str, Sighting]:
+        n = o.node
+        out = {}
+        for planned in checks.plan_node(n.name, o.labels, o.allocatable):
+            if planned.role == "all":
+                mine = [Visible(g, m) for g in n.gpus for m in g.mig if m.profile == planned.profile]
+                out[planned.profile] = sighting(outcome(planned.name, run_probe(n, mine, devices_env="void")))
+        return out
+
+    o = observe(cluster(), "a100-0")
+    v = checks.evaluate_layout_matches_config("a100-0", labels=o.labels, capacity=o.capacity,
+                                              allocatable=o.allocatable, seen=blind(o), declared=o.declared)
+    assert v.outcome is Outcome.PASS and "the MIG instances the probes are given" not in v.summary
+    assert any("CUDA enumerates one MIG device per process and NVIDIA_VISIBLE_DEVICES lists no device ids" in e
+               for e in v.evidence)
+    d = observe(cluster(faults=drift("a100")), "a100-0")
+    v = checks.evaluate_layout_matches_config("a100-0", labels=d.labels, capacity=d.capacity,
+                                              allocatable=d.allocatable, seen=blind(d), declared=d.declared)
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary == ("nvidia.com/mig.config=custom-a100 says 1g.10gb x36, 2g.20gb x4, 3g.40gb x4, but advertised "
+                         "capacity and GFD labels: 1g.10gb x35, 2g.20gb x4, 3g.40gb x4")
+
+
+def test_device_lists_by_index_and_without_ids() -> None:
+    o = observe(cluster(), "a100-0")
+    report = o.one_pods["1g.10gb"].report
+    assert report is not None
+
+    def listed(value: str) -> checks.Listed | None:
+        return checks.listed_devices(dataclasses.replace(report, env={"NVIDIA_VISIBLE_DEVICES": value}))
+
+    assert listed("0:1,0:2,3") == checks.Listed(("0:1", "0:2"), ("3",))
+    assert listed("MIG-a,GPU-b,MIG-a") == checks.Listed(("MIG-a",), ("GPU-b",))
+    assert listed("all") is None and listed("void") is None and listed("") is None
+    assert listed("/var/run/nvidia-container-devices") is None
 
 
 # -------------------------------------------------------------------------------------------------
 # mig.instance-isolated
 
 
-def test_a_pod_given_one_instance_that_sees_its_siblings_fails() -> None:
+def test_a_pod_given_one_instance_whose_device_list_names_its_siblings_fails() -> None:
     o = observe(cluster(), "a100-0")
     n = o.node
-    siblings = [Visible(n.gpus[0], m) for m in n.gpus[0].mig]
-    seen = {**o.one_pods, "3g.40gb": sighting(outcome("mig-one-3g.40gb-a100-0", run_probe(n, siblings)))}
-    v = checks.evaluate_instance_isolated("a100-0", seen, model="NVIDIA A100-SXM4-80GB")
+    siblings = [Visible(n.gpus[0], m) for m in sorted(n.gpus[0].mig, key=lambda m: m.profile != "3g.40gb")]
+    s = sighting(outcome("mig-one-3g.40gb-a100-0", run_probe(n, siblings)))
+    assert s.report is not None and len(s.report.devices) == 1  # CUDA shows the first instance only
+    v = checks.evaluate_instance_isolated("a100-0", {**o.one_pods, "3g.40gb": s}, model="NVIDIA A100-SXM4-80GB")
     assert v.outcome is Outcome.FAIL
-    assert v.summary.startswith("a pod requesting one 3g.40gb instance sees 4 MIG devices (MIG-")
+    assert v.summary == ("a pod requesting one 3g.40gb instance sees 4 MIG instances in NVIDIA_VISIBLE_DEVICES ("
+                         + ", ".join(v.mig.uuid for v in siblings if v.mig) + ")")
 
 
-def test_a_pod_given_one_instance_that_also_sees_the_whole_gpu_fails() -> None:
+def test_siblings_on_other_gpus_show_in_nvml_and_dev_without_a_device_list() -> None:
     o = observe(cluster(), "a100-0")
+    n = o.node
+    ones = [Visible(g, m) for g in n.gpus[:2] for m in g.mig if m.profile == "1g.10gb"][1:3]
+    assert ones[0].gpu != ones[1].gpu
+    s = sighting(outcome("mig-one-1g.10gb-a100-0", run_probe(n, ones, devices_env="void")))
+    v = checks.evaluate_instance_isolated("a100-0", {**o.one_pods, "1g.10gb": s}, model="NVIDIA A100-SXM4-80GB")
+    assert v.outcome is Outcome.FAIL
+    assert v.summary == (f"a pod requesting one 1g.10gb instance sees 2 GPUs through NVML or /dev ({n.gpus[0].uuid}, "
+                         f"{n.gpus[1].uuid})")
+
+
+def test_a_healthy_instance_pod_without_a_device_list_passes_and_says_what_it_cannot_see() -> None:
+    o = observe(cluster(), "a100-0")
+    n = o.node
+    inst = next(Visible(g, m) for g in n.gpus for m in g.mig if m.profile == "2g.20gb")
+    s = sighting(outcome("mig-one-2g.20gb-a100-0", run_probe(n, [inst], devices_env="void")))
+    v = checks.evaluate_instance_isolated("a100-0", {**o.one_pods, "2g.20gb": s}, model="NVIDIA A100-SXM4-80GB")
+    assert v.outcome is Outcome.PASS
+    assert any("a sibling instance on the same GPU would not show" in e for e in v.evidence)
+
+
+def test_a_pod_given_one_instance_that_also_gets_a_whole_gpu_fails(tmp_path: Path) -> None:
+    o = observe(cluster(_half_mig(tmp_path)), "a100-0")
     n = o.node
     inst = next(m for m in n.gpus[0].mig if m.profile == "2g.20gb")
-    both = [Visible(n.gpus[0], inst), Visible(n.gpus[1])]
-    seen = {**o.one_pods, "2g.20gb": sighting(outcome("mig-one-2g.20gb-a100-0", run_probe(n, both)))}
-    v = checks.evaluate_instance_isolated("a100-0", seen, model="NVIDIA A100-SXM4-80GB")
+    both = [Visible(n.gpus[0], inst), Visible(n.gpus[4])]
+    s = sighting(outcome("mig-one-2g.20gb-a100-0", run_probe(n, both)))
+    assert s.report is not None and [d.uuid for d in s.report.devices] == [inst.uuid]  # CUDA hides the GPU
+    v = checks.evaluate_instance_isolated("a100-0", {**o.one_pods, "2g.20gb": s}, model="NVIDIA A100-SXM4-80GB")
     assert v.outcome is Outcome.FAIL
-    assert f"the whole GPU {n.gpus[1].uuid}" in v.summary and "2 GPUs through NVML or /dev" in v.summary
+    assert v.summary == (f"a pod requesting one 2g.20gb instance sees the whole GPU {n.gpus[4].uuid} (in "
+                         f"NVIDIA_VISIBLE_DEVICES, NVML with MIG mode off); 2 GPUs through NVML or /dev "
+                         f"({n.gpus[0].uuid}, {n.gpus[4].uuid})")
 
 
 def test_an_instance_with_the_wrong_memory_fails_and_an_unknown_model_is_not_judged() -> None:
@@ -295,9 +392,16 @@ def test_whole_gpus_beside_mig_pass_and_a_mig_enabled_gpu_handed_out_whole_fails
                                           mig_seen=list(o.all_pods.values()), full_seen=wrong)
     assert v.outcome is Outcome.FAIL
     assert v.summary == f"nvidia.com/gpu hands out MIG-enabled GPU {n.gpus[0].uuid}"
+    inst = n.gpus[0].mig[0]
+    given = sighting(outcome("inventory-a100-0", run_probe(n, [Visible(n.gpus[0], inst), Visible(n.gpus[4])])))
+    v = checks.evaluate_not_also_full_gpu("a100-0", labels=o.labels, capacity=o.capacity,
+                                          mig_seen=list(o.all_pods.values()), full_seen=given)
+    assert v.outcome is Outcome.FAIL
+    assert v.summary == (f"nvidia.com/gpu hands out MIG-enabled GPU {n.gpus[0].uuid} (instances {inst.uuid} through "
+                         "CUDA or NVIDIA_VISIBLE_DEVICES)")
 
 
-def test_single_strategy_with_a_whole_gpu_behind_nvidia_com_gpu_fails() -> None:
+def test_single_strategy_with_a_whole_gpu_in_the_device_list_fails() -> None:
     o = observe(cluster("h100-mig-single"), "h100-mig-0")
     n = o.node
     mixed = [Visible(n.gpus[0], m) for m in n.gpus[0].mig] + [Visible(n.gpus[1])]
@@ -305,8 +409,21 @@ def test_single_strategy_with_a_whole_gpu_behind_nvidia_com_gpu_fails() -> None:
     v = checks.evaluate_not_also_full_gpu("h100-mig-0", labels=o.labels, capacity=o.capacity, mig_seen=[seen],
                                           full_seen=None)
     assert v.outcome is Outcome.FAIL
-    assert v.summary == (f"with the single strategy, nvidia.com/gpu hands out whole GPU {n.gpus[1].uuid} beside MIG "
-                         "instances")
+    assert v.summary == (f"with the single strategy, nvidia.com/gpu hands out the whole GPU {n.gpus[1].uuid} (in "
+                         "NVIDIA_VISIBLE_DEVICES) beside MIG instances")
+
+
+def test_single_strategy_with_a_gpu_whose_mig_mode_is_off_fails_without_a_device_list() -> None:
+    o = observe(cluster("h100-mig-single"), "h100-mig-0")
+    n = o.node
+    off = dataclasses.replace(n.gpus[1], mig=())  # mig-manager left this GPU whole
+    mixed = [Visible(n.gpus[0], m) for m in n.gpus[0].mig] + [Visible(off)]
+    seen = sighting(outcome("mig-all-h100-mig-0", run_probe(n, mixed, devices_env="void")))
+    v = checks.evaluate_not_also_full_gpu("h100-mig-0", labels=o.labels, capacity=o.capacity, mig_seen=[seen],
+                                          full_seen=None)
+    assert v.outcome is Outcome.FAIL
+    assert v.summary == (f"with the single strategy, nvidia.com/gpu hands out the whole GPU {off.uuid} (in NVML with "
+                         "MIG mode off) beside MIG instances")
 
 
 # -------------------------------------------------------------------------------------------------

@@ -236,12 +236,16 @@ def evaluate_envvar_without_request(node: str, seen: Sighting) -> Verdict:
 
 def _count_problems(view: GpuView, requested: int, *, shared: bool) -> list[str]:
     """How ``view`` differs from what ``requested`` GPUs should show. Time-sliced replicas may land
-    on one physical GPU, and MIG instances on one parent: then 1 to N distinct GPUs are right."""
+    on one physical GPU, and MIG instances on one parent: then 1 to N distinct GPUs are right. A
+    CUDA process enumerates a single MIG device however many it is given (MIG User Guide)."""
     problems = []
     for name, ids in view.views().items():
         physical = name != "CUDA devices"
         loose = shared or (physical and view.mig)
-        ok = 1 <= len(set(ids)) <= requested if loose else len(set(ids)) == requested
+        if not physical and view.mig:
+            ok = len(set(ids)) == 1
+        else:
+            ok = 1 <= len(set(ids)) <= requested if loose else len(set(ids)) == requested
         if not ok:
             problems.append(f"{name}: {len(set(ids))}")
     return problems

@@ -11,14 +11,16 @@ for the same instances. Three checks read the result:
   them: the layout mig-manager was told to apply (``nvidia.com/mig.config`` looked up in its
   mig-parted config), GFD's labels (``nvidia.com/mig-<profile>.count``; with single,
   ``nvidia.com/gpu.count`` and the ``-MIG-<profile>`` product), the device plugin's capacity, and
-  the MIG devices the ``all`` pods see (which must be exactly what was granted).
-* ``mig.instance-isolated``: each ``one`` pod sees exactly one ``MIG-`` CUDA device, of its
-  profile, with that profile's memory (gpuconf/data/mig_profiles.yaml, within
-  :data:`MEMORY_TOLERANCE`), runs the kernel, and sees no other instance, no whole GPU, and no
-  GPU but the instance's parent.
-* ``mig.not-also-full-gpu``: with single, every ``nvidia.com/gpu`` is an instance; with mixed,
-  the GPUs behind ``nvidia.com/gpu`` (the whole-node probe) have MIG disabled and are none of the
-  MIG instances' parents.
+  the MIG instances the ``all`` pods are given (NVIDIA_VISIBLE_DEVICES, which must name exactly
+  what was granted, with the one instance CUDA enumerates of the pod's profile).
+* ``mig.instance-isolated``: each ``one`` pod is given exactly one instance, of its profile, with
+  that profile's memory (gpuconf/data/mig_profiles.yaml, within :data:`MEMORY_TOLERANCE`), runs
+  the kernel on it, and is given no other instance, no whole GPU and no GPU but the instance's
+  parent, as NVIDIA_VISIBLE_DEVICES, NVML and /dev/nvidiaN show.
+* ``mig.not-also-full-gpu``: with single, every ``nvidia.com/gpu`` is an instance (no ``GPU-`` id
+  in NVIDIA_VISIBLE_DEVICES, no GPU with MIG mode off in NVML); with mixed, the GPUs behind
+  ``nvidia.com/gpu`` (the whole-node probe) have MIG disabled, are none of the MIG instances'
+  parents and come with no instance.
 
 Decisions:
 
@@ -30,10 +32,14 @@ Decisions:
   index, which a container's NVML renumbers. A config entry for ``devices: all`` is counted over
   the GPUs observed (MIG parents the probes see plus whole GPUs advertised), so a GPU that lost
   every instance and is advertised as nothing escapes an ``all`` entry (explicit indices catch it).
-* **CUDA enumerates one MIG device per process** (MIG User Guide, "CUDA device enumeration";
-  pytorch/pytorch#130181 quotes it): an ``all`` pod whose CUDA sees a single instance of the
-  granted ones has the rest counted from NVIDIA_VISIBLE_DEVICES (the device plugin's envvar
-  strategy); without that list the probes' view is left out of the comparison, not guessed.
+* **CUDA enumerates one MIG device per process** (MIG User Guide, "CUDA device enumeration":
+  one MIG device however many are visible, and no whole GPU beside it): CUDA confirms that an
+  instance of the pod's profile works, never how many a pod holds or what else it was given.
+  Counts and extra devices are read where a real node shows them: NVIDIA_VISIBLE_DEVICES (the
+  device plugin's envvar strategy: ``MIG-``/``GPU-`` ids, or ``i:j``/``i`` indices), NVML (every
+  physical GPU handed over, with its MIG mode) and /dev/nvidiaN. Without that list (CDI,
+  volume-mounts) the ``all`` pods' count is left out of the layout comparison, not guessed, and
+  siblings on the instance's own GPU cannot be seen.
 * **Config entries with a ``device-filter``** (PCI device ids, which no label carries) apply when
   every profile they name exists on the node's GPU model; when that is ambiguous the declared
   layout is reported as unresolved, never guessed.
@@ -60,7 +66,9 @@ from gpuconf.verdict import Verdict, failed, not_tested, passed
 
 __all__ = [
     "MEMORY_TOLERANCE",
+    "PROBES_VIEW",
     "Declared",
+    "Listed",
     "MigDevice",
     "MigProfile",
     "PlannedPod",
@@ -71,6 +79,7 @@ __all__ = [
     "gpu_model",
     "labelled_layout",
     "advertised_layout",
+    "listed_devices",
     "mig_devices",
     "mig_profiles",
     "mig_skip_reason",
@@ -95,6 +104,10 @@ _MAX_NAME = 253
 _CUDA_MIG_NAME = re.compile(r"\bMIG\s+(\S+)\s*$")  # "NVIDIA A100-SXM4-80GB MIG 3g.40gb"
 _COUNT_LABEL = re.compile(r"^nvidia\.com/mig-(.+)\.count$")
 _SINGLE_PRODUCT = re.compile(r"-MIG-(.+?)(?:-SHARED)?$")
+_INDEX_MIG = re.compile(r"^\d+:\d+$")  # deviceIDStrategy index: <gpu>:<instance>
+
+#: The probes' view in the layout comparison.
+PROBES_VIEW = "the MIG instances the probes are given"
 
 Layout = Mapping[str, int]  # MIG profile -> instances
 
@@ -367,16 +380,52 @@ def mig_devices(report: CudaProbeReport) -> list[MigDevice]:
     return out
 
 
-def _listed_mig(report: CudaProbeReport) -> frozenset[str] | None:
-    """The MIG instances NVIDIA_VISIBLE_DEVICES names (the device plugin's envvar strategy); None
-    when it names anything else (volume-mounts and CDI strategies leave no list)."""
+@dataclass(frozen=True)
+class Listed:
+    """The devices NVIDIA_VISIBLE_DEVICES names (the device plugin's envvar strategy), in order."""
+
+    mig: tuple[str, ...]  # MIG-<uuid> or <gpu>:<instance>
+    whole: tuple[str, ...]  # GPU-<uuid> or <gpu>
+
+
+def listed_devices(report: CudaProbeReport) -> Listed | None:
+    """What NVIDIA_VISIBLE_DEVICES names; None when it names no device ids (unset, ``all``,
+    ``none``, ``void`` under CDI, a volume-mounts path)."""
     ids = [v.strip() for v in (report.env.get("NVIDIA_VISIBLE_DEVICES") or "").split(",") if v.strip()]
-    return frozenset(ids) if ids and all(v.startswith("MIG-") for v in ids) else None
+    mig: list[str] = []
+    whole: list[str] = []
+    for v in ids:
+        if v.startswith("MIG-") or _INDEX_MIG.match(v):
+            target = mig
+        elif v.startswith("GPU-") or v.isdigit():
+            target = whole
+        else:
+            return None
+        if v not in target:
+            target.append(v)
+    return Listed(tuple(mig), tuple(whole)) if ids else None
 
 
-def _whole(report: CudaProbeReport) -> list[str]:
-    """CUDA devices that are whole GPUs."""
-    return [d.uuid or f"CUDA device {d.index}" for d in report.devices if not _is_mig(d)]
+def _whole(report: CudaProbeReport) -> dict[str, list[str]]:
+    """The whole GPUs a container was given, with where each shows: a CUDA device that is no
+    instance, an NVML GPU with MIG mode off, a ``GPU-`` id in NVIDIA_VISIBLE_DEVICES."""
+    out: dict[str, list[str]] = {}
+    for d in report.devices:
+        if not _is_mig(d):
+            out.setdefault(d.uuid or f"CUDA device {d.index}", []).append("CUDA")
+    for g in report.nvml_gpus:
+        if g.mig_enabled is False:
+            out.setdefault(g.uuid or f"NVML GPU {g.index}", []).append("NVML with MIG mode off")
+    listed = listed_devices(report)
+    for uuid in listed.whole if listed is not None else ():
+        out.setdefault(uuid, []).append("NVIDIA_VISIBLE_DEVICES")
+    return out
+
+
+def _where(whole: Mapping[str, Sequence[str]]) -> str:
+    """``the whole GPU X (in NVML with MIG mode off, NVIDIA_VISIBLE_DEVICES)``."""
+    places = sorted({w for ws in whole.values() for w in ws})
+    return f"the whole GPU{'s' if len(whole) > 1 else ''} {', '.join(sorted(whole))} (in {', '.join(places)})"
 
 
 def _parents(report: CudaProbeReport) -> list[tuple[str, str | None, bool | None]]:
@@ -398,8 +447,8 @@ def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capa
                                    allocatable: Mapping[str, str], seen: Mapping[str, Sighting],
                                    declared: Declared) -> Verdict:
     """The layout mig-manager was told to apply, GFD's labels, the device plugin's capacity and the
-    instances the ``all`` pods see (``seen``: profile -> sighting) agree; each ``all`` pod sees
-    exactly the instances it was granted."""
+    instances the ``all`` pods are given (``seen``: profile -> sighting) agree; each ``all`` pod is
+    given exactly the instances it was granted, and CUDA enumerates one of its profile."""
     cid = "mig.layout-matches-config"
     granted = advertised_layout(labels, allocatable)
     observed: Counter[str] = Counter()
@@ -409,30 +458,36 @@ def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capa
     for profile, s in sorted(seen.items()):
         if s.report is None:
             return _no_output(cid, node, s, f"the pod holding every {profile} instance could not be observed")
-        devices = [d for d in mig_devices(s.report) if d.uuid not in uuids]
-        uuids.update(d.uuid for d in devices)
-        kinds = Counter(d.profile or "?" for d in devices)
-        evidence.append(f"{s.where} (granted {granted.get(profile, 0)} x {profile}): {_fmt(kinds)}; "
-                        f"{GpuView.of(s.report).describe()}")
-        if strategy(labels) == "single" and profile in granted:
-            kinds = Counter({profile: sum(kinds.values())}) if set(kinds) <= {profile, "?"} else kinds
         wanted = granted.get(profile, 0)
-        if kinds != Counter({profile: wanted}) and len(devices) == 1 and wanted > 1 and set(kinds) <= {profile, "?"}:
-            # CUDA enumerates one MIG device per process (MIG User Guide, CUDA device enumeration):
-            # the granted instances are then counted from what the device plugin told the toolkit.
-            listed = _listed_mig(s.report)
-            if listed is not None and len(listed) == wanted and devices[0].uuid in listed:
-                kinds = Counter({profile: wanted})
-                evidence.append(f"{s.where}: CUDA enumerates one MIG device per process; the {wanted} granted "
-                                "instances are counted from NVIDIA_VISIBLE_DEVICES")
-            else:
-                complete = False
-                evidence.append(f"{s.where}: CUDA enumerates one MIG device per process and NVIDIA_VISIBLE_DEVICES "
-                                "does not list the instances: the probes' view is left out")
-                continue
+        cuda = mig_devices(s.report)
+        listed = listed_devices(s.report)
+        evidence.append(f"{s.where} (granted {wanted} x {profile}): {GpuView.of(s.report).describe()}; "
+                        f"NVIDIA_VISIBLE_DEVICES lists " + (f"{len(listed.mig)} MIG instances, {len(listed.whole)} "
+                                                            "whole GPUs" if listed else "no device ids"))
+        other = next((d for d in cuda if d.profile not in (None, profile)), None)
+        if other is not None:
+            return failed(cid, node, f"a pod granted every allocatable {profile} instance enumerates a "
+                          f"{other.profile} instance ({other.uuid}) through CUDA", expected=f"{profile} instances",
+                          observed=f"{other.profile} {other.uuid}", evidence=tuple(evidence))
+        if not cuda and wanted:
+            return failed(cid, node, f"a pod granted every allocatable {profile} instance ({wanted}) enumerates no "
+                          f"MIG device through CUDA ({GpuView.of(s.report).describe()})",
+                          expected=f"a {profile} MIG device", observed="none", evidence=tuple(evidence))
+        if listed is not None:
+            ids, where = [i for i in listed.mig if i not in uuids], "in NVIDIA_VISIBLE_DEVICES"
+        elif len(cuda) >= wanted:
+            ids, where = [d.uuid for d in cuda if d.uuid not in uuids], "through CUDA"
+        else:
+            # CUDA enumerates one MIG device per process, and nothing else lists the rest.
+            complete = False
+            evidence.append(f"{s.where}: CUDA enumerates one MIG device per process and NVIDIA_VISIBLE_DEVICES "
+                            "lists no device ids: the probes' view is left out")
+            continue
+        uuids.update(ids)
+        kinds = Counter({profile: len(ids)}) if ids else Counter()
         if kinds != Counter({profile: wanted}):
-            return failed(cid, node, f"a pod granted every allocatable {profile} instance ({wanted}) "
-                          f"sees {_fmt(kinds)}", expected=f"{profile} x{wanted} MIG devices",
+            return failed(cid, node, f"a pod granted every allocatable {profile} instance ({wanted}) is given "
+                          f"{_fmt(kinds)} {where}", expected=f"{profile} x{wanted} MIG instances",
                           observed=_fmt(kinds), evidence=tuple(evidence))
         observed.update(kinds)
     labelled = labelled_layout(labels)
@@ -441,10 +496,10 @@ def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capa
     if declared.layout is not None:
         views = {f"{CONFIG_LABEL}={declared.name}": declared.layout, **views}
     if complete and granted == advertised:
-        views["the MIG devices the probes see"] = dict(observed)
+        views[PROBES_VIEW] = dict(observed)
     elif granted != advertised:
-        evidence.append(f"allocatable ({_fmt(granted)}) is below capacity ({_fmt(advertised)}): the probes see "
-                        "the allocatable instances only")
+        evidence.append(f"allocatable ({_fmt(granted)}) is below capacity ({_fmt(advertised)}): the probes are "
+                        "given the allocatable instances only")
     evidence.append("; ".join(f"{k}: {_fmt(v)}" for k, v in views.items()))
     present = {k: Counter({p: n for p, n in v.items() if n}) for k, v in views.items() if v is not None}
     reference_name, reference = next(iter(present.items()))
@@ -477,8 +532,9 @@ def _tolerance(memory: int | None, profile: MigProfile) -> str | None:
 
 
 def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model: str | None) -> Verdict:
-    """Each ``one`` pod (``seen``: profile -> sighting) sees exactly one MIG device of its profile,
-    with its memory, runs the kernel, and sees no other instance, whole GPU or other GPU."""
+    """Each ``one`` pod (``seen``: profile -> sighting) is given exactly one MIG instance of its
+    profile, with its memory, runs the kernel on it, and is given no other instance, whole GPU or
+    other GPU (NVIDIA_VISIBLE_DEVICES, NVML, /dev/nvidiaN; CUDA shows one instance at most)."""
     cid = "mig.instance-isolated"
     if not seen:
         return not_tested(cid, node, f"{node} has no allocatable MIG instance to request")
@@ -490,19 +546,19 @@ def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model
         view = GpuView.of(s.report)
         devices, whole = mig_devices(s.report), _whole(s.report)
         parents = _parents(s.report)
+        listed = listed_devices(s.report)
         evidence.append(f"{s.where} (one {profile}): {view.describe(full=True)}; NVIDIA_VISIBLE_DEVICES="
                         f"{s.report.env.get('NVIDIA_VISIBLE_DEVICES')!r}")
         problems = []
+        if listed is not None and len(listed.mig) > 1:
+            problems.append(f"{len(listed.mig)} MIG instances in NVIDIA_VISIBLE_DEVICES ({', '.join(listed.mig)})")
         if len(devices) != 1:
-            problems.append(f"{len(devices)} MIG devices ({', '.join(d.uuid for d in devices) or 'none'})")
+            problems.append(f"{len(devices)} MIG devices through CUDA ({', '.join(d.uuid for d in devices) or 'none'})")
         if whole:
-            problems.append(f"the whole GPU{'s' if len(whole) > 1 else ''} {', '.join(whole)}")
+            problems.append(_where(whole))
         if len(parents) > 1 or len(view.dev) > 1:
             problems.append(f"{max(len(parents), len(view.dev))} GPUs through NVML or /dev "
                             f"({', '.join(p[0] for p in parents) or ', '.join(view.dev)})")
-        listed = _listed_mig(s.report)
-        if listed is not None and len(listed) > 1:
-            problems.append(f"{len(listed)} instances in NVIDIA_VISIBLE_DEVICES")
         if view.unreadable and not devices:
             problems.append("; ".join(view.unreadable))
         if problems:
@@ -527,6 +583,9 @@ def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model
                               observed=why, evidence=tuple(evidence))
         memory = f"{device.memory_bytes / (1 << 30):.1f} GiB" if device.memory_bytes else "memory unknown"
         held.append(f"{profile}: {device.uuid} ({memory})")
+        if listed is None:
+            evidence.append(f"{s.where}: NVIDIA_VISIBLE_DEVICES lists no device ids, so a sibling instance on the "
+                            "same GPU would not show (CUDA enumerates one MIG device per process)")
     summary = f"one instance each, alone and running the kernel: {'; '.join(held)}"
     if table is None:
         return not_tested(cid, node, f"instance memory not judged: GPU model {model or 'unknown'} has no MIG "
@@ -537,22 +596,28 @@ def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model
 def evaluate_not_also_full_gpu(node: str, *, labels: Mapping[str, str], capacity: Mapping[str, str],
                                mig_seen: Sequence[Sighting], full_seen: Sighting | None) -> Verdict:
     """No MIG-enabled GPU is also advertised whole. Single: every device behind ``nvidia.com/gpu``
-    (the ``all`` pod, in ``mig_seen``) is an instance. Mixed: the GPUs behind ``nvidia.com/gpu``
-    (``full_seen``, a pod holding every allocatable one) have MIG off and are no instance's parent."""
+    (the ``all`` pod, in ``mig_seen``) is an instance: no ``GPU-`` id in NVIDIA_VISIBLE_DEVICES, no
+    GPU with MIG mode off in NVML. Mixed: the GPUs behind ``nvidia.com/gpu`` (``full_seen``, a pod
+    holding every allocatable one) have MIG off, are no instance's parent and come with no instance."""
     cid = "mig.not-also-full-gpu"
     for s in mig_seen:
         if s.report is None:
             return _no_output(cid, node, s, "a MIG pod could not be observed")
     reports = [s.report for s in mig_seen if s.report is not None]
-    parents = {p[0]: p for r in reports for p in _parents(r)}
+    parents = {p[0]: p for r in reports for p in _parents(r) if p[2] is not False}
     full = _int(capacity.get(GPU)) or 0
     if strategy(labels) == "single":
-        whole = sorted({w for r in reports for w in _whole(r)})
+        whole: dict[str, list[str]] = {}
+        for r in reports:
+            for uuid, places in _whole(r).items():
+                known = whole.setdefault(uuid, [])
+                known.extend(p for p in places if p not in known)
         if whole:
-            plural = "s" if len(whole) > 1 else ""
-            return failed(cid, node, f"with the single strategy, {GPU} hands out whole GPU{plural}"
-                          f" {', '.join(whole)} beside MIG instances", expected=f"only MIG instances behind {GPU}",
-                          observed=f"{len(whole)} whole GPUs", evidence=tuple(s.where for s in mig_seen))
+            return failed(cid, node, f"with the single strategy, {GPU} hands out {_where(whole)} beside MIG instances",
+                          expected=f"only MIG instances behind {GPU}", observed=f"{len(whole)} whole GPUs",
+                          evidence=tuple(f"{s.where}: {GpuView.of(s.report).describe(full=True)}; "
+                                         f"NVIDIA_VISIBLE_DEVICES={s.report.env.get('NVIDIA_VISIBLE_DEVICES')!r}"
+                                         for s in mig_seen if s.report is not None))
         return passed(cid, node, f"all {full} {GPU} on {node} are MIG instances (single strategy), on "
                       f"{len(parents)} MIG-enabled GPUs")
     if full == 0:
@@ -564,18 +629,21 @@ def evaluate_not_also_full_gpu(node: str, *, labels: Mapping[str, str], capacity
         return _no_output(cid, node, full_seen, f"the pod holding every {GPU} could not be observed")
     report = full_seen.report
     gpus = _parents(report)
-    evidence = (f"{full_seen.where}: {GpuView.of(report).describe(full=True)}",
+    listed = listed_devices(report)
+    evidence = (f"{full_seen.where}: {GpuView.of(report).describe(full=True)}; "
+                f"NVIDIA_VISIBLE_DEVICES={report.env.get('NVIDIA_VISIBLE_DEVICES')!r}",
                 f"MIG parents seen by the MIG pods: {', '.join(sorted(parents)) or 'none'}")
     enabled = [u for u, _, mig in gpus if mig]
     shared = sorted({u for u, _, _ in gpus} & set(parents))
-    instances = [d.uuid for d in mig_devices(report)]
+    instances = sorted({d.uuid for d in mig_devices(report)} | set(listed.mig if listed is not None else ()))
     if enabled or shared or instances:
         bad = sorted(set(enabled) | set(shared))
-        return failed(cid, node, f"{GPU} hands out MIG-enabled GPU{'s' if len(bad) != 1 else ''} "
-                      f"{', '.join(bad) or ''}".rstrip() + (f" (CUDA sees instances {', '.join(instances)})"
-                                                             if instances else ""),
+        text = f"{GPU} hands out MIG-enabled GPU{'s' if len(bad) != 1 else ''} {', '.join(bad)}".rstrip() if bad \
+            else f"{GPU} hands out MIG instances"
+        return failed(cid, node, text + (f" (instances {', '.join(instances)} through CUDA or NVIDIA_VISIBLE_DEVICES)"
+                                         if instances else ""),
                       expected=f"{GPU} only for GPUs with MIG disabled",
-                      observed=f"MIG enabled on {len(enabled)}, parent of an instance: {len(shared)}",
-                      evidence=evidence)
+                      observed=f"MIG enabled on {len(enabled)}, parent of an instance: {len(shared)}, "
+                      f"instances: {len(instances)}", evidence=evidence)
     return passed(cid, node, f"the {len(gpus)} whole GPUs behind {GPU} have MIG disabled and none is a parent of "
                   f"the instances on {len(parents)} MIG-enabled GPUs", evidence=evidence)

@@ -141,6 +141,15 @@ def _nvml(node: SimNode, visible: Sequence[Visible]) -> dict[str, Any]:
             "driver_version": str(node.driver), "cuda_driver_version": native.as_int(), "gpus": gpus}
 
 
+def cuda_enumerates(visible: Sequence[Visible]) -> list[Visible]:
+    """What one CUDA process enumerates of the devices it was given: with any MIG device visible,
+    only the first MIG device, and no full GPU (NVIDIA MIG User Guide, "CUDA Device Enumeration":
+    a single CUDA process can only enumerate a single MIG device, and no non-MIG GPU once a compute
+    instance is enumerated). NVML still lists every device."""
+    migs = [v for v in visible if v.mig is not None]
+    return migs[:1] if migs else list(visible)
+
+
 def cuda_probe_run(node: SimNode, *, visible: Sequence[Visible], image_cuda: CudaVersion, env: Mapping[str, str],
                    compat: bool, started_at: str, hostname: str) -> tuple[int, str]:
     """(exit code, stdout) of the cuda-probe in a container that was created on ``node``."""
@@ -157,7 +166,7 @@ def cuda_probe_run(node: SimNode, *, visible: Sequence[Visible], image_cuda: Cud
                                         key=lambda p: int(p[len("/dev/nvidia"):]))},
         "runtime": {"value": runtime.as_int(), "version": f"{runtime.major}.{runtime.minor}"},
     }
-    present = [v for v in visible if v.gpu.present]
+    present = cuda_enumerates([v for v in visible if v.gpu.present])
     if not visible:
         # No device requested: the toolkit injects no driver at all, exactly like a GPU-less host.
         doc.update(driver={"value": 0, "version": None, "result": _ok("cudaDriverGetVersion")},

@@ -119,6 +119,19 @@ def test_a_mig_instance_is_seen_as_that_instance():
     assert "MIG " + gpu.mig[0].profile in device.name
 
 
+def test_one_cuda_process_enumerates_one_mig_device_and_no_whole_gpu_beside_it():
+    # MIG User Guide, "CUDA Device Enumeration": the first MIG device only; NVML still sees every GPU.
+    n = node("a100-mig-mixed", "a100-0")
+    mig_gpu = next(g for g in n.gpus if g.mig)
+    whole = n.gpus[-1]  # given as a whole GPU (as a misconfigured plugin would)
+    _, report = run(n, visible=[Visible(whole), *(Visible(mig_gpu, m) for m in mig_gpu.mig)])
+    (device,) = report.devices
+    assert device.uuid == mig_gpu.mig[0].uuid
+    assert {g.uuid for g in report.nvml_gpus} == {mig_gpu.uuid, whole.uuid}
+    _, plain = run(n, visible=[Visible(whole)])
+    assert [d.uuid for d in plain.devices] == [whole.uuid]
+
+
 # --- nccl-probe -----------------------------------------------------------------------------------
 
 from gpuconf.probes.nccl import parse_nccl_probe  # noqa: E402
