@@ -22,6 +22,7 @@ TABLES = [
     "nvml_brands",
     "gpus",
     "mig_profiles",
+    "nccl_floors",
     "cuda_images",
 ]
 
@@ -64,7 +65,7 @@ def test_table_loads(name):
     raw.decode("utf-8")
     doc = load(name)
     assert doc["schema"] == 1
-    assert doc["updated"] == "2026-11-29"
+    assert doc["updated"] in ("2026-11-29", "2026-12-01")
     assert doc["sources"], "every table names its sources"
 
 
@@ -526,3 +527,24 @@ def test_reconstructing_require_cuda_for_13_0_0_skips_r560():
     got = reconstruct(img, doc["brand_orders"])
     assert "driver>=560" not in got
     assert got.endswith("brand=cloudgaming,driver>=575,driver<576")
+
+
+def test_nccl_floors_are_found_by_gpu_alias_and_scale_with_nics():
+    from gpuconf.compat.tables import inter_node_floor, intra_node_floor
+
+    h100 = intra_node_floor("H100", 8, "nvswitch", "nvls")
+    assert h100 is not None and (h100.figure_gbps, h100.transport) == (460, "NVLS")
+    assert h100.minimum_gbps == pytest.approx(437.0)
+    assert intra_node_floor("H100", 4, "nvswitch", "nvls") is None  # not in the data: reported, not judged
+    ib = inter_node_floor(400, 8)
+    assert ib is not None and ib.figure_gbps == 368 and ib.gdr and ib.transport == "NET/IB"
+    assert inter_node_floor(200, 8) is None
+
+
+def test_each_intra_node_floor_names_a_known_gpu_once():
+    from gpuconf.compat.tables import find_gpu
+
+    rows = load("nccl_floors")["intra_node"]
+    keys = [(r["gpu"], r["gpus"], r["fabric"], r["algorithm"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    assert all(find_gpu(r["gpu"]) is not None and find_gpu(r["gpu"]).name == r["gpu"] for r in rows)

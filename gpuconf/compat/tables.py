@@ -210,3 +210,43 @@ def _errors() -> dict[int, CudaError]:
 
 def cuda_error(code: int) -> CudaError:
     return _errors()[code]
+
+
+# --- NCCL all-reduce floors -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NcclFloor:
+    """A busbw floor (GB/s, messages of 1 GiB and more): ``figure_gbps`` published, accepted down to
+    ``minimum_gbps``; ``transport`` is what NCCL must report for the figure to apply."""
+
+    key: str  # what it is for, in words ("8 x NVIDIA H100 80GB HBM3 over nvswitch, nvls")
+    figure_gbps: float
+    tolerance: float
+    transport: str
+    source: str
+    gdr: bool = False
+
+    @property
+    def minimum_gbps(self) -> float:
+        return self.figure_gbps * (1 - self.tolerance)
+
+
+def intra_node_floor(gpu: str, gpus: int, fabric: str, algorithm: str) -> NcclFloor | None:
+    """The floor of one node's all-GPU all-reduce, or None when the hardware is not in the data."""
+    model = find_gpu(gpu)
+    name = model.name if model is not None else gpu
+    for row in load("nccl_floors")["intra_node"]:
+        if (row["gpu"], row["gpus"], row["fabric"], row["algorithm"]) == (name, gpus, fabric, algorithm):
+            return NcclFloor(f"{gpus} x {name} over {fabric}, {algorithm}", float(row["figure_gbps"]),
+                             float(row["tolerance"]), str(row["transport"]), str(row["source"]))
+    return None
+
+
+def inter_node_floor(nic_gbps: int, nics: int) -> NcclFloor | None:
+    """The floor of an all-reduce across nodes that each contribute ``nics`` ports of ``nic_gbps``."""
+    for row in load("nccl_floors")["inter_node"]:
+        if int(row["nic_gbps"]) == nic_gbps:
+            return NcclFloor(f"{nics} x {row['nic']} {nic_gbps}G per node", float(row["figure_gbps"]) * nics,
+                             float(row["tolerance"]), str(row["transport"]), str(row["source"]), bool(row["gdr"]))
+    return None
