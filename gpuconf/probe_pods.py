@@ -24,8 +24,9 @@ PRIORITY_CLASS = "gpuconf-probe"
 DEFAULT_TOLERATIONS: tuple[dict[str, str], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
 )
-#: The probe containers' names, in order: the probe, and the optional sidecar (logs are per name).
-CONTAINERS = ("probe", "sidecar")
+#: The probe containers' names, in order: the probe, the optional sidecar and the optional
+#: bystander (no GPU, no claim); logs are per name.
+CONTAINERS = ("probe", "sidecar", "bystander")
 
 
 def sources_configmap_name(probe: str) -> str:
@@ -63,6 +64,8 @@ def make_cuda_probe_pod(
     deadline_s: int = 900,
     cuda_archs: str | None = None,
     resource_claims: Mapping[str, str] | None = None,
+    sidecar_claims: Sequence[str] | None = None,
+    bystander: bool = False,
 ) -> dict[str, Any]:
     """A cuda-probe pod for ``check`` on ``node`` (by nodeSelector, so the scheduler still
     decides: it is the scheduler's verdict the suite wants to see). ``cuda_archs`` (e.g. "90",
@@ -76,10 +79,21 @@ def make_cuda_probe_pod(
 
     ``resource_claims`` (pod claim name -> ResourceClaimTemplate name) gives the pod DRA claims,
     all used by the probe container; with ``gpu_count=0`` the claims are its only GPUs. ``node``
-    still places such a pod by nodeSelector: a nodeName would bypass the scheduler's allocation."""
-    counts = [gpu_count] + ([sidecar_gpu_count] if sidecar_gpu_count is not None else [])
+    still places such a pod by nodeSelector: a nodeName would bypass the scheduler's allocation.
+    ``sidecar_claims`` (names among ``resource_claims``) are the pod claims the sidecar uses too
+    (a sidecar with no GPU limits unless ``sidecar_gpu_count`` says otherwise): one claim shared by
+    two containers. ``bystander`` adds a third probe container, ``bystander``, with neither GPU
+    limits nor claims (what a container beside claim users looks like)."""
+    if sidecar_claims is not None and sidecar_gpu_count is None:
+        sidecar_gpu_count = 0
+    if bystander and sidecar_gpu_count is None:
+        raise ValueError("a bystander container comes after a sidecar: give sidecar_gpu_count or sidecar_claims")
+    counts = [gpu_count] + ([sidecar_gpu_count] if sidecar_gpu_count is not None else []) + ([0] if bystander else [])
     if any(c < 0 for c in counts):
         raise ValueError(f"a GPU count cannot be negative: {counts}")
+    unknown = sorted(set(sidecar_claims or ()) - set(resource_claims or {}))
+    if unknown:
+        raise ValueError(f"the sidecar names pod claims the pod does not have: {unknown}")
     matrix = {p.cuda: p for p in images.matrix() if p.probe == "cuda-probe"}
     if registry:
         probe = matrix.get(cuda)
@@ -93,6 +107,8 @@ def make_cuda_probe_pod(
     containers: list[dict[str, Any]] = [{"name": n, "gpu_count": c} for n, c in zip(CONTAINERS, counts, strict=False)]
     if resource_claims:
         containers[0]["claims"] = [{"name": k, "template": v} for k, v in resource_claims.items()]
+    if sidecar_claims:
+        containers[1]["uses"] = list(dict.fromkeys(sidecar_claims))
     (pod,) = render("cuda-probe-pod.yaml.j2", {
         "name": name, "namespace": namespace, "run_id": run_id, "check": check, "mode": mode, "image": image,
         "sources_configmap": sources_configmap_name("cuda-probe") if mode == "zero-registry" else "",
@@ -119,15 +135,21 @@ class ClaimRequest:
 
 
 def make_resource_claim_template(*, name: str, namespace: str, run_id: str, check: str,
-                                 requests: Sequence[ClaimRequest]) -> dict[str, Any]:
-    """A ResourceClaimTemplate (resource.k8s.io/v1): each pod that names it gets its own claim."""
+                                 requests: Sequence[ClaimRequest],
+                                 match_attributes: Sequence[str] = ()) -> dict[str, Any]:
+    """A ResourceClaimTemplate (resource.k8s.io/v1): each pod that names it gets its own claim.
+    ``match_attributes``: fully qualified attributes (``gpu.nvidia.com/productName``) on which every
+    device allocated for the claim, across all its requests, must agree (``constraints[].matchAttribute``)."""
     if not requests:
         raise ValueError("a ResourceClaimTemplate needs at least one request")
+    if any("/" not in a for a in match_attributes):
+        raise ValueError(f"a matchAttribute is fully qualified (domain/name): {list(match_attributes)}")
     if any(r.mode == "ExactCount" and r.count < 1 for r in requests):
         raise ValueError(f"an ExactCount request asks for at least one device: {list(requests)}")
     (obj,) = render("resource-claim-template.yaml.j2", {
         "name": name, "namespace": namespace, "run_id": run_id, "check": check,
         "requests": [{"name": r.name, "device_class": r.device_class, "selectors": list(r.selectors),
                       "mode": r.mode, "count": r.count} for r in requests],
+        "match_attributes": list(match_attributes),
     })
     return obj

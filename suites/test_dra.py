@@ -3,13 +3,18 @@ devices are the hardware, published once, and ResourceClaims get the devices the
 
 Runs when the cluster serves resource.k8s.io/v1 and has the DeviceClass gpu.nvidia.com; skips with
 the reason otherwise. Two campaigns (launch once, assert many): every node's whole-node claim pod
-(allocationMode All) and unsatisfiable-selector pod together, then every node's selector-claim and
-two-claim pods. The campaigns record each pod's claims as seen allocated while it runs (a
-generated claim is deallocated and deleted once its pod is done). Pods are
+(allocationMode All) and unsatisfiable-selector pod together, then every node's selector-claim,
+two-claim, shared-claim (two containers, one claim, and a third container without it) and
+matched-pair (count 2, matchAttribute productName) pods, with one pod of no node selection whose
+claim selects an attribute value only some nodes' GPUs have. The campaigns record each pod's
+claims as seen allocated while it runs (a generated claim is deallocated and deleted once its pod
+is done); after them, a list and a short watch tell whether the generated claims are gone. Pods are
 placed by nodeSelector, never nodeName. The decisions are in gpuconf.checks.dra."""
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +23,8 @@ import pytest
 
 from gpuconf.checks import dra as checks
 from gpuconf.checks.isolation import Sighting, sighting
-from gpuconf.cluster import Inventory, PodOutcome, run_campaign
+from gpuconf.cluster import ClusterError, Inventory, PodOutcome, RunContext, run_campaign
+from gpuconf.cluster.access import stream_lines
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
 from gpuconf.plugin import cuda_probe_pod, judge, native_probe_cuda, run_context
 from gpuconf.probe_pods import ClaimRequest, make_resource_claim_template
@@ -30,6 +36,10 @@ Record = Callable[[str, object], None]  # pytest's record_property
 #: How long the unsatisfiable-claim pod may stay unschedulable before the campaign stops following
 #: it: the scheduler reports FailedScheduling within its first cycle, well under this.
 UNSATISFIABLE_BUDGET_S = 5.0
+#: How long, after a campaign's pods are deleted, their generated claims may take to disappear.
+CLAIM_DELETION_S = 30.0
+#: The GPUs a node's second-campaign pods ask for together: selector 1, two 2, shared 1, pair 2.
+SECOND_CAMPAIGN_GPUS = 6
 
 
 # -------------------------------------------------------------------------------------------------
@@ -70,6 +80,11 @@ class DraRun:
     allocations: dict[str, list[checks.Allocation]] = field(default_factory=dict)  # pod -> its claims
     thresholds: dict[str, int] = field(default_factory=dict)  # node -> the selector's GiB
     claim_errors: dict[str, str | None] = field(default_factory=dict)  # pod -> why its claims may be unseen
+    pods: dict[str, list[str]] = field(default_factory=dict)  # node -> its pods that claim devices
+    steering: checks.Steering | None = None
+    steer: PodOutcome | None = None  # the pod with no node selection
+    left: tuple[str, ...] = ()  # generated claims still there after the campaigns
+    left_error: str | None = None  # why that is unknown
 
     def outcome(self, node: str, role: str) -> PodOutcome | None:
         return self.outcomes.get(node, {}).get(role)
@@ -89,10 +104,11 @@ class DraRun:
         return found
 
 
-def _create_template(config: pytest.Config, name: str, requests: list[ClaimRequest]) -> str:
+def _create_template(config: pytest.Config, name: str, requests: list[ClaimRequest],
+                     match_attributes: list[str] | None = None) -> str:
     ctx = run_context(config)
     body = make_resource_claim_template(name=name, namespace=ctx.namespace, run_id=ctx.run_id, check="dra",
-                                        requests=requests)
+                                        requests=requests, match_attributes=match_attributes or ())
     api = ctx.cluster.resource
     return ctx.create("resourceclaimtemplate", api.create_namespaced_resource_claim_template,
                       api.delete_namespaced_resource_claim_template, body)
@@ -122,39 +138,98 @@ def dra_run(request: pytest.FixtureRequest, gpu_inventory: Inventory, dra_facts:
         "gpu", checks.GPU_CLASS, (checks.UNSATISFIABLE_SELECTOR,))])
     one_gpu = _create_template(config, "dra-one-gpu", [ClaimRequest("gpu", checks.GPU_CLASS)])
 
-    def pod(node: Any, role: str, claims: dict[str, str], budget: float | None = None) -> dict[str, Any]:
+    def pod(node: Any, role: str, claims: dict[str, str], budget: float | None = None,
+            **kw: Any) -> dict[str, Any]:
         name = checks.pod_name(role, node.name)
         roles[name] = (node.name, role)
+        if role != "none":
+            run.pods.setdefault(node.name, []).append(name)
         body = cuda_probe_pod(config, name=name, check="dra", node=node.name, gpu_count=0, resource_claims=claims,
-                              cuda=native_probe_cuda(node.labels))
+                              cuda=native_probe_cuda(node.labels), **kw)
         if budget is not None:
             body["metadata"].setdefault("annotations", {})[SCHEDULE_BUDGET_ANNOTATION] = str(int(budget))
         return body
 
+    pair = _create_template(config, "dra-pair", [ClaimRequest("gpus", checks.GPU_CLASS, count=2)],
+                            match_attributes=[f"{checks.GPU_DRIVER}/{checks.PAIR_ATTRIBUTE}"])
     for node in nodes:
         devices = dra_facts.devices[node.name]
         first.append(pod(node, "all", {"gpus": _all_devices_template(config, devices, dra_facts.device_classes)}))
         first.append(pod(node, "none", {"gpu": unsatisfiable}, UNSATISFIABLE_BUDGET_S))
         gib = checks.selector_threshold_gib(devices)
         gpus = sum(d.kind == "gpu" for d in devices)
-        waits = timeout if gpus < 3 else None  # the node's claim pods queue for its GPUs
+        # The node's claim pods (and perhaps the steered one) queue for its GPUs when too few.
+        waits = timeout if gpus <= SECOND_CAMPAIGN_GPUS else None
         if gib is not None:
             run.thresholds[node.name] = gib
             template = _create_template(config, f"dra-mem-{gib}gi", [ClaimRequest(
                 "gpu", checks.GPU_CLASS, (checks.memory_selector(gib),))])
             second.append(pod(node, "selector", {"gpu": template}, waits))
+        if gpus >= 1:
+            second.append(pod(node, "shared", {"gpu": one_gpu}, waits, sidecar_claims=["gpu"], bystander=True))
         if gpus >= 2:
             second.append(pod(node, "two", {"first": one_gpu, "second": one_gpu}, waits))
+            second.append(pod(node, "pair", {"gpus": pair}, waits))
+
+    run.steering = checks.steering_attribute({n.name: dra_facts.devices[n.name] for n in nodes})
+    steer_name = checks.pod_name("steer", "cluster")
+    if run.steering is not None:
+        steering = run.steering
+        template = _create_template(config, "dra-steer", [ClaimRequest("gpu", checks.GPU_CLASS,
+                                                                       (steering.selector,))])
+        like = gpu_inventory.node(steering.matching[0])
+        body = cuda_probe_pod(config, name=steer_name, check="dra", node=None, gpu_count=0,
+                              resource_claims={"gpu": template}, cuda=native_probe_cuda(like.labels))
+        body["metadata"].setdefault("annotations", {})[SCHEDULE_BUDGET_ANNOTATION] = str(int(timeout))
+        second.append(body)
 
     for pods in (first, second):
         if pods:
             for name, outcome in run_campaign(ctx, pods, timeout=timeout, record_claims=True).items():
-                node_name, role = roles[name]
-                run.outcomes.setdefault(node_name, {})[role] = outcome
                 seen = [a for a in map(checks.allocation_of, outcome.claims) if a is not None]
                 run.allocations[name] = sorted(seen, key=lambda a: a.pod_claim or a.claim)
                 run.claim_errors[name] = outcome.claims_error
+                if name == steer_name:
+                    run.steer = outcome
+                    continue
+                node_name, role = roles[name]
+                run.outcomes.setdefault(node_name, {})[role] = outcome
+    generated = {a.claim for allocs in run.allocations.values() for a in allocs if a.pod_claim is not None}
+    run.left, run.left_error = _claims_left(ctx, generated, CLAIM_DELETION_S)
     yield run
+
+
+def _claims_left(ctx: RunContext, names: set[str], wait_s: float) -> tuple[tuple[str, ...], str | None]:
+    """Which of the claims ``names`` still exist: one list, then a watch for their deletion that
+    ends when all are gone or after ``wait_s``. The error says why that is unknown."""
+    c = ctx.cluster
+    try:
+        listing = c.call_json("list resourceclaims", c.resource.list_namespaced_resource_claim, ctx.namespace)
+        left = {str((i.get("metadata") or {}).get("name")) for i in listing.get("items") or []} & names
+        version = str((listing.get("metadata") or {}).get("resourceVersion") or "")
+        deadline = time.monotonic() + wait_s
+        while left and (remaining := deadline - time.monotonic()) > 0:
+            response: Any = c.call("watch resourceclaims", c.resource.list_namespaced_resource_claim, ctx.namespace,
+                                   watch=True, resource_version=version, allow_watch_bookmarks=True,
+                                   timeout_seconds=max(1, int(remaining)), _preload_content=False,
+                                   _request_timeout=(c.retry.request_timeout, remaining + 5))
+            try:
+                for line in stream_lines(response):
+                    event = json.loads(line)
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":
+                        return tuple(sorted(left)), f"watching resourceclaims: {obj.get('message') or obj}"
+                    version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                    if event.get("type") == "DELETED":
+                        left.discard(str((obj.get("metadata") or {}).get("name")))
+                    if not left:
+                        break
+            finally:
+                response.close()
+                response.release_conn()
+    except (ClusterError, OSError, ValueError) as e:
+        return tuple(sorted(names)), f"following the claims' deletion: {e}"
+    return tuple(sorted(left)), None
 
 
 # -------------------------------------------------------------------------------------------------
@@ -207,3 +282,44 @@ def test_distinct_claims_distinct_devices(gpu_node: str, dra_facts: DraFacts, dr
     devices = node_devices(dra_facts, gpu_node)
     judge(checks.evaluate_distinct_claims(gpu_node, dra_run.sighting(gpu_node, "two"), dra_run.claims(gpu_node, "two"),
                                           devices), record_property)
+
+
+@pytest.mark.check("dra.selector-steers-scheduling")
+def test_selector_steers_scheduling(dra_facts: DraFacts, dra_run: DraRun, record_property: Record) -> None:
+    if dra_run.steering is None:
+        pytest.skip("no published GPU carries a productName or driverVersion attribute to select on")
+    if dra_run.steer is not None and not dra_run.steer.claims and dra_run.steer.claims_error:
+        pytest.fail(f"the allocation of the steered pod's claim is unknown: {dra_run.steer.claims_error}",
+                    pytrace=False)
+    outcome = dra_run.steer
+    judge(checks.evaluate_selector_steers_scheduling(
+        dra_run.steering, outcome, sighting(outcome) if outcome is not None else None,
+        dra_run.allocations.get(outcome.name, []) if outcome is not None else [], dra_facts.devices),
+        record_property)
+
+
+@pytest.mark.check("dra.shared-claim-same-device")
+def test_shared_claim_same_device(gpu_node: str, dra_facts: DraFacts, dra_run: DraRun,
+                                  record_property: Record) -> None:
+    devices = node_devices(dra_facts, gpu_node)
+    outcome = dra_run.outcome(gpu_node, "shared")
+    probe, sidecar, bystander = (sighting(outcome, c) if outcome is not None else None
+                                 for c in ("probe", "sidecar", "bystander"))
+    judge(checks.evaluate_shared_claim(gpu_node, probe, sidecar, bystander, dra_run.claims(gpu_node, "shared"),
+                                       devices), record_property)
+
+
+@pytest.mark.check("dra.claim-reserved-then-deleted")
+def test_claim_reserved_then_deleted(gpu_node: str, dra_facts: DraFacts, dra_run: DraRun,
+                                     record_property: Record) -> None:
+    node_devices(dra_facts, gpu_node)
+    claims = {pod: dra_run.allocations.get(pod, []) for pod in dra_run.pods.get(gpu_node, [])}
+    judge(checks.evaluate_claim_lifecycle(gpu_node, claims, dra_run.left, dra_run.left_error), record_property)
+
+
+@pytest.mark.check("dra.count-with-match-attribute")
+def test_count_with_match_attribute(gpu_node: str, dra_facts: DraFacts, dra_run: DraRun,
+                                    record_property: Record) -> None:
+    devices = node_devices(dra_facts, gpu_node)
+    judge(checks.evaluate_matched_pair(gpu_node, dra_run.sighting(gpu_node, "pair"), dra_run.claims(gpu_node, "pair"),
+                                       devices), record_property)

@@ -14,12 +14,18 @@ from gpuconf.checks.dra import (
     UNSATISFIABLE_SELECTOR,
     AllocatedDevice,
     Allocation,
+    SliceDevice,
+    Steering,
     allocation_of,
     dra_skip_reason,
     evaluate_attributes_match_hardware,
     evaluate_claim_allocates_probed_device,
+    evaluate_claim_lifecycle,
     evaluate_distinct_claims,
+    evaluate_matched_pair,
     evaluate_no_double_publication,
+    evaluate_selector_steers_scheduling,
+    evaluate_shared_claim,
     evaluate_unsatisfiable_pending,
     memory_selector,
     node_skip_reason,
@@ -27,6 +33,7 @@ from gpuconf.checks.dra import (
     pod_name,
     selector_threshold_gib,
     slice_devices,
+    steering_attribute,
 )
 from gpuconf.checks.isolation import Sighting, sighting
 from gpuconf.cluster.outcomes import PodOutcome, make_outcome
@@ -41,7 +48,9 @@ from gpuconf.verdict import Outcome, checks
 
 NODE = "h200-0"
 DRA_CHECKS = {"dra.attributes-match-hardware", "dra.no-double-publication", "dra.claim-allocates-the-probed-device",
-              "dra.unsatisfiable-selector-pending", "dra.distinct-claims-distinct-devices"}
+              "dra.unsatisfiable-selector-pending", "dra.distinct-claims-distinct-devices",
+              "dra.selector-steers-scheduling", "dra.shared-claim-same-device", "dra.claim-reserved-then-deleted",
+              "dra.count-with-match-attribute"}
 #: The scheduler's message for a claim nothing matches (kube-scheduler 1.36, domain.md §4).
 CANNOT_ALLOCATE = ("0/1 nodes are available: 1 cannot allocate all claims. still not schedulable, preemption: 0/1 "
                    "nodes are available: 1 Preemption is not helpful for scheduling.")
@@ -380,3 +389,184 @@ def test_a_claim_template_carries_class_selectors_and_mode() -> None:
     with pytest.raises(RenderError, match="allocationMode must be ExactCount or All"):
         make_resource_claim_template(name="t", namespace="ns", run_id="r", check="dra",
                                      requests=[ClaimRequest("gpu", "gpu.nvidia.com", mode="Some")])
+
+
+# -------------------------------------------------------------------------------------------------
+# dra.selector-steers-scheduling
+
+
+def cluster_devices(*faults: Mapping[str, Any]) -> dict[str, tuple[SliceDevice, ...]]:
+    p = load_profile("h200-dra-only")
+    cluster = expand(with_faults(p, list(faults)) if faults else p)
+    return {name: slice_devices(resource_slices(cluster.node(name)), name) for name in ("h200-0", "h200-1")}
+
+
+def test_one_product_and_driver_steer_by_driver_version_and_every_node_matches() -> None:
+    devices = cluster_devices()
+    steering = steering_attribute(devices)
+    assert steering is not None
+    assert steering == Steering("driverVersion", "580.95.5", ("h200-0", "h200-1"), ("h200-0", "h200-1"))
+    assert steering.selector == "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver(\"580.95.5\")) == 0"
+    selector = compile_selector(steering.selector)
+    for d in resource_slices(sim_node())[0]["spec"]["devices"]:  # type: ignore[index]
+        assert selector.matches(device_activation("gpu.nvidia.com", d))
+
+
+def test_a_value_only_one_nodes_gpus_have_is_what_the_claim_selects() -> None:
+    devices = cluster_devices({"id": "dra-attr-wrong", "pool": "h200", "node": 0, "gpu": 3})
+    steering = steering_attribute(devices)
+    assert steering is not None and steering.splits
+    assert (steering.attribute, steering.value, steering.matching) == ("productName", "NVIDIA A100-SXM4-40GB",
+                                                                       ("h200-0",))
+    assert steering.selector == "device.attributes['gpu.nvidia.com'].productName == \"NVIDIA A100-SXM4-40GB\""
+    assert steering_attribute({"n": ()}) is None
+
+
+def test_a_pod_the_scheduler_put_on_a_matching_node_with_a_matching_device_passes() -> None:
+    n = sim_node()
+    devices = cluster_devices()
+    steering = steering_attribute(devices)
+    assert steering is not None
+    outcome = pod_outcome("dra-steer-cluster", run_probe(n, [gpu(n, 6)]))
+    v = evaluate_selector_steers_scheduling(steering, outcome, sighting(outcome),
+                                            [claim("c", "dra-steer-cluster", "gpu", "gpu-6")], devices)
+    assert v.outcome is Outcome.PASS and v.node == NODE, v.message()
+    assert v.summary == ("the scheduler placed the pod selecting driverVersion=580.95.5 on h200-0 (every node matches "
+                         f"(h200-0, h200-1): the cluster has one driverVersion) with gpu-6 ({n.gpus[6].uuid})")
+
+
+def test_a_pod_on_a_node_whose_gpus_do_not_match_or_given_another_device_fails() -> None:
+    n = sim_node()
+    devices = cluster_devices()
+    outcome = pod_outcome("dra-steer-cluster", run_probe(n, [gpu(n, 6)]))  # it ran on h200-0
+    elsewhere = Steering("productName", "NVIDIA B200", ("h200-1",), ("h200-0", "h200-1"))
+    v = evaluate_selector_steers_scheduling(elsewhere, outcome, sighting(outcome),
+                                            [claim("c", "dra-steer-cluster", "gpu", "gpu-6")], devices)
+    assert v.outcome is Outcome.FAIL and v.node == NODE
+    assert v.summary == ("the pod whose claim selects productName=NVIDIA B200 ran on h200-0, whose GPUs do not match "
+                         "(only h200-1 of 2 nodes match)")
+    here = Steering("productName", "NVIDIA B200", ("h200-0",), ("h200-0", "h200-1"))
+    wrong = evaluate_selector_steers_scheduling(here, outcome, sighting(outcome),
+                                                [claim("c", "dra-steer-cluster", "gpu", "gpu-6")], devices)
+    assert wrong.outcome is Outcome.FAIL
+    assert wrong.summary == (f"the claim was allocated gpu-6 ({n.gpus[6].uuid}) on h200-0 with "
+                             "productName=NVIDIA H200, but the pod ran on h200-0 and selected productName=NVIDIA B200")
+    pending = evaluate_selector_steers_scheduling(here, None, None, [], devices)
+    assert pending.outcome is Outcome.FAIL and pending.summary == "the attribute-selector pod was not observed"
+
+
+# -------------------------------------------------------------------------------------------------
+# dra.shared-claim-same-device
+
+
+def test_two_containers_sharing_a_claim_see_its_device_and_the_third_none() -> None:
+    n = sim_node()
+    devices = slice_devices(resource_slices(n), NODE)
+    one = probe(n, [gpu(n, 3)])
+    v = evaluate_shared_claim(NODE, one, one, probe(n, []), [claim("c", "p", "gpu", "gpu-3")], devices)
+    assert v.outcome is Outcome.PASS, v.message()
+    assert v.summary == f"both containers using the claim see gpu-3 ({n.gpus[3].uuid}); the one without sees no GPU"
+
+
+def test_a_container_without_the_claim_that_sees_gpus_or_a_sharer_seeing_another_fails() -> None:
+    n = sim_node()
+    devices = slice_devices(resource_slices(n), NODE)
+    one = probe(n, [gpu(n, 3)])
+    leaky = evaluate_shared_claim(NODE, one, one, probe(n, [gpu(n, 0), gpu(n, 1)]), [claim("c", "p", "gpu", "gpu-3")],
+                                  devices)
+    assert leaky.outcome is Outcome.FAIL
+    assert leaky.summary == f"the container without the claim sees 2 GPUs: {n.gpus[0].uuid}, {n.gpus[1].uuid}"
+    other = evaluate_shared_claim(NODE, one, probe(n, [gpu(n, 4)]), probe(n, []), [claim("c", "p", "gpu", "gpu-3")],
+                                  devices)
+    assert other.outcome is Outcome.FAIL
+    assert other.summary == (f"the claim both containers use was allocated gpu-3 ({n.gpus[3].uuid}) but the sidecar "
+                             f"container sees {n.gpus[4].uuid}")
+
+
+# -------------------------------------------------------------------------------------------------
+# dra.claim-reserved-then-deleted
+
+
+def reserved(name: str, pod: str, *consumers: str) -> Allocation:
+    return Allocation(name, pod, "gpu", (AllocatedDevice("gpu", "gpu.nvidia.com", NODE, "gpu-0"),), consumers)
+
+
+def test_allocated_claims_are_reserved_for_their_pod_as_the_api_says() -> None:
+    raw = {"metadata": {"name": "p-gpu-x", "ownerReferences": [{"kind": "Pod", "name": "p"}]},
+           "status": {"allocation": {"devices": {"results": []}},
+                      "reservedFor": [{"resource": "pods", "name": "p", "uid": "1"}]}}
+    a = allocation_of(raw)
+    assert a is not None and a.reserved_for == ("p",)
+
+
+def test_claims_reserved_while_their_pods_ran_and_gone_after_pass() -> None:
+    v = evaluate_claim_lifecycle(NODE, {"p": [reserved("p-gpu-1", "p", "p")], "q": [reserved("q-gpu-2", "q", "q")]},
+                                 ["someone-elses"])
+    assert v.outcome is Outcome.PASS, v.message()
+    assert v.summary == "2 claims were reserved for their pods while they ran and deleted with them"
+
+
+def test_a_claim_reserved_for_nobody_or_outliving_its_pod_fails() -> None:
+    unreserved = evaluate_claim_lifecycle(NODE, {"p": [reserved("p-gpu-1", "p")]}, [])
+    assert unreserved.outcome is Outcome.FAIL
+    assert unreserved.summary == "claim p-gpu-1 was allocated while pod p ran but status.reservedFor named nobody"
+    stale = evaluate_claim_lifecycle(NODE, {"p": [reserved("p-gpu-1", "p", "p")]}, ["p-gpu-1"])
+    assert stale.outcome is Outcome.FAIL and stale.summary == "1 generated claim(s) outlived their pods: p-gpu-1"
+    unknown = evaluate_claim_lifecycle(NODE, {"p": [reserved("p-gpu-1", "p", "p")]}, [], "watch broke")
+    assert unknown.outcome is Outcome.NOT_TESTED and unknown.summary.endswith("is unknown: watch broke")
+    assert evaluate_claim_lifecycle(NODE, {}, []).outcome is Outcome.NOT_TESTED
+
+
+# -------------------------------------------------------------------------------------------------
+# dra.count-with-match-attribute
+
+
+def test_two_devices_with_one_product_both_seen_pass() -> None:
+    n = sim_node()
+    devices = slice_devices(resource_slices(n), NODE)
+    v = evaluate_matched_pair(NODE, probe(n, [gpu(n, 2), gpu(n, 3)]), [claim("c", "p", "gpus", "gpu-2", "gpu-3")],
+                              devices)
+    assert v.outcome is Outcome.PASS, v.message()
+    assert v.summary == "two devices (gpu-2, gpu-3) with productName=NVIDIA H200, both seen by the pod"
+
+
+def test_a_pair_breaking_the_constraint_or_not_seen_fails() -> None:
+    n = sim_node({"id": "dra-attr-wrong", "pool": "h200", "node": 0, "gpu": 3})
+    devices = slice_devices(resource_slices(n), NODE)
+    broken = evaluate_matched_pair(NODE, probe(n, [gpu(n, 2), gpu(n, 3)]), [claim("c", "p", "gpus", "gpu-2", "gpu-3")],
+                                   devices)
+    assert broken.outcome is Outcome.FAIL
+    assert broken.summary == ("the constraint matchAttribute gpu.nvidia.com/productName did not hold: "
+                              "gpu-2=NVIDIA H200, gpu-3=NVIDIA A100-SXM4-40GB")
+    one = evaluate_matched_pair(NODE, probe(n, [gpu(n, 2)]), [claim("c", "p", "gpus", "gpu-2")], devices)
+    assert one.outcome is Outcome.FAIL and one.summary == "the claim for two GPUs (count 2) was allocated gpu-2"
+    unseen = evaluate_matched_pair(NODE, probe(n, [gpu(n, 4)]), [claim("c", "p", "gpus", "gpu-4", "gpu-5")], devices)
+    assert unseen.outcome is Outcome.FAIL and unseen.summary.endswith(f"but the pod sees {n.gpus[4].uuid}")
+    assert evaluate_matched_pair(NODE, None, [], devices[:1]).outcome is Outcome.NOT_TESTED
+
+
+def test_a_pair_template_carries_the_count_and_the_match_attribute_constraint() -> None:
+    t = make_resource_claim_template(name="t", namespace="ns", run_id="r", check="dra",
+                                     requests=[ClaimRequest("gpus", "gpu.nvidia.com", count=2)],
+                                     match_attributes=["gpu.nvidia.com/productName"])
+    devices = t["spec"]["spec"]["devices"]
+    assert devices["requests"][0]["exactly"]["count"] == 2
+    assert devices["constraints"] == [{"matchAttribute": "gpu.nvidia.com/productName"}]
+    with pytest.raises(ValueError, match="fully qualified"):
+        make_resource_claim_template(name="t", namespace="ns", run_id="r", check="dra",
+                                     requests=[ClaimRequest("gpus", "gpu.nvidia.com", count=2)],
+                                     match_attributes=["productName"])
+
+
+def test_a_shared_claim_pod_gives_the_sidecar_the_same_claim_and_the_bystander_none() -> None:
+    p = make_cuda_probe_pod(name="dra-shared-n", namespace="ns", run_id="r", check="dra", cuda="13.0.2", node="n",
+                            gpu_count=0, resource_claims={"gpu": "dra-one-gpu"}, sidecar_claims=["gpu"],
+                            bystander=True)
+    probe_c, sidecar, bystander = p["spec"]["containers"]
+    assert (probe_c["name"], sidecar["name"], bystander["name"]) == ("probe", "sidecar", "bystander")
+    assert probe_c["resources"] == sidecar["resources"] == {"claims": [{"name": "gpu"}]}
+    assert "resources" not in bystander
+    assert p["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "dra-one-gpu"}]
+    with pytest.raises(ValueError, match="pod claims the pod does not have"):
+        make_cuda_probe_pod(name="x", namespace="ns", run_id="r", check="dra", cuda="13.0.2", gpu_count=0,
+                            resource_claims={"gpu": "t"}, sidecar_claims=["other"])

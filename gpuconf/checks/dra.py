@@ -23,6 +23,17 @@ The checks:
   scheduler's ``cannot allocate all claims``;
 * ``dra.distinct-claims-distinct-devices``: two claims of one pod are allocated two different
   devices, and the pod sees exactly those two.
+* ``dra.selector-steers-scheduling``: a pod with no node selection whose claim's CEL selector
+  names an attribute value only some nodes' GPUs have (productName, else driverVersion; on a
+  cluster with one of each, every node matches and the verdict says so) lands on a matching node,
+  allocated a matching device, and sees it: the scheduler, not the suite, chose the node;
+* ``dra.shared-claim-same-device``: one claim used by two containers of a pod: both see its one
+  device, and a third container using no claim sees no GPU;
+* ``dra.claim-reserved-then-deleted``: while a pod ran, each claim generated for it named it in
+  ``status.reservedFor``; once the pod is gone, the claim is deleted;
+* ``dra.count-with-match-attribute``: a claim for two GPUs (``count: 2``) constrained by
+  ``matchAttribute`` on productName gets two devices of the node with one productName, and the
+  pod sees both.
 
 Decisions: a version attribute is compared as a version (DRA drops leading zeros: 580.95.05 is
 580.95.5); memory is compared within 1 % (a driver may publish NVML's total and CUDA report
@@ -33,13 +44,14 @@ comparison to the other view; with neither view the check is NOT_TESTED, never P
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from gpuconf.checks.isolation import Sighting
+from gpuconf.checks.isolation import GpuView, Sighting
 from gpuconf.cluster import PodOutcome
 from gpuconf.cluster.claims import claim_pod
 from gpuconf.probes.cuda import CudaProbeReport
@@ -49,17 +61,23 @@ __all__ = [
     "GPU_CLASS",
     "GPU_DRIVER",
     "MIG_CLASS",
+    "PAIR_ATTRIBUTE",
     "UNSATISFIABLE_SELECTOR",
     "UNSCHEDULABLE_REASON",
     "Allocation",
     "AllocatedDevice",
     "SliceDevice",
+    "Steering",
     "allocation_of",
     "dra_skip_reason",
     "evaluate_attributes_match_hardware",
     "evaluate_claim_allocates_probed_device",
+    "evaluate_claim_lifecycle",
     "evaluate_distinct_claims",
+    "evaluate_matched_pair",
     "evaluate_no_double_publication",
+    "evaluate_selector_steers_scheduling",
+    "evaluate_shared_claim",
     "evaluate_unsatisfiable_pending",
     "memory_selector",
     "node_skip_reason",
@@ -67,6 +85,7 @@ __all__ = [
     "pod_name",
     "selector_threshold_gib",
     "slice_devices",
+    "steering_attribute",
 ]
 
 #: NVIDIA's DRA driver and the DeviceClasses its chart installs (domain.md §5).
@@ -235,6 +254,7 @@ class Allocation:
     pod: str | None
     pod_claim: str | None
     devices: tuple[AllocatedDevice, ...]
+    reserved_for: tuple[str, ...] = ()  # the pods in status.reservedFor
 
 
 def allocation_of(claim: Mapping[str, Any]) -> Allocation | None:
@@ -244,10 +264,12 @@ def allocation_of(claim: Mapping[str, Any]) -> Allocation | None:
     if not allocation:
         return None
     results = (allocation.get("devices") or {}).get("results") or []
+    reserved = tuple(str(r.get("name")) for r in (claim.get("status") or {}).get("reservedFor") or ()
+                     if r.get("resource") == "pods" and not r.get("apiGroup"))
     return Allocation(str(meta.get("name")), claim_pod(claim),
                       (meta.get("annotations") or {}).get(POD_CLAIM_ANNOTATION),
                       tuple(AllocatedDevice(str(r.get("request")), str(r.get("driver")), str(r.get("pool")),
-                                            str(r.get("device"))) for r in results))
+                                            str(r.get("device"))) for r in results), reserved)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -470,7 +492,7 @@ def _allocated(allocations: Sequence[Allocation], devices: Sequence[SliceDevice]
                                                          for a in alloc.devices) for alloc in allocations]
 
 
-def _ran(check: str, node: str, what: str, sighting: Sighting | None) -> Verdict | CudaProbeReport:
+def _ran(check: str, node: str | None, what: str, sighting: Sighting | None) -> Verdict | CudaProbeReport:
     if sighting is None:
         return failed(check, node, f"the {what} pod was not observed", expected="the pod runs", observed="nothing")
     if sighting.report is None:
@@ -562,3 +584,213 @@ def evaluate_unsatisfiable_pending(node: str, outcome: PodOutcome | None, alloca
                   f"'{UNSCHEDULABLE_REASON}' within {budget_s:.0f} s", expected=f"FailedScheduling: ... "
                   f"{UNSCHEDULABLE_REASON}", observed=outcome.message or outcome.reason or outcome.phase,
                   evidence=evidence)
+
+
+# -------------------------------------------------------------------------------------------------
+# Attribute-aware scheduling, shared claims, the claim's lifecycle, matched pairs
+
+#: The attributes a steering selector may name, most telling first: a product splits a mixed
+#: cluster, a driver version a cluster mid-upgrade. (productName is a string, driverVersion a version.)
+STEERING_ATTRIBUTES = ("productName", "driverVersion")
+#: The attribute every GPU of one node shares, for the pair's matchAttribute constraint.
+PAIR_ATTRIBUTE = "productName"
+
+
+@dataclass(frozen=True)
+class Steering:
+    """A selector naming ``attribute == value``, and the nodes having a GPU that matches it."""
+
+    attribute: str
+    value: str
+    matching: tuple[str, ...]
+    nodes: tuple[str, ...]  # every node publishing GPUs
+
+    @property
+    def selector(self) -> str:
+        ref = f"device.attributes['{GPU_DRIVER}'].{self.attribute}"
+        if self.attribute == "driverVersion":
+            return f"{ref}.compareTo(semver({json.dumps(self.value)})) == 0"
+        return f"{ref} == {json.dumps(self.value)}"
+
+    @property
+    def splits(self) -> bool:
+        return len(self.matching) < len(self.nodes)
+
+
+def steering_attribute(devices: Mapping[str, Sequence[SliceDevice]]) -> Steering | None:
+    """The (attribute, value) a claim selects on to steer a pod with no node selection: one that
+    only some nodes' GPUs have when there is one (productName, then driverVersion), else the
+    driverVersion of the first node's GPUs (a single-product, single-driver cluster: every node
+    matches). None when no GPU publishes either attribute."""
+    nodes = tuple(sorted(n for n, ds in devices.items() if any(d.kind == "gpu" for d in ds)))
+    fallback: Steering | None = None
+    for attribute in STEERING_ATTRIBUTES:
+        having: dict[str, set[str]] = {}
+        for node in nodes:
+            for d in devices[node]:
+                value = d.attributes.get(attribute)
+                if d.kind == "gpu" and value is not None:
+                    having.setdefault(value, set()).add(node)
+        for value in sorted(having, key=lambda v: (len(having[v]), v)):
+            choice = Steering(attribute, value, tuple(sorted(having[value])), nodes)
+            if choice.splits:
+                return choice
+            if fallback is None or (fallback.attribute != "driverVersion" and attribute == "driverVersion"):
+                fallback = choice
+    return fallback
+
+
+def evaluate_selector_steers_scheduling(steering: Steering, outcome: PodOutcome | None, sighting: Sighting | None,
+                                        allocations: Sequence[Allocation],
+                                        devices: Mapping[str, Sequence[SliceDevice]]) -> Verdict:
+    """A pod with no node selection whose claim selects ``attribute == value`` lands on a node whose
+    GPUs match, is allocated a matching device there, and sees it."""
+    check = "dra.selector-steers-scheduling"
+    matching = ", ".join(steering.matching)
+    scope = (f"only {matching} of {len(steering.nodes)} nodes match" if steering.splits
+             else f"every node matches ({matching}): the cluster has one {steering.attribute}")
+    evidence = [f"selector: {steering.selector}", f"matching nodes: {matching}"]
+    expected = f"the pod lands on one of {matching}, allocated a device with {steering.attribute}={steering.value}"
+    report = _ran(check, None, "attribute-selector", sighting)
+    if isinstance(report, Verdict):
+        return report
+    landed = outcome.node if outcome is not None else None
+    by_key = {d.key: d for ds in devices.values() for d in ds}
+    pairs = [(a, by_key.get(a.key)) for alloc in allocations for a in alloc.devices]
+    evidence += [f"the pod ran on {landed or '?'}",
+                 *(f"claim {al.claim}: {a.device} on {d.node if d else '?'}" for al in allocations for a, d in
+                   ((x, by_key.get(x.key)) for x in al.devices))]
+    if landed not in steering.matching:
+        return failed(check, landed, f"the pod whose claim selects {steering.attribute}={steering.value} ran on "
+                      f"{landed or 'no node'}, whose GPUs do not match ({scope})", expected=expected,
+                      observed=f"ran on {landed}", evidence=tuple(evidence))
+    if len(pairs) != 1 or pairs[0][1] is None:
+        got = ", ".join(a.device for a, _ in pairs) or "nothing"
+        return failed(check, landed, f"the claim for one GPU with {steering.attribute}={steering.value} was allocated "
+                      f"{got}", expected="one published device", observed=got, evidence=tuple(evidence))
+    result, device = pairs[0]
+    assert device is not None
+    if device.node != landed or device.attributes.get(steering.attribute) != steering.value:
+        return failed(check, landed, f"the claim was allocated {device.describe()} on {device.node} with "
+                      f"{steering.attribute}={device.attributes.get(steering.attribute)}, but the pod ran on {landed} "
+                      f"and selected {steering.attribute}={steering.value}", expected=expected,
+                      observed=f"{device.node}/{device.name}", evidence=tuple(evidence))
+    seen = _seen_uuids(report)
+    if tuple(seen) != (device.uuid,):
+        return failed(check, landed, f"the claim was allocated {device.describe()} but the pod sees "
+                      f"{', '.join(seen) or 'no GPU'}", expected=f"exactly {device.uuid}",
+                      observed=", ".join(seen) or "none", evidence=tuple(evidence))
+    return passed(check, landed, f"the scheduler placed the pod selecting {steering.attribute}={steering.value} "
+                  f"on {landed} ({scope}) with {device.describe()}", expected=expected,
+                  observed=f"{landed}/{device.name}", evidence=tuple(evidence))
+
+
+def evaluate_shared_claim(node: str, probe: Sighting | None, sidecar: Sighting | None, bystander: Sighting | None,
+                          allocations: Sequence[Allocation], devices: Sequence[SliceDevice]) -> Verdict:
+    """One claim used by two containers of a pod: both see its one device; the pod's third
+    container, which uses no claim, sees no GPU."""
+    check = "dra.shared-claim-same-device"
+    views: list[tuple[str, CudaProbeReport]] = []
+    for who, container in (("probe", probe), ("sidecar", sidecar), ("bystander", bystander)):
+        report = _ran(check, node, f"shared-claim ({who} container)", container)
+        if isinstance(report, Verdict):
+            return report
+        views.append((who, report))
+    pairs, shown = _allocated(allocations, devices)
+    evidence = [*shown, *(f"the {who} container sees: {', '.join(_seen_uuids(r)) or 'no GPU'}" for who, r in views)]
+    if len(pairs) != 1 or pairs[0][1] is None:
+        got = ", ".join(a.device for a, _ in pairs) or "nothing"
+        return failed(check, node, f"the shared claim for one GPU was allocated {got}", expected="one published device",
+                      observed=got, evidence=tuple(evidence))
+    device = pairs[0][1]
+    assert device is not None
+    for who, report in views[:2]:
+        seen = _seen_uuids(report)
+        if tuple(seen) != (device.uuid,):
+            return failed(check, node, f"the claim both containers use was allocated {device.describe()} but the "
+                          f"{who} container sees {', '.join(seen) or 'no GPU'}",
+                          expected=f"both see exactly {device.uuid}", observed=", ".join(seen) or "none",
+                          evidence=tuple(evidence))
+    view = GpuView.of(views[2][1])
+    leaked = view.nvml or view.cuda or view.dev
+    if leaked or view.cuda is None and view.nvml is None:
+        what = (f"sees {len(leaked)} GPU{'s' if len(leaked) != 1 else ''}: {', '.join(leaked)}" if leaked
+                else f"cannot be read ({'; '.join(view.unreadable)})")
+        return failed(check, node, f"the container without the claim {what}", expected="no GPU",
+                      observed=view.describe(), evidence=(*evidence, f"bystander: {view.describe(full=True)}"))
+    return passed(check, node, f"both containers using the claim see {device.describe()}; the one without sees no GPU",
+                  expected=device.uuid or device.name, observed=device.uuid or device.name, evidence=tuple(evidence))
+
+
+def evaluate_claim_lifecycle(node: str, claims: Mapping[str, Sequence[Allocation]], left: Sequence[str],
+                             error: str | None = None) -> Verdict:
+    """Each claim generated for a pod (``claims``: pod -> its claims as seen allocated) named the pod
+    in ``status.reservedFor`` while it ran, and is deleted once the pod is gone (``left``: those
+    still there after the campaign's pods were deleted and a short watch)."""
+    check = "dra.claim-reserved-then-deleted"
+    seen = [(pod, a) for pod, allocs in sorted(claims.items()) for a in allocs]
+    if not seen:
+        return not_tested(check, node, f"no claim of a pod on {node} was seen allocated")
+    evidence = tuple(f"claim {a.claim} of pod {pod}: reservedFor {', '.join(a.reserved_for) or 'nobody'}"
+                     for pod, a in seen)
+    unreserved = [(pod, a) for pod, a in seen if pod not in a.reserved_for]
+    if unreserved:
+        pod, a = unreserved[0]
+        return failed(check, node, f"claim {a.claim} was allocated while pod {pod} ran but status.reservedFor named "
+                      f"{', '.join(a.reserved_for) or 'nobody'}" + (f" (and {len(unreserved) - 1} more)"
+                                                                     if len(unreserved) > 1 else ""),
+                      expected="reservedFor names the pod", observed=", ".join(a.reserved_for) or "empty",
+                      evidence=evidence)
+    ours = {a.claim for _, a in seen}
+    stale = sorted(set(left) & ours)
+    if stale:
+        return failed(check, node, f"{len(stale)} generated claim(s) outlived their pods: {', '.join(stale[:3])}"
+                      + (" ..." if len(stale) > 3 else ""), expected="each generated claim deleted with its pod",
+                      observed=f"{len(stale)} left", evidence=evidence)
+    if error is not None:
+        return not_tested(check, node, f"{len(seen)} claims were reserved for their pods, but whether they were "
+                          f"deleted is unknown: {error}")
+    return passed(check, node, f"{len(seen)} claims were reserved for their pods while they ran and deleted with them",
+                  expected="reservedFor names the pod; the claim deleted after", observed="so", evidence=evidence)
+
+
+def evaluate_matched_pair(node: str, sighting: Sighting | None, allocations: Sequence[Allocation],
+                          devices: Sequence[SliceDevice], *, attribute: str = PAIR_ATTRIBUTE) -> Verdict:
+    """A claim for two GPUs with ``constraints[].matchAttribute`` on ``attribute`` is allocated two
+    devices of the node with one value of it, and the pod sees both."""
+    check = "dra.count-with-match-attribute"
+    gpus = [d for d in devices if d.kind == "gpu"]
+    if len(gpus) < 2:
+        return not_tested(check, node, f"{node} publishes {len(gpus)} full GPU: a claim for two needs two")
+    report = _ran(check, node, "matched-pair", sighting)
+    if isinstance(report, Verdict):
+        return report
+    pairs, shown = _allocated(allocations, devices)
+    seen = _seen_uuids(report)
+    evidence = [*shown, f"the pod sees: {', '.join(seen) or 'no GPU'}"]
+    keys = {a.key for a, _ in pairs}
+    if len(pairs) != 2 or len(keys) != 2:
+        got = ", ".join(a.device for a, _ in pairs) or "nothing"
+        return failed(check, node, f"the claim for two GPUs (count 2) was allocated {got}",
+                      expected="two different devices", observed=got, evidence=tuple(evidence))
+    foreign = [a for a, d in pairs if d is None]
+    if foreign:
+        where = f"{foreign[0].driver}/{foreign[0].pool}/{foreign[0].device}"
+        return failed(check, node, f"the claim was allocated {where}, which no ResourceSlice of {node} publishes",
+                      expected=f"two devices of {node}",
+                      observed=foreign[0].device, evidence=tuple(evidence))
+    chosen = [d for _, d in pairs if d is not None]
+    values = {d.name: d.attributes.get(attribute) for d in chosen}
+    if None in values.values() or len(set(values.values())) != 1:
+        shown_values = ", ".join(f"{k}={v}" for k, v in values.items())
+        return failed(check, node, f"the constraint matchAttribute {GPU_DRIVER}/{attribute} did not hold: "
+                      f"{shown_values}",
+                      expected=f"one {attribute}", observed=shown_values, evidence=tuple(evidence))
+    uuids = {d.uuid for d in chosen}
+    if set(seen) != uuids or len(seen) != 2:
+        return failed(check, node, f"the claim was allocated {', '.join(sorted(u or '?' for u in uuids))} but the pod "
+                      f"sees {', '.join(seen) or 'no GPU'}", expected="exactly the two allocated GPUs",
+                      observed=", ".join(seen) or "none", evidence=tuple(evidence))
+    value = next(iter(values.values()))
+    return passed(check, node, f"two devices ({', '.join(values)}) with {attribute}={value}, both seen by the pod",
+                  expected=f"2 devices, one {attribute}", observed=f"{', '.join(values)}", evidence=tuple(evidence))
