@@ -15,7 +15,8 @@ from gpuconf import images
 from gpuconf.render import probe_sources, render
 
 __all__ = ["CONTAINERS", "DEFAULT_TOLERATIONS", "PRIORITY_CLASS", "ClaimRequest", "make_cuda_probe_pod",
-           "make_probe_sources_configmap", "make_resource_claim_template", "sources_configmap_name"]
+           "make_nccl_probe_pod", "make_probe_sources_configmap", "make_resource_claim_template",
+           "sources_configmap_name"]
 
 #: Created once per cluster by the suite: value 0 and ``preemptionPolicy: Never``, so a probe
 #: never evicts anyone's work.
@@ -111,6 +112,7 @@ def make_cuda_probe_pod(
         containers[1]["uses"] = list(dict.fromkeys(sidecar_claims))
     (pod,) = render("cuda-probe-pod.yaml.j2", {
         "name": name, "namespace": namespace, "run_id": run_id, "check": check, "mode": mode, "image": image,
+        "probe": "cuda-probe", "args": ["--timeout", str(call_timeout_s)],
         "sources_configmap": sources_configmap_name("cuda-probe") if mode == "zero-registry" else "",
         "node": node, "gpu_resource": gpu_resource,
         "containers": containers,
@@ -153,3 +155,54 @@ def make_resource_claim_template(*, name: str, namespace: str, run_id: str, chec
         "match_attributes": list(match_attributes),
     })
     return obj
+
+
+def make_nccl_probe_pod(
+    *,
+    name: str,
+    namespace: str,
+    run_id: str,
+    check: str,
+    node: str | None,
+    gpu_count: int,
+    registry: str | None = None,
+    env: Mapping[str, str] | None = None,
+    tolerations: Sequence[Mapping[str, str]] = DEFAULT_TOLERATIONS,
+    runtime_class: str | None = None,
+    step_timeout_s: int = 300,
+    deadline_s: int = 1800,
+    cuda_archs: str | None = None,
+    rank: int | None = None,
+    world_size: int | None = None,
+    id_addr: str | None = None,
+    bootstrap_timeout_s: int = 120,
+) -> dict[str, Any]:
+    """An nccl-probe pod: the all-reduce sweep over the ``gpu_count`` GPUs it is given, in one
+    process, or as ``rank`` of a ``world_size``-rank job whose rank 0 serves the NCCL unique id at
+    ``id_addr`` (HOST:PORT). ``NCCL_DEBUG=INFO`` unless ``env`` says otherwise: the transport NCCL
+    chose is part of the evidence. Placed by nodeSelector like every probe."""
+    if gpu_count < 1:
+        raise ValueError("an nccl-probe pod asks for at least one GPU")
+    multi = (rank, world_size, id_addr)
+    if any(v is not None for v in multi) and not all(v is not None for v in multi):
+        raise ValueError("rank, world_size and id_addr go together")
+    nccl = next(p for p in images.matrix() if p.probe == "nccl-probe")
+    if registry:
+        image, mode = images.probe_image(nccl, registry).pinned, "registry"
+    else:
+        image, mode = images.devel_image(nccl.cuda), "zero-registry"
+    args = ["--timeout", str(step_timeout_s)]
+    if rank is not None:
+        args += ["--rank", str(rank), "--world-size", str(world_size), "--id-addr", str(id_addr),
+                 "--bootstrap-timeout", str(bootstrap_timeout_s)]
+    (pod,) = render("cuda-probe-pod.yaml.j2", {
+        "name": name, "namespace": namespace, "run_id": run_id, "check": check, "mode": mode, "image": image,
+        "probe": "nccl-probe", "args": args,
+        "sources_configmap": sources_configmap_name("nccl-probe") if mode == "zero-registry" else "",
+        "node": node, "gpu_resource": "nvidia.com/gpu", "containers": [{"name": "probe", "gpu_count": gpu_count}],
+        "env": [{"name": k, "value": v} for k, v in {"NCCL_DEBUG": "INFO", **(env or {})}.items()],
+        "tolerations": [dict(t) for t in tolerations], "runtime_class": runtime_class,
+        "priority_class": PRIORITY_CLASS, "call_timeout_s": step_timeout_s, "deadline_s": deadline_s,
+        "cuda_archs": cuda_archs,
+    })
+    return pod

@@ -126,7 +126,7 @@ def test_a_missing_value_or_a_bad_mode_is_a_render_error():
               "sources_configmap": "", "node": None, "gpu_resource": "nvidia.com/gpu",
               "containers": [{"name": "probe", "gpu_count": 1}], "env": [],
               "tolerations": [], "runtime_class": None, "priority_class": "p", "call_timeout_s": 1,
-              "deadline_s": 1, "cuda_archs": None}
+              "deadline_s": 1, "cuda_archs": None, "probe": "cuda-probe", "args": []}
     with pytest.raises(RenderError, match="mode must be registry or zero-registry"):
         render("cuda-probe-pod.yaml.j2", values)
 
@@ -158,3 +158,21 @@ def test_the_configmap_alone_is_enough_to_compile_and_run_the_probe_as_the_pod_d
     run = subprocess.run([str(bin_dir / "cuda-probe"), "--timeout", "5"], capture_output=True, text=True, timeout=30)
     report = parse_cuda_probe(run.stdout, exit_code=run.returncode)
     assert report.init.code == 35  # this machine has no driver: the honest no-driver answer
+
+
+def test_an_nccl_probe_pod_compiles_the_nccl_probe_and_runs_one_rank_of_a_job():
+    from gpuconf.probe_pods import make_nccl_probe_pod
+
+    pod = make_nccl_probe_pod(name="nccl-a", namespace="ns", run_id="r", check="nccl", node="h100-0", gpu_count=8,
+                              rank=1, world_size=2, id_addr="nccl-a-0.ns:29500")
+    (build,) = pod["spec"]["initContainers"]
+    (probe,) = pod["spec"]["containers"]
+    assert pod["metadata"]["labels"]["gpuconf.io/probe"] == "nccl-probe"
+    assert build["command"] == ["bash", "/gpuconf/src/build.sh", "/gpuconf/bin/nccl-probe"]
+    assert probe["command"] == ["/gpuconf/bin/nccl-probe", "--timeout", "300", "--rank", "1", "--world-size", "2",
+                                "--id-addr", "nccl-a-0.ns:29500", "--bootstrap-timeout", "120"]
+    assert probe["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+    assert {"name": "NCCL_DEBUG", "value": "INFO"} in probe["env"]
+    assert pod["spec"]["volumes"][0]["configMap"]["name"].startswith("gpuconf-nccl-probe-src-")
+    with pytest.raises(ValueError, match="go together"):
+        make_nccl_probe_pod(name="x", namespace="ns", run_id="r", check="nccl", node=None, gpu_count=1, rank=0)

@@ -16,10 +16,10 @@ from gpuconf.cluster.errors import (
     NotFoundError,
     UnreachableError,
 )
-from gpuconf.cluster.inventory import GpuNode, Inventory, build_inventory, load_inventory
+from gpuconf.cluster.inventory import GpuNode, Inventory, build_inventory, list_active_pods, load_inventory
 from gpuconf.cluster.outcomes import ContainerOutcome, PodEvent, PodOutcome, PodTimings
 
 __all__ = ["AdmissionDeniedError", "ApiCallError", "Cluster", "ClusterError", "ConflictError", "ContainerOutcome",
            "Discovery", "ForbiddenError", "GpuNode", "Inventory", "KubeconfigError", "NotFoundError", "PodEvent",
            "PodOutcome", "PodTimings", "RetryPolicy", "RunContext", "UnreachableError", "build_inventory",
-           "collect_leftovers", "connect", "load_inventory", "run_campaign"]
+           "collect_leftovers", "connect", "list_active_pods", "load_inventory", "run_campaign"]

@@ -14,7 +14,7 @@ from gpuconf.cluster.access import Cluster
 from gpuconf.cluster.errors import NotFoundError
 
 __all__ = ["ClusterPolicyState", "GpuNode", "Inventory", "NodeCondition", "ResourceSliceInfo", "RuntimeClassInfo",
-           "Taint", "build_inventory", "is_gpu_resource", "load_inventory"]
+           "Taint", "build_inventory", "is_gpu_resource", "list_active_pods", "load_inventory"]
 
 Obj = Mapping[str, Any]
 
@@ -218,3 +218,10 @@ def load_inventory(cluster: Cluster, *, node_selector: str | None = None) -> Inv
             policies = []
         policy = policies[0] if policies else None
     return build_inventory(nodes, runtime_classes, device_classes, slices, policy, dra_served=dra_served)
+
+
+def list_active_pods(cluster: Cluster) -> list[dict[str, Any]]:
+    """Every pod of the cluster not yet finished (the API server filters on status.phase): who
+    holds GPUs before a job that needs whole nodes."""
+    return _list_all(cluster, "list pods", cluster.core.list_pod_for_all_namespaces,
+                     field_selector="status.phase!=Succeeded,status.phase!=Failed")
