@@ -17,6 +17,7 @@ from gpuconf.plugin import ClusterHandle, judge, run_context
 from gpuconf.probe_pods import make_nccl_probe_pod
 from gpuconf.probes import ProbeParseError
 from gpuconf.probes.nccl import NcclProbeReport, parse_nccl_probe
+from gpuconf.report.model import format_curve
 from gpuconf.verdict import Outcome, Verdict
 
 pytestmark = pytest.mark.nccl
@@ -117,8 +118,7 @@ def test_busbw_above_floor(gpu_node, gpu_inventory, intra_node, expect_profile, 
     node = nccl_node(gpu_inventory, gpu_node)
     doc = report(intra_node, gpu_node)
     floor = checks.expected_floor(node.labels.get("nvidia.com/gpu.product", ""), whole_gpus(node))
-    for size in doc.sizes:
-        record_property("gpuconf.nccl.busbw", f"{size.bytes} {size.busbw_gbps}")
+    record_property("gpuconf.curve", format_curve((size.bytes, size.busbw_gbps) for size in doc.sizes))
     judge(checks.evaluate_busbw(gpu_node, doc, floor, declared_gbps=declared_floor(expect_profile, node)),
           record_property)
 

@@ -236,3 +236,18 @@ def test_a_run_against_a_cluster_writes_to_reports_in_the_invocation_dir_by_defa
     assert pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", "healthy-h100").ret == 0
     assert sorted(p.name for p in (pytester.path / "reports").iterdir()) == [
         "junit.xml", "report.html", "report.json", "report.md"]
+
+
+def test_a_measured_curve_is_drawn_inline_in_html_and_kept_in_json(tmp_path):
+    from gpuconf.report.model import format_curve
+
+    points = ((1024, 0.5), (1 << 20, 52.2), (1 << 30, 462.0), (4 << 30, 469.5))
+    r = from_test_report("suites/test_nccl.py::test_busbw_above_floor[h100-0]", "passed", 1.0,
+                         {"gpuconf.check": "nccl.busbw-above-floor", "gpuconf.node": "h100-0",
+                          "gpuconf.outcome": "pass", "gpuconf.curve": format_curve(points)}, None)
+    assert r.curve == points
+    html = write_html(run(), [r], tmp_path / "report.html").read_text()
+    assert html.count("<polyline") == 1 and "4 GiB" in html and "1073741824&nbsp;B&nbsp;462.0" in html
+    assert "http://" not in html and "https://" not in html
+    doc = json.loads(write_json(run(), [r], tmp_path / "report.json").read_text())
+    assert doc["results"]["tests"][0]["extra"]["curve"] == [list(p) for p in points]

@@ -42,6 +42,8 @@ class CheckResult:
     expected: str | None = None
     observed: str | None = None
     message: str | None = None
+    #: A measured curve (the NCCL suite's busbw per message size): ((bytes, GB/s), ...).
+    curve: tuple[tuple[int, float], ...] = ()
 
     @property
     def node_key(self) -> str:
@@ -91,7 +93,24 @@ def from_test_report(nodeid: str, pytest_outcome: str, duration: float, properti
 
     message = longrepr.strip() if longrepr else None
     return CheckResult(check, str(node) if node is not None else None, outcome, nodeid, duration,
-                       opt("gpuconf.expected"), opt("gpuconf.observed"), message or None)
+                       opt("gpuconf.expected"), opt("gpuconf.observed"), message or None,
+                       parse_curve(opt("gpuconf.curve")))
+
+
+def format_curve(points: Iterable[tuple[int, float]]) -> str:
+    """The ``gpuconf.curve`` property: ``bytes:value`` pairs separated by spaces."""
+    return " ".join(f"{int(x)}:{float(y):g}" for x, y in points)
+
+
+def parse_curve(text: str | None) -> tuple[tuple[int, float], ...]:
+    out: list[tuple[int, float]] = []
+    for pair in (text or "").split():
+        x, _, y = pair.partition(":")
+        try:
+            out.append((int(x), float(y)))
+        except ValueError:
+            return ()
+    return tuple(out)
 
 
 def remediation(check_id: str) -> str | None:

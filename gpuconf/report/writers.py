@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup
+
 from gpuconf.report.model import (
     DEGRADED,
     FAIL,
@@ -76,6 +78,8 @@ def ctrf_document(run: RunRecord, results: Sequence[CheckResult]) -> dict[str, A
         test["extra"] = {"check": r.check, "node": r.node, "outcome": r.outcome, "expected": r.expected,
                          "observed": r.observed, "remediation": remediation(r.check) if r.outcome in (
                              FAIL, DEGRADED) else None}
+        if r.curve:
+            test["extra"]["curve"] = [[x, y] for x, y in r.curve]
         tests.append(test)
     summary = {**counts(results), "start": _ms(run.started), "stop": _ms(run.finished)}
     return {
@@ -152,10 +156,40 @@ def render_html(run: RunRecord, results: Sequence[CheckResult]) -> str:
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     nodes, checks, cells = _matrix(results)
     failures = [{"result": r, "remediation": remediation(r.check)} for r in _failures(results)]
+    curves = [{"result": r, "svg": curve_svg(r.curve)} for r in results if len(r.curve) >= 2]
     return env.get_template("signoff.html.j2").render(
         title=_title(run), run=run, counts=counts(results), verdicts=node_verdicts(results), nodes=nodes,
-        checks=checks, cells=cells, failures=failures, outcomes=OUTCOMES,
+        checks=checks, cells=cells, failures=failures, outcomes=OUTCOMES, curves=curves,
         started=_iso(run.started), finished=_iso(run.finished))
+
+
+def curve_svg(points: Sequence[tuple[int, float]], *, width: int = 480, height: int = 160) -> Markup:
+    """An inline SVG line chart (x: message size, log scale; y: GB/s from 0): self-contained, no
+    script, no fetch. Values are numbers we format ourselves, so the markup is safe to embed."""
+    import math
+
+    pad, top = 40, max(y for _, y in points) or 1.0
+    xs = [math.log2(max(x, 1)) for x, _ in points]
+    lo, hi = min(xs), max(xs)
+    span = (hi - lo) or 1.0
+
+    def px(x: float) -> float:
+        return pad + (x - lo) / span * (width - pad - 10)
+
+    def py(y: float) -> float:
+        return height - 20 - y / top * (height - 30)
+
+    line = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, (_, y) in zip(xs, points, strict=True))
+    size = points[-1][0]
+    label = f"{size / 2**30:g} GiB" if size >= 2**30 else f"{size / 2**20:g} MiB" if size >= 2**20 else f"{size} B"
+    return Markup(
+        f'<svg width="{width}" height="{height}" role="img">'
+        f'<line x1="{pad}" y1="{height - 20}" x2="{width - 10}" y2="{height - 20}" stroke="#888"/>'
+        f'<line x1="{pad}" y1="10" x2="{pad}" y2="{height - 20}" stroke="#888"/>'
+        f'<text x="2" y="14" font-size="10">{top:g}</text><text x="2" y="{height - 22}" font-size="10">0</text>'
+        f'<text x="{pad}" y="{height - 6}" font-size="10">{points[0][0]} B</text>'
+        f'<text x="{width - 70}" y="{height - 6}" font-size="10">{label}</text>'
+        f'<polyline fill="none" stroke="#1565c0" stroke-width="2" points="{line}"/></svg>')
 
 
 def write_html(run: RunRecord, results: Sequence[CheckResult], path: Path) -> Path:
