@@ -7,7 +7,8 @@ a terminal phase, writing the kubelet's events and pod status through a :class:`
 should be synced again (a pull or a run finishing), and the caller's work queue comes back then.
 
 What a container prints is the simulated program's output: the cuda-probe's and nccl-probe's
-documents from :mod:`gpuconf.sim.emulate` for pods labelled ``gpuconf.io/probe``, nvcc's output
+documents from :mod:`gpuconf.sim.emulate` for pods labelled ``gpuconf.io/probe`` (the ranks of a
+multi-process nccl-probe job meet in :mod:`gpuconf.sim.nccl_world`'s rendezvous), nvcc's output
 for their compile init container, and for anything else the test hooks in annotations:
 
 * ``gpuconf.io/sim-exit-code``: the exit code of every app container (default 0);
@@ -31,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gpuconf.sim import emulate
+from gpuconf.sim import emulate, nccl_world
 from gpuconf.sim.agent_logs import LogStore
 from gpuconf.sim.agent_model import (
     AdmissionError,
@@ -90,6 +91,9 @@ class Timings:
     nccl_probe_seconds: float = 60.0
     plain_seconds: float = 1.0
     sandbox_retry_seconds: float = 2.0  # real seconds between retries of a failed sandbox
+    #: Real seconds a multi-process nccl-probe rank waits for its peers at least, whatever the
+    #: speed: the ranks' pods are created by separate API calls, whose latency is not scaled.
+    rendezvous_floor_seconds: float = 2.0
 
     def scaled(self, nominal: float) -> float:
         return nominal / self.speed
@@ -137,6 +141,7 @@ class ContainerRun:
     exit_code: int | None = None
     message: str | None = None
     output: str = ""
+    ticket: nccl_world.Ticket | None = None  # a multi-process nccl-probe rank until its job decides
 
     @property
     def field_path(self) -> str:
@@ -189,6 +194,9 @@ class Kubelet:
         self.clock = clock
         self._runs: dict[str, PodRun] = {}
         self._lock = threading.Lock()
+        #: Multi-process nccl-probe jobs, by --id-addr, across every node of the cluster.
+        self.rendezvous = nccl_world.Rendezvous(speed=timings.speed, run_seconds=timings.nccl_probe_seconds,
+                                                floor_seconds=timings.rendezvous_floor_seconds)
 
     # Entry points ----------------------------------------------------------------------------
 
@@ -364,6 +372,12 @@ class Kubelet:
         if c.phase == "create":
             self._start(run, pod, c, now)
         if c.phase == "running":
+            if c.ticket is not None:
+                outcome = self.rendezvous.poll(c.ticket, now)
+                if isinstance(outcome, float):
+                    return outcome
+                c.ticket = None
+                c.exit_code, c.output, c.run_until = outcome.code, outcome.output, outcome.finish_at
             if c.run_until is None:
                 return None
             if now < c.run_until:
@@ -418,7 +432,7 @@ class Kubelet:
         self._event(run, pod, c, "Normal", "Started", self.wording.started.format(name=c.name), now)
         c.phase, c.started_at = "running", now
         code, output, seconds = self._program(run, pod, c, env, visible, now)
-        c.exit_code, c.run_until = code, (now + seconds if seconds is not None else None)
+        c.exit_code, c.run_until = (None if c.ticket else code), (now + seconds if seconds is not None else None)
         c.output = output
         if seconds is None:  # runs until stopped: what it prints is there from the start
             self.logs.put(run.key, run.uid, c.name, output)
@@ -458,11 +472,15 @@ class Kubelet:
             return code, out, t.scaled(t.cuda_probe_seconds)
         if probe == "nccl-probe" and c.image.cuda is not None:
             args = [str(a) for a in (c.spec.get("command") or []) + (c.spec.get("args") or [])]
-            if _multi_process(args):
-                # Multi-node NCCL (every rank's pod at once) is not simulated yet. Say so and fail
-                # like the probe's usage error, rather than pretend a result.
-                return 2, "gpuconf sim: multi-process nccl-probe runs (--world-size > 1) are not simulated yet\n", \
-                    t.scaled(t.plain_seconds)
+            try:
+                multi = nccl_world.rank_args(args)
+            except ValueError as e:  # the probe's usage error
+                return 2, f"nccl-probe: {e}\n", t.scaled(t.plain_seconds)
+            if multi is not None:
+                # One rank of a job: it runs until the job's bootstrap decides (see _drive).
+                c.ticket = self.rendezvous.join(multi, node, visible=visible, image_cuda=c.image.cuda, env=env,
+                                                started_at=rfc3339_milli(now), hostname=hostname, ip=run.ip, now=now)
+                return 0, "", None
             code, out = emulate.nccl_probe_run(node, visible=visible, image_cuda=c.image.cuda, env=env,
                                                started_at=rfc3339_milli(now), hostname=hostname)
             seconds = _timeout_arg(args) if node.interconnect.hang else t.nccl_probe_seconds
@@ -637,15 +655,6 @@ class Kubelet:
         else:
             out["state"] = {"waiting": {"reason": c.waiting}}
         return out
-
-
-def _multi_process(args: list[str]) -> bool:
-    for i, a in enumerate(args):
-        if a == "--world-size" and i + 1 < len(args):
-            return args[i + 1] not in ("1", "")
-        if a.startswith("--world-size="):
-            return a.split("=", 1)[1] not in ("1", "")
-    return False
 
 
 def _timeout_arg(args: list[str]) -> float:

@@ -346,17 +346,3 @@ def test_after_an_outage_too_long_for_the_watch_history_the_agents_relist(caplog
     finally:
         logger.removeHandler(broken)
         logger.removeHandler(relisted)
-
-
-def test_a_multi_process_nccl_rank_fails_visibly_instead_of_pretending(apiserver, api_client, core, namespace):
-    with running_agents(apiserver, api_client, "healthy-h100"):
-        pod = plain_pod("rank1", "h100-0", image="nvidia/cuda:13.0.2-runtime-ubuntu24.04",
-                        limits={"nvidia.com/gpu": "8"}, runtimeClassName="nvidia")
-        pod["metadata"]["labels"] = {"gpuconf.io/probe": "nccl-probe"}
-        pod["spec"]["containers"][0]["args"] = ["--rank", "1", "--world-size", "2", "--id-addr", "10.0.0.1:29500"]
-        core.create_namespaced_pod(namespace, pod)
-        done = wait_pod(core, namespace, "rank1", finished)
-        log = core.read_namespaced_pod_log("rank1", namespace)
-    assert done.status.phase == "Failed", done.status
-    assert done.status.container_statuses[0].state.terminated.exit_code == 2
-    assert "not simulated yet" in log
