@@ -117,7 +117,9 @@ class RuntimeSpec:
 
 @dataclass(frozen=True)
 class NcclSpec:
-    busbw_floor_gbps: float | None = None  # all-reduce bus bandwidth floor, for the NCCL suite
+    busbw_floor_gbps: float | None = None  # intra-node all-reduce bus bandwidth floor, for the NCCL suite
+    nic_gbps: int | None = None  # each NIC port's line rate (400 for NDR), for the inter-node floor
+    nics: int | None = None  # NIC ports each node uses for NCCL (one per GPU on rail-optimised nodes)
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,14 @@ _PATTERNS = {
 
 class _Where(Document):
     error_type = ExpectError
+
+
+def _nccl(raw: Mapping[str, Any] | None) -> NcclSpec:
+    if raw is None:
+        return NcclSpec()
+    floor, nic, nics = raw.get("busbw_floor_gbps"), raw.get("nic_gbps"), raw.get("nics")
+    return NcclSpec(float(floor) if floor is not None else None, int(nic) if nic is not None else None,
+                    int(nics) if nics is not None else None)
 
 
 def load_expect(path: str | Path) -> ExpectProfile:
@@ -288,7 +298,7 @@ def _build_pool(raw: Mapping[str, Any], where: _Where, at: FieldPath) -> ExpectP
     return ExpectPool(
         raw["name"], tuple((str(k), str(v)) for k, v in raw["selector"].items()), count, gpu, driver, cuda, mig,
         sharing, RuntimeSpec(raw.get("runtime", {}).get("mode")),
-        NcclSpec(float(raw["nccl"]["busbw_floor_gbps"]) if "nccl" in raw else None))
+        _nccl(raw.get("nccl")))
 
 
 @cache

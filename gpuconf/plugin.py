@@ -111,6 +111,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--registry", metavar="REGISTRY", default=None,
                     help="run the prebuilt probe images from this registry (see `gpuconf images list`) instead of "
                     "compiling the probe in the public nvidia/cuda devel image")
+    group.addoption("--nccl-nodes", metavar="N", type=int, default=0,
+                    help="nodes in the NCCL multi-node job (default 0: every eligible node, at most 16)")
     group.addoption("--allow-disruptive", action="store_true", default=False,
                     help="also run checks marked disruptive (they change node state, e.g. a MIG layout)")
     group.addoption("--report-dir", metavar="DIR", default=None,

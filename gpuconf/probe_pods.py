@@ -14,8 +14,9 @@ from typing import Any
 from gpuconf import images
 from gpuconf.render import probe_sources, render
 
-__all__ = ["CONTAINERS", "DEFAULT_TOLERATIONS", "PRIORITY_CLASS", "ClaimRequest", "make_cuda_probe_pod",
-           "make_nccl_probe_pod", "make_probe_sources_configmap", "make_resource_claim_template",
+__all__ = ["CONTAINERS", "DEFAULT_TOLERATIONS", "NCCL_BOOTSTRAP_PORT", "NCCL_JOB_LABEL", "PRIORITY_CLASS",
+           "SCHEDULE_BUDGET_ANNOTATION", "ClaimRequest", "make_cuda_probe_pod", "make_nccl_job_service",
+           "make_nccl_probe_pod", "make_probe_sources_configmap", "make_resource_claim_template", "nccl_rank0_address",
            "sources_configmap_name"]
 
 #: Created once per cluster by the suite: value 0 and ``preemptionPolicy: Never``, so a probe
@@ -25,6 +26,12 @@ PRIORITY_CLASS = "gpuconf-probe"
 DEFAULT_TOLERATIONS: tuple[dict[str, str], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
 )
+#: The port rank 0 of a multi-process NCCL job serves the unique id on.
+NCCL_BOOTSTRAP_PORT = 29500
+#: The label that ties a multi-process NCCL job's rank pods to its headless Service.
+NCCL_JOB_LABEL = "gpuconf.io/nccl-job"
+#: How long a campaign waits for a pod to be placed (gpuconf.cluster.campaign reads it).
+SCHEDULE_BUDGET_ANNOTATION = "gpuconf.io/schedule-budget-s"
 #: The probe containers' names, in order: the probe, the optional sidecar and the optional
 #: bystander (no GPU, no claim); logs are per name.
 CONTAINERS = ("probe", "sidecar", "bystander")
@@ -119,7 +126,7 @@ def make_cuda_probe_pod(
         "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
         "tolerations": [dict(t) for t in tolerations], "runtime_class": runtime_class,
         "priority_class": PRIORITY_CLASS, "call_timeout_s": call_timeout_s, "deadline_s": deadline_s,
-        "cuda_archs": cuda_archs,
+        "cuda_archs": cuda_archs, "extra_labels": {}, "annotations": {}, "hostname": None, "subdomain": None,
     })
     return pod
 
@@ -176,11 +183,21 @@ def make_nccl_probe_pod(
     world_size: int | None = None,
     id_addr: str | None = None,
     bootstrap_timeout_s: int = 120,
+    hostname: str | None = None,
+    subdomain: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    schedule_budget_s: int | None = None,
 ) -> dict[str, Any]:
     """An nccl-probe pod: the all-reduce sweep over the ``gpu_count`` GPUs it is given, in one
     process, or as ``rank`` of a ``world_size``-rank job whose rank 0 serves the NCCL unique id at
     ``id_addr`` (HOST:PORT). ``NCCL_DEBUG=INFO`` unless ``env`` says otherwise: the transport NCCL
-    chose is part of the evidence. Placed by nodeSelector like every probe."""
+    chose is part of the evidence. Placed by nodeSelector like every probe.
+
+    A rank of a job on a real cluster is found by name: ``hostname`` and ``subdomain`` (the job's
+    headless Service, :func:`make_nccl_job_service`, selecting ``labels``) give it the DNS name
+    ``<hostname>.<subdomain>.<namespace>.svc``. ``schedule_budget_s`` bounds how long the campaign
+    waits for the pod to be placed (the ``gpuconf.io/schedule-budget-s`` annotation): at most the
+    bootstrap timeout, so a rank that cannot be placed is reported rather than waited on."""
     if gpu_count < 1:
         raise ValueError("an nccl-probe pod asks for at least one GPU")
     multi = (rank, world_size, id_addr)
@@ -203,6 +220,23 @@ def make_nccl_probe_pod(
         "env": [{"name": k, "value": v} for k, v in {"NCCL_DEBUG": "INFO", **(env or {})}.items()],
         "tolerations": [dict(t) for t in tolerations], "runtime_class": runtime_class,
         "priority_class": PRIORITY_CLASS, "call_timeout_s": step_timeout_s, "deadline_s": deadline_s,
-        "cuda_archs": cuda_archs,
+        "cuda_archs": cuda_archs, "extra_labels": dict(labels or {}),
+        "annotations": {SCHEDULE_BUDGET_ANNOTATION: str(schedule_budget_s)} if schedule_budget_s is not None else {},
+        "hostname": hostname, "subdomain": subdomain,
     })
     return pod
+
+
+def make_nccl_job_service(*, name: str, namespace: str, run_id: str, check: str, job: str,
+                          port: int = NCCL_BOOTSTRAP_PORT) -> dict[str, Any]:
+    """The headless Service of one multi-process NCCL job: it selects the run's pods labelled
+    ``gpuconf.io/nccl-job: <job>`` and publishes them before they are ready, so rank 0's name
+    resolves as soon as it runs."""
+    (obj,) = render("nccl-job-service.yaml.j2", {"name": name, "namespace": namespace, "run_id": run_id,
+                                                 "check": check, "job": job, "port": port})
+    return obj
+
+
+def nccl_rank0_address(*, job: str, service: str, namespace: str, port: int = NCCL_BOOTSTRAP_PORT) -> str:
+    """Where rank 0 of ``job`` serves the unique id: its pod's name under the job's Service."""
+    return f"{job}-r0.{service}.{namespace}.svc:{port}"

@@ -3,7 +3,14 @@ named, not left to time out Pending); then one nccl-probe per node over every GP
 (launch once, assert many): the all-reduce completes with correct results, reaches the busbw floor
 for its hardware (gpuconf/data/nccl_floors.yaml, or the floor --expect declares for the pool), over
 the transport the floor assumes. Nodes whose GPUs are shared (time-slicing, MPS) or MIG instances
-are not NCCL nodes and skip with the reason. The decisions are in gpuconf.checks.nccl."""
+are not NCCL nodes and skip with the reason.
+
+Then across nodes, each job's ranks created together in one campaign (a headless Service per job
+names rank 0, whose address every rank is given): the pairwise pass pairs the nodes that passed
+the intra-node pass (0,1), (2,3)... within like hardware, all pairs at once; an odd node out and
+each node of a failing pair are re-paired with nodes of passing pairs, so a node is named only
+when the re-pairing isolates it. Last, one job across the nodes still standing (--nccl-nodes of
+them, by default all, at most 16). The decisions are in gpuconf.checks.nccl."""
 
 from __future__ import annotations
 
@@ -13,8 +20,10 @@ import pytest
 
 from gpuconf.checks import nccl as checks
 from gpuconf.cluster import GpuNode, Inventory, PodOutcome, list_active_pods, run_campaign
+from gpuconf.compat import tables
+from gpuconf.compat.tables import NcclFloor
 from gpuconf.plugin import ClusterHandle, judge, run_context
-from gpuconf.probe_pods import make_nccl_probe_pod
+from gpuconf.probe_pods import NCCL_JOB_LABEL, make_nccl_job_service, make_nccl_probe_pod, nccl_rank0_address
 from gpuconf.probes import ProbeParseError
 from gpuconf.probes.nccl import NcclProbeReport, parse_nccl_probe
 from gpuconf.report.model import format_curve
@@ -128,3 +137,205 @@ def test_transport_expected(gpu_node, gpu_inventory, intra_node, record_property
     node = nccl_node(gpu_inventory, gpu_node)
     floor = checks.expected_floor(node.labels.get("nvidia.com/gpu.product", ""), whole_gpus(node))
     judge(checks.evaluate_transport(gpu_node, report(intra_node, gpu_node), floor), record_property)
+
+
+# -------------------------------------------------------------------------------------------------
+# Across nodes
+
+#: How long rank 0 waits for its peers and a peer tries to reach rank 0; also how long a rank may
+#: stay unplaced (a rank that cannot be scheduled is reported, not waited on).
+BOOTSTRAP_TIMEOUT_S = 300
+#: The most nodes in the multi-node job.
+MAX_MULTINODE = 16
+
+
+def intra_node_failure(run: IntraNode, node: str) -> str | None:
+    """Why ``node`` does not go on to the pairwise pass (None: its intra-node all-reduce completed
+    correctly)."""
+    verdict = run.preflight[node]
+    if verdict.outcome is not Outcome.PASS:
+        return f"its preflight did not pass ({verdict.summary})"
+    outcome = run.outcomes[node]
+    text = outcome.logs.get("probe")
+    if text is None:
+        return f"its intra-node probe produced no output ({outcome.phase} {outcome.reason or ''})".strip()
+    try:
+        doc = parse_nccl_probe(text, exit_code=outcome.container("probe").exit_code, source=f"nccl-probe on {node}")
+    except ProbeParseError as exc:
+        return f"its intra-node document is unreadable ({exc})"
+    verdict = checks.evaluate_allreduce_completes(node, doc)
+    return None if verdict.outcome is Outcome.PASS else f"nccl.allreduce-completes failed ({verdict.summary})"
+
+
+def rank_result(rank: int, node: str, outcome: PodOutcome | None) -> checks.RankResult:
+    if outcome is None:
+        return checks.RankResult(rank, node, None, "its pod was not created")
+    text = outcome.logs.get("probe")
+    if text is None:
+        what = "never placed" if outcome.unschedulable else "no output"
+        return checks.RankResult(rank, node, None, " ".join(
+            x for x in (f"{what}:", outcome.phase, outcome.reason, outcome.message) if x))
+    try:
+        return checks.RankResult(rank, node, parse_nccl_probe(text, exit_code=outcome.container("probe").exit_code,
+                                                              source=f"nccl-probe rank {rank} on {node}"))
+    except ProbeParseError as exc:
+        return checks.RankResult(rank, node, None, str(exc))
+
+
+def run_jobs(config: pytest.Config, jobs: list[tuple[str, list[GpuNode]]],
+             runtime_class: str | None) -> list[checks.JobResult]:
+    """Every job's headless Service, then every rank of every job in one campaign."""
+    if not jobs:
+        return []
+    ctx = run_context(config)
+    core = ctx.cluster.core
+    pods = []
+    for job, nodes in jobs:
+        ctx.create("service", core.create_namespaced_service, core.delete_namespaced_service,
+                   make_nccl_job_service(name=job, namespace=ctx.namespace, run_id=ctx.run_id, check="nccl", job=job))
+        address = nccl_rank0_address(job=job, service=job, namespace=ctx.namespace)
+        for rank, node in enumerate(nodes):
+            pods.append(make_nccl_probe_pod(
+                name=f"{job}-r{rank}", namespace=ctx.namespace, run_id=ctx.run_id, check="nccl", node=node.name,
+                gpu_count=whole_gpus(node), registry=config.getoption("--registry"), runtime_class=runtime_class,
+                rank=rank, world_size=len(nodes), id_addr=address, bootstrap_timeout_s=BOOTSTRAP_TIMEOUT_S,
+                hostname=f"{job}-r{rank}", subdomain=job, labels={NCCL_JOB_LABEL: job},
+                schedule_budget_s=BOOTSTRAP_TIMEOUT_S))
+    outcomes = run_campaign(ctx, pods, timeout=config.getoption("gpuconf_timeout"),
+                            schedule_budget=BOOTSTRAP_TIMEOUT_S)
+    return [checks.combine_job(job, [n.name for n in nodes],
+                               [rank_result(r, n.name, outcomes.get(f"{job}-r{r}")) for r, n in enumerate(nodes)])
+            for job, nodes in jobs]
+
+
+def declared_nic_floor(expect_profile: object, node: GpuNode) -> NcclFloor | None:
+    """The inter-node floor of the NIC figure --expect declares for the node's pool (nccl.nic_gbps
+    and nccl.nics), if it declares one. GFD labels no NICs and the nccl-probe reports no link
+    speed, so without a declaration the pairs are judged against each other."""
+    pool = expect_profile.pool_for(node.labels) if expect_profile is not None else None  # type: ignore[attr-defined]
+    spec = pool.nccl if pool is not None else None
+    nic_gbps, nics = getattr(spec, "nic_gbps", None), getattr(spec, "nics", None)
+    return tables.inter_node_floor(int(nic_gbps), int(nics)) if nic_gbps and nics else None
+
+
+def hardware(node: GpuNode) -> str:
+    return f"{whole_gpus(node)} x {node.labels.get('nvidia.com/gpu.product', 'unknown GPU')}"
+
+
+@dataclass
+class Pairwise:
+    excluded: dict[str, str] = field(default_factory=dict)  # node -> why it is not in the pass
+    unpaired: dict[str, str] = field(default_factory=dict)  # node -> why it found no partner
+    jobs: list[checks.JobResult] = field(default_factory=list)
+    completion: list[checks.PairCall] = field(default_factory=list)
+    busbw: list[checks.PairCall] = field(default_factory=list)
+
+
+def pair_calls(jobs: list[checks.JobResult], group_of: dict[str, str], floors: dict[str, NcclFloor | None]
+               ) -> tuple[list[checks.PairCall], list[checks.PairCall]]:
+    completion = [checks.pair_completion_call(j) for j in jobs]
+    busbw = []
+    for job in jobs:
+        both = [floors.get(n) for n in job.nodes]
+        floor = min(both, key=lambda f: f.minimum_gbps) if all(both) else None  # type: ignore[union-attr]
+        like = [j for j in jobs if group_of[j.nodes[0]] == group_of[job.nodes[0]]]
+        busbw.append(checks.pair_busbw_call(job, floor, checks.peer_floor(like)))
+    return completion, busbw
+
+
+@pytest.fixture(scope="module")
+def pairwise(request: pytest.FixtureRequest, gpu_inventory: Inventory, intra_node: IntraNode,
+             expect_profile: object) -> Pairwise:
+    config = request.config
+    runtime_class = "nvidia" if any(rc.name == "nvidia" for rc in gpu_inventory.runtime_classes) else None
+    out = Pairwise()
+    nodes = {n.name: n for n in gpu_inventory.gpu_nodes if not not_an_nccl_node(n)}
+    groups: dict[str, list[str]] = {}
+    for name, node in nodes.items():
+        why = intra_node_failure(intra_node, name)
+        if why is not None:
+            out.excluded[name] = f"{name} is excluded from the pairwise pass: {why}"
+        else:
+            groups.setdefault(hardware(node), []).append(name)
+    group_of = {n: g for g, members in groups.items() for n in members}
+    floors = {n: declared_nic_floor(expect_profile, nodes[n]) for n in group_of}
+    pairs, odd = checks.first_round(groups)
+    out.jobs = run_jobs(config, [(f"nccl-p1-{i}", [nodes[a], nodes[b]]) for i, (a, b) in enumerate(pairs)],
+                        runtime_class)
+    completion, busbw = pair_calls(out.jobs, group_of, floors)
+    first = [(job.nodes, c.ok is True and b.ok is not False) for job, c, b in zip(out.jobs, completion, busbw,
+                                                                                  strict=True)]
+    for number, pairs2 in enumerate(checks.second_round([((a, b), ok) for (a, b), ok in first], odd, group_of),
+                                    start=2):
+        out.jobs += run_jobs(config, [(f"nccl-p{number}-{i}", [nodes[a], nodes[b]]) for i, (a, b) in
+                                      enumerate(pairs2)], runtime_class)
+    out.completion, out.busbw = pair_calls(out.jobs, group_of, floors)
+    for name in group_of:
+        if not any(name in j.nodes for j in out.jobs):
+            out.unpaired[name] = (f"{name} found no partner: no other node of its hardware ({group_of[name]}) "
+                                  "passed the intra-node pass and a passing pair")
+    return out
+
+
+def pairwise_node(inventory: Inventory, run: Pairwise, name: str) -> None:
+    nccl_node(inventory, name)
+    reason = run.excluded.get(name) or run.unpaired.get(name)
+    if reason:
+        pytest.skip(reason)
+
+
+@pytest.mark.check("nccl.pairwise-completes")
+def test_pairwise_completes(gpu_node, gpu_inventory, pairwise, record_property):
+    pairwise_node(gpu_inventory, pairwise, gpu_node)
+    judge(checks.evaluate_pairwise("nccl.pairwise-completes", gpu_node, pairwise.completion), record_property)
+
+
+@pytest.mark.check("nccl.pairwise-busbw-above-floor")
+def test_pairwise_busbw_above_floor(gpu_node, gpu_inventory, pairwise, record_property):
+    pairwise_node(gpu_inventory, pairwise, gpu_node)
+    judge(checks.evaluate_pairwise("nccl.pairwise-busbw-above-floor", gpu_node, pairwise.busbw), record_property)
+
+
+@dataclass
+class MultiNode:
+    job: checks.JobResult | None = None
+    why_not: str = ""
+    slowest: str | None = None
+
+
+@pytest.fixture(scope="module")
+def multinode(request: pytest.FixtureRequest, gpu_inventory: Inventory, pairwise: Pairwise,
+              expect_profile: object) -> MultiNode:
+    config = request.config
+    wanted = min(config.getoption("--nccl-nodes") or MAX_MULTINODE, MAX_MULTINODE)
+    blamed = set(checks_failing(pairwise))
+    by_hardware: dict[str, list[GpuNode]] = {}
+    for node in gpu_inventory.gpu_nodes:
+        if not not_an_nccl_node(node) and node.name not in pairwise.excluded and node.name not in blamed:
+            by_hardware.setdefault(str(whole_gpus(node)), []).append(node)
+    chosen = max(by_hardware.values(), key=len, default=[])[:wanted]
+    if len(chosen) < 2:
+        return MultiNode(why_not=f"{len(chosen)} node(s) eligible for a multi-node job with the same GPU count "
+                         f"(after the intra-node and pairwise passes; --nccl-nodes {wanted}): nothing across nodes")
+    runtime_class = "nvidia" if any(rc.name == "nvidia" for rc in gpu_inventory.runtime_classes) else None
+    (job,) = run_jobs(config, [("nccl-mn", chosen)], runtime_class)
+    floors = [(f, n.name) for n in chosen if (f := declared_nic_floor(expect_profile, n)) is not None]
+    slowest = None
+    if floors:
+        floor, name = min(floors, key=lambda x: x[0].minimum_gbps)
+        slowest = f"{name}: {floor.minimum_gbps:g} GB/s ({floor.key})"
+    return MultiNode(job=job, slowest=slowest or "no NIC figure declared (--expect)")
+
+
+def checks_failing(run: Pairwise) -> list[str]:
+    """Nodes whose pairwise-completes verdict failed (blamed, or in a failing pair not isolated)."""
+    nodes = dict.fromkeys(n for c in run.completion for n in c.nodes)
+    return [n for n in nodes
+            if checks.evaluate_pairwise("nccl.pairwise-completes", n, run.completion).outcome is Outcome.FAIL]
+
+
+@pytest.mark.check("nccl.multinode-completes")
+def test_multinode_completes(multinode, record_property):
+    if multinode.job is None:
+        pytest.skip(multinode.why_not)
+    judge(checks.evaluate_multinode(multinode.job, multinode.slowest), record_property)

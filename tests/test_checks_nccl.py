@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from gpuconf.checks import nccl as checks
+from gpuconf.compat import tables
 from gpuconf.compat.versions import parse_cuda
 from gpuconf.probes.nccl import NcclProbeReport, parse_nccl_probe
 from gpuconf.sim.emulate import Visible, nccl_probe_run
@@ -101,3 +102,95 @@ def test_gpu_holders_are_counted_per_node_without_the_runs_own_pods():
     ]
     assert checks.holders_by_node(pods, exclude_namespace="gpuconf-run") == {
         "n1": [checks.GpuHolder("team-a", "p", 3)]}
+
+
+# --- across nodes: pairing, re-pairing, blame -------------------------------------------------
+
+HEALTHY = probe()
+HUNG = probe(faults=[{"id": "nccl-hang", "pool": "h100", "node": 0}])
+
+
+def job(a: str, b: str, busbw: float | None = 369.6, *, hung_rank: int | None = None,
+        network: str = "IB") -> checks.JobResult:
+    ranks = []
+    for rank, node in enumerate((a, b)):
+        doc = HUNG if rank == hung_rank else dataclasses.replace(HEALTHY, large_message_avg_busbw_gbps=busbw,
+                                                                 network=network)
+        ranks.append(checks.RankResult(rank, node, doc))
+    return checks.combine_job(f"{a}-{b}", (a, b), ranks)
+
+
+def test_nodes_are_paired_within_like_hardware_and_the_odd_one_out_is_kept():
+    pairs, odd = checks.first_round({"8 x H100": ["n0", "n1", "n2", "n3", "n4"], "8 x A100": ["a0", "a1"]})
+    assert pairs == [("n0", "n1"), ("n2", "n3"), ("a0", "a1")] and odd == ["n4"]
+
+
+def test_failing_pairs_and_the_odd_node_are_re_paired_with_passing_nodes_in_disjoint_rounds():
+    group_of = dict.fromkeys(["n0", "n1", "n2", "n3", "n4"], "h100")
+    rounds = checks.second_round([(("n0", "n1"), True), (("n2", "n3"), False)], ["n4"], group_of)
+    assert rounds == [[("n2", "n0"), ("n3", "n1")], [("n4", "n0")]]
+    for pairs in rounds:  # a node takes one job at a time
+        nodes = [n for p in pairs for n in p]
+        assert len(nodes) == len(set(nodes))
+    assert checks.second_round([(("n0", "n1"), False)], [], group_of) == []  # nobody known good
+
+
+def busbw_calls(jobs: list[checks.JobResult], floor=None) -> list[checks.PairCall]:
+    return [checks.pair_busbw_call(j, floor, checks.peer_floor(jobs)) for j in jobs]
+
+
+def test_a_slow_nic_is_isolated_by_re_pairing_and_only_that_node_is_degraded():
+    jobs = [job("h0", "h1"), job("h2", "h3", 184.8), job("h2", "h0", 184.8), job("h3", "h1")]
+    calls = busbw_calls(jobs)
+    cid = "nccl.pairwise-busbw-above-floor"
+    v = checks.evaluate_pairwise(cid, "h2", calls)
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary.startswith("h2 is isolated: every pair with it failed (h2 + h3: 184.8 GB/s over IB is below "
+                                "332.64 GB/s (90% of the fastest like pair (h0 + h1: 369.6 GB/s))")
+    assert "while h3, h0 passed with another node" in v.summary
+    for node in ("h0", "h1", "h3"):
+        assert checks.evaluate_pairwise(cid, node, calls).outcome is Outcome.PASS, node
+    assert "h2 + h3" in checks.evaluate_pairwise(cid, "h3", calls).summary  # the failing pair stays in evidence
+
+
+def test_a_failing_pair_that_cannot_be_re_paired_names_the_pair_not_a_node():
+    calls = [checks.pair_completion_call(job("h0", "h1", hung_rank=1))]
+    for node in ("h0", "h1"):
+        v = checks.evaluate_pairwise("nccl.pairwise-completes", node, calls)
+        assert v.outcome is Outcome.FAIL
+        assert v.summary.startswith("pair h0 + h1: rank 1 on h1 hung at 1048576 bytes")
+        assert f"{node} could not be isolated (no partner of it passed with another node)" in v.summary
+
+
+def test_a_healthy_pair_passes_completion_and_the_declared_nic_floor():
+    floor = tables.inter_node_floor(400, 8)
+    assert floor is not None and floor.figure_gbps == 368
+    calls = [checks.pair_busbw_call(job("h0", "h1"), floor, None)]
+    v = checks.evaluate_pairwise("nccl.pairwise-busbw-above-floor", "h0", calls)
+    assert v.outcome is Outcome.PASS and "369.6 GB/s over IB >= 349.6 GB/s (368 GB/s less 5% for 8 x InfiniBand" \
+        in v.summary
+    c = checks.evaluate_pairwise("nccl.pairwise-completes", "h1", [checks.pair_completion_call(job("h0", "h1"))])
+    assert c.outcome is Outcome.PASS and "all-reduce completed correctly" in c.summary
+
+
+def test_a_lone_pair_without_a_nic_figure_or_over_sockets_is_not_judged():
+    (alone,) = busbw_calls([job("h0", "h1")])
+    assert alone.ok is None and "no NIC figure declared and no like pair to compare with" in alone.text
+    (socket,) = busbw_calls([job("h0", "h1", 2.4, network="Socket")], tables.inter_node_floor(400, 8))
+    assert socket.ok is None and "TCP sockets" in socket.text
+    v = checks.evaluate_pairwise("nccl.pairwise-busbw-above-floor", "h0", [alone])
+    assert v.outcome is Outcome.NOT_TESTED
+
+
+def test_the_multinode_job_passes_with_its_busbw_and_fails_naming_ranks_that_did_not_finish():
+    ok = checks.evaluate_multinode(job("h0", "h1"), "h0: 349.6 GB/s")
+    assert ok.outcome is Outcome.PASS and ok.node is None and "at 369.6 GB/s" in ok.summary
+    assert "floor of the slowest node: h0: 349.6 GB/s" in ok.evidence
+    missing = checks.combine_job("mn", ("h0", "h1", "h2"), [
+        checks.RankResult(0, "h0", HUNG), checks.RankResult(1, "h1", HUNG),
+        checks.RankResult(2, "h2", None, "never placed: Pending Unschedulable")])
+    bad = checks.evaluate_multinode(missing, None)
+    assert bad.outcome is Outcome.FAIL and bad.summary.startswith("the all-reduce across 3 nodes (h0, h1, h2) did not "
+                                                                  "complete: rank 0 on h0 hung at 1048576 bytes")
+    assert "rank 2 on h2: never placed: Pending Unschedulable" in bad.summary and bad.observed == \
+        "3 of 3 ranks did not finish"

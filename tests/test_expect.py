@@ -259,3 +259,14 @@ def test_expect_error_is_an_exception_and_the_path_may_be_a_string(tmp_path):
     path = tmp_path / "good.yaml"
     path.write_text(BASE)
     assert load_expect(str(path)).source == str(path)
+
+
+def test_a_pool_declares_its_nics_for_the_inter_node_nccl_floor(tmp_path):
+    path = tmp_path / "nics.yaml"
+    path.write_text(BASE + "    nccl: {nic_gbps: 400, nics: 8, busbw_floor_gbps: 460}\n")
+    nccl = load_expect(path).pools[0].nccl
+    assert (nccl.nic_gbps, nccl.nics, nccl.busbw_floor_gbps) == (400, 8, 460.0)
+    path.write_text(BASE + "    nccl: {nics: 8}\n")
+    with pytest.raises(ExpectError) as info:
+        load_expect(path)
+    assert str(info.value) == f"{path}:8:11: pools[0].nccl: 'nic_gbps' is a dependency of 'nics'"

@@ -126,7 +126,8 @@ def test_a_missing_value_or_a_bad_mode_is_a_render_error():
               "sources_configmap": "", "node": None, "gpu_resource": "nvidia.com/gpu",
               "containers": [{"name": "probe", "gpu_count": 1}], "env": [],
               "tolerations": [], "runtime_class": None, "priority_class": "p", "call_timeout_s": 1,
-              "deadline_s": 1, "cuda_archs": None, "probe": "cuda-probe", "args": []}
+              "deadline_s": 1, "cuda_archs": None, "probe": "cuda-probe", "args": [], "extra_labels": {},
+              "annotations": {}, "hostname": None, "subdomain": None}
     with pytest.raises(RenderError, match="mode must be registry or zero-registry"):
         render("cuda-probe-pod.yaml.j2", values)
 
@@ -176,3 +177,38 @@ def test_an_nccl_probe_pod_compiles_the_nccl_probe_and_runs_one_rank_of_a_job():
     assert pod["spec"]["volumes"][0]["configMap"]["name"].startswith("gpuconf-nccl-probe-src-")
     with pytest.raises(ValueError, match="go together"):
         make_nccl_probe_pod(name="x", namespace="ns", run_id="r", check="nccl", node=None, gpu_count=1, rank=0)
+
+
+def test_an_nccl_job_has_a_headless_service_naming_rank_0_and_rank_pods_under_it():
+    from gpuconf.cluster import campaign
+    from gpuconf.probe_pods import (
+        NCCL_JOB_LABEL,
+        SCHEDULE_BUDGET_ANNOTATION,
+        make_cuda_probe_pod,
+        make_nccl_job_service,
+        make_nccl_probe_pod,
+        nccl_rank0_address,
+    )
+
+    service = make_nccl_job_service(name="nccl-p1-0", namespace="ns", run_id="r", check="nccl", job="nccl-p1-0")
+    assert service["kind"] == "Service" and service["metadata"]["name"] == "nccl-p1-0"
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+    assert service["spec"]["selector"] == {"gpuconf.io/run-id": "r", NCCL_JOB_LABEL: "nccl-p1-0"}
+    assert service["spec"]["ports"][0]["port"] == 29500
+    address = nccl_rank0_address(job="nccl-p1-0", service="nccl-p1-0", namespace="ns")
+    assert address == "nccl-p1-0-r0.nccl-p1-0.ns.svc:29500"
+    pod = make_nccl_probe_pod(name="nccl-p1-0-r1", namespace="ns", run_id="r", check="nccl", node="h100-1",
+                              gpu_count=8, rank=1, world_size=2, id_addr=address, hostname="nccl-p1-0-r1",
+                              subdomain="nccl-p1-0", labels={NCCL_JOB_LABEL: "nccl-p1-0"}, schedule_budget_s=300,
+                              bootstrap_timeout_s=300)
+    assert (pod["spec"]["hostname"], pod["spec"]["subdomain"]) == ("nccl-p1-0-r1", "nccl-p1-0")
+    assert pod["metadata"]["labels"][NCCL_JOB_LABEL] == "nccl-p1-0"
+    assert pod["metadata"]["labels"]["gpuconf.io/probe"] == "nccl-probe"
+    # the campaign reads the same annotation: a rank that cannot be placed is reported after 300 s
+    assert SCHEDULE_BUDGET_ANNOTATION == campaign.SCHEDULE_BUDGET_ANNOTATION
+    assert pod["metadata"]["annotations"] == {SCHEDULE_BUDGET_ANNOTATION: "300"}
+    assert pod["spec"]["containers"][0]["command"][-6:] == ["--world-size", "2", "--id-addr", address,
+                                                            "--bootstrap-timeout", "300"]
+    plain = make_cuda_probe_pod(name="p", namespace="ns", run_id="r", check="smoke", cuda="13.0.2")
+    assert "hostname" not in plain["spec"] and "subdomain" not in plain["spec"]
+    assert "annotations" not in plain["metadata"]

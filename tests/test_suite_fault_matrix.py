@@ -36,8 +36,11 @@ FAULTS = [f for f in fault_catalog().values() if f.check in checks() and (ROOT /
 CASCADES: dict[str, tuple[set[str], str]] = {
     "uvm-missing": ({"smoke.vector-add-every-gpu"}, "without /dev/nvidia-uvm CUDA cannot initialise: no kernel runs"),
     "library-mismatch": ({"smoke.vector-add-every-gpu"}, "cudaFree(0) fails with 803: no kernel runs"),
+    "gpu-unhealthy": ({"nccl.preflight-gpus-free"}, "a node with 7/8 GPUs allocatable cannot take an all-GPU NCCL "
+                      "job: the preflight names it"),
     "no-runtimeclass": ({"runtime.cuda-device-nodes-present", "smoke.vector-add-every-gpu",
-                         "isolation.sees-only-allocated", "isolation.only-requesting-container-sees-gpu"},
+                         "isolation.sees-only-allocated", "isolation.only-requesting-container-sees-gpu",
+                         "nccl.allreduce-completes"},
                         "GPU pods without runtimeClassName run under the node's default runtime (runc), which is "
                         "given the GPUs by the device plugin but injects none: on every node, no GPU is usable"),
     "envvar-leak": ({"isolation.no-request-sees-no-gpu", "isolation.only-requesting-container-sees-gpu"},

@@ -1,5 +1,7 @@
 """NCCL checks: before a job, the node can take it; within a node, the all-GPU all-reduce completes
-with correct results, at the busbw its hardware should give, over the transport it should use.
+with correct results, at the busbw its hardware should give, over the transport it should use;
+then across nodes, in pairs (each failure re-paired until one node is isolated) and in one
+multi-node job.
 
 Floors come from gpuconf/data/nccl_floors.yaml (gpuconf.compat.tables.intra_node_floor): hardware
 not in the data is measured and reported, never judged. The figure compared is the large-message
@@ -9,15 +11,17 @@ busbw (messages of 1 GiB and more, as the probe averages them), never the mean o
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpuconf.compat import tables
 from gpuconf.compat.tables import NcclFloor
 from gpuconf.probes.nccl import NcclProbeReport
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
-__all__ = ["GpuHolder", "evaluate_allreduce_completes", "evaluate_busbw", "evaluate_preflight",
-           "evaluate_transport", "expected_floor", "holders_by_node"]
+__all__ = ["PEER_TOLERANCE", "GpuHolder", "JobResult", "PairCall", "RankResult", "combine_job",
+           "evaluate_allreduce_completes", "evaluate_busbw", "evaluate_multinode", "evaluate_pairwise",
+           "evaluate_preflight", "evaluate_transport", "expected_floor", "first_round", "holders_by_node",
+           "pair_busbw_call", "pair_completion_call", "peer_floor", "second_round"]
 
 #: Parts that come on 8-GPU NVSwitch boards (HGX/DGX) when a node has eight of them.
 _NVSWITCH_PARTS = ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200",
@@ -143,3 +147,219 @@ def holders_by_node(pods: Sequence[Mapping[str, object]], *, exclude_namespace: 
         if gpus:
             out.setdefault(str(node), []).append(GpuHolder(str(meta.get("namespace")), str(meta.get("name")), gpus))
     return out
+
+
+# -------------------------------------------------------------------------------------------------
+# Across nodes: pairs, re-pairing, one multi-node job
+
+#: Without a declared NIC figure, a pair is judged against the fastest pair of the same hardware:
+#: below this fraction of it, the pair is slow. Only with two pairs or more to compare.
+PEER_TOLERANCE = 0.10
+
+
+@dataclass(frozen=True)
+class RankResult:
+    """One rank of a multi-process job: its document, or why there is none (``problem``)."""
+
+    rank: int
+    node: str
+    report: NcclProbeReport | None
+    problem: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        r = self.report
+        return (r is not None and r.exit_code == 0 and not r.hung and bool(r.sweep_completed)
+                and r.all_correct is not False and all(s.correct for s in r.sizes))
+
+    def why(self) -> str:
+        r = self.report
+        if r is None:
+            return f"rank {self.rank} on {self.node}: {self.problem or 'no document'}"
+        if r.hung:
+            at = f" at {r.running_bytes} bytes" if r.running_bytes is not None else ""
+            return f"rank {self.rank} on {self.node} hung{at}: {r.exit_reason}"
+        wrong = [x for x in r.sizes if not x.correct]
+        if r.exit_code == 0 and wrong:
+            return f"rank {self.rank} on {self.node}: wrong results at {len(wrong)} message size(s)"
+        return f"rank {self.rank} on {self.node} exited {r.exit_code}: {r.exit_reason}"
+
+
+@dataclass(frozen=True)
+class JobResult:
+    """A multi-process job over ``nodes`` (by rank), its ranks' documents combined."""
+
+    name: str
+    nodes: tuple[str, ...]
+    ranks: tuple[RankResult, ...] = field(repr=False)
+
+    @property
+    def completed(self) -> bool:
+        return len(self.ranks) == len(self.nodes) and all(r.finished for r in self.ranks)
+
+    @property
+    def unfinished(self) -> tuple[RankResult, ...]:
+        return tuple(r for r in self.ranks if not r.finished)
+
+    @property
+    def busbw_gbps(self) -> float | None:
+        """The job's large-message busbw: the slowest rank's (each rank times its own GPUs)."""
+        figures = [r.report.large_message_avg_busbw_gbps for r in self.ranks if r.report is not None]
+        known = [f for f in figures if f is not None]
+        return min(known) if known and len(known) == len(self.ranks) else None
+
+    @property
+    def network(self) -> str | None:
+        names = {r.report.network for r in self.ranks if r.report is not None and r.report.network}
+        return ", ".join(sorted(names)) if names else None
+
+    @property
+    def label(self) -> str:
+        return " + ".join(self.nodes)
+
+    def failure(self) -> str:
+        """Why the job did not complete, every unfinished rank named."""
+        return "; ".join(r.why() for r in self.unfinished) or "not every rank reported"
+
+
+def combine_job(name: str, nodes: Sequence[str], ranks: Sequence[RankResult]) -> JobResult:
+    return JobResult(name, tuple(nodes), tuple(sorted(ranks, key=lambda r: r.rank)))
+
+
+def first_round(groups: Mapping[str, Sequence[str]]) -> tuple[list[tuple[str, str]], list[str]]:
+    """Pairs (0,1), (2,3)... within each group of like nodes (one GPU model and count: a job needs
+    the same GPU count on every rank), and the odd node out of each odd group."""
+    pairs: list[tuple[str, str]] = []
+    odd: list[str] = []
+    for nodes in groups.values():
+        pairs += [(nodes[i], nodes[i + 1]) for i in range(0, len(nodes) - 1, 2)]
+        if len(nodes) % 2:
+            odd.append(nodes[-1])
+    return pairs, odd
+
+
+def second_round(first: Sequence[tuple[tuple[str, str], bool]], odd: Sequence[str],
+                 group_of: Mapping[str, str]) -> list[list[tuple[str, str]]]:
+    """Re-pairing, as rounds of disjoint pairs: each node of a failing first-round pair, and each
+    odd node out, is paired with a node of a passing pair of its group (the passing nodes taken in
+    turn, each at most once a round). A node with no passing node in its group stays unpaired."""
+    good = [n for pair, ok in first if ok for n in pair]
+    need = [n for pair, ok in first if not ok for n in pair] + list(odd)
+    rounds: list[list[tuple[str, str]]] = []
+    for group in dict.fromkeys(group_of[n] for n in need):
+        helpers = [n for n in good if group_of[n] == group]
+        if not helpers:
+            continue
+        for i, node in enumerate(n for n in need if group_of[n] == group):
+            index = i // len(helpers)
+            while len(rounds) <= index:
+                rounds.append([])
+            rounds[index].append((node, helpers[i % len(helpers)]))
+    return rounds
+
+
+@dataclass(frozen=True)
+class PairCall:
+    """One aspect of one pair job, decided: ``ok`` True/False, or None (not judged); ``text`` says
+    what was seen."""
+
+    nodes: tuple[str, ...]
+    ok: bool | None
+    text: str
+
+
+def pair_completion_call(job: JobResult) -> PairCall:
+    if job.completed:
+        sizes = min(len(r.report.sizes) for r in job.ranks if r.report is not None)
+        return PairCall(job.nodes, True, f"{job.label}: all-reduce completed correctly at {sizes} message sizes")
+    return PairCall(job.nodes, False, f"{job.label}: {job.failure()}")
+
+
+def peer_floor(jobs: Sequence[JobResult]) -> tuple[float, str] | None:
+    """The relative floor of like pairs: the fastest completed one's busbw less PEER_TOLERANCE;
+    None with fewer than two completed pairs to compare."""
+    figures = [(j.busbw_gbps, j.label) for j in jobs if j.completed and j.busbw_gbps is not None]
+    if len(figures) < 2:
+        return None
+    best, label = max(figures, key=lambda f: f[0] or 0.0)
+    assert best is not None
+    return best * (1 - PEER_TOLERANCE), (f"{1 - PEER_TOLERANCE:.0%} of the fastest like pair ({label}: "
+                                         f"{best:g} GB/s)")
+
+
+def pair_busbw_call(job: JobResult, floor: NcclFloor | None, peers: tuple[float, str] | None) -> PairCall:
+    """A pair's large-message busbw against the NIC floor of its slower node (``floor``:
+    gpuconf.compat.tables.inter_node_floor of a declared NIC figure), else against like pairs
+    (``peers``: :func:`peer_floor`), else not judged."""
+    measured = job.busbw_gbps
+    if not job.completed or measured is None:
+        return PairCall(job.nodes, None, f"{job.label}: no large-message figure ({job.failure()})")
+    network = job.network or "unknown"
+    if network == "Socket":
+        return PairCall(job.nodes, None, f"{job.label}: {measured:g} GB/s over TCP sockets (NCCL found no RDMA "
+                        "network): no floor applies")
+    if floor is not None:
+        minimum, what = floor.minimum_gbps, f"{floor.figure_gbps:g} GB/s less {floor.tolerance:.0%} for {floor.key}"
+    elif peers is not None:
+        minimum, what = peers
+    else:
+        return PairCall(job.nodes, None, f"{job.label}: {measured:g} GB/s over {network}; no NIC figure declared "
+                        "and no like pair to compare with (recorded, not judged)")
+    if measured < minimum:
+        return PairCall(job.nodes, False, f"{job.label}: {measured:g} GB/s over {network} is below {minimum:g} GB/s "
+                        f"({what})")
+    return PairCall(job.nodes, True, f"{job.label}: {measured:g} GB/s over {network} >= {minimum:g} GB/s ({what})")
+
+
+def evaluate_pairwise(check_id: str, node: str, calls: Sequence[PairCall]) -> Verdict:
+    """A node's verdict from every pair it was in (first round and re-pairing). It passes with one
+    passing pair; it is blamed when all its judged pairs fail and a partner of a failing pair
+    passed with another node (the re-pairing isolates it); when no partner is known good, the
+    failure is the pair's and the verdict says the node could not be isolated."""
+    mine = [c for c in calls if node in c.nodes]
+    judged = [c for c in mine if c.ok is not None]
+    evidence = tuple(c.text for c in mine)
+    if not judged:
+        return not_tested(check_id, node, "; ".join(c.text for c in mine) or f"{node} was in no pair job")
+    good = [c for c in judged if c.ok]
+    bad = [c for c in judged if not c.ok]
+    if not bad:
+        return passed(check_id, node, "; ".join(c.text for c in good))
+    if good:
+        return passed(check_id, node, f"{good[0].text}; a pair without fault of its own failed beside it "
+                      f"({'; '.join(c.text for c in bad)}): the partner's verdict says whether it is isolated",
+                      evidence=evidence)
+
+    def partner_ok(pair: PairCall) -> str | None:
+        for other in pair.nodes:
+            if other != node and any(c.ok and other in c.nodes and node not in c.nodes for c in calls):
+                return other
+        return None
+
+    cleared = [o for o in (partner_ok(c) for c in bad) if o is not None]
+    if cleared:
+        failing = "; ".join(c.text for c in bad)
+        return failed(check_id, node, f"{node} is isolated: every pair with it failed ({failing}), "
+                      f"while {', '.join(dict.fromkeys(cleared))} passed with another node",
+                      expected="a passing pair", observed=f"{len(bad)} failing pair(s): "
+                      + ", ".join(" + ".join(c.nodes) for c in bad), evidence=evidence)
+    return failed(check_id, node, f"pair {bad[0].text} failed; {node} could not be isolated (no partner of it "
+                  "passed with another node)", expected="a passing pair",
+                  observed=f"{len(bad)} failing pair(s): " + ", ".join(" + ".join(c.nodes) for c in bad),
+                  evidence=evidence)
+
+
+def evaluate_multinode(job: JobResult, slowest: str | None) -> Verdict:
+    """One job over every eligible node (cluster-level): it completes, every rank named that did
+    not; the busbw is evidence beside the floor of the slowest node (``slowest``, words)."""
+    cid = "nccl.multinode-completes"
+    where = f"{len(job.nodes)} nodes ({', '.join(job.nodes)})"
+    busbw = job.busbw_gbps
+    evidence = (f"large-message busbw {busbw:g} GB/s over {job.network or 'unknown'}" if busbw is not None
+                else "no large-message figure", f"floor of the slowest node: {slowest or 'not known'}")
+    if not job.completed:
+        return failed(cid, None, f"the all-reduce across {where} did not complete: {job.failure()}",
+                      expected="every rank completes", observed=f"{len(job.unfinished)} of {len(job.ranks)} ranks "
+                      "did not finish", evidence=evidence)
+    return passed(cid, None, f"the all-reduce across {where} completed correctly"
+                  + (f" at {busbw:g} GB/s" if busbw is not None else ""), evidence=evidence)
