@@ -56,19 +56,26 @@ class IntraNode:
 
 
 @pytest.fixture(scope="module")
-def intra_node(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle, gpu_inventory: Inventory) -> IntraNode:
+def intra_node(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle, gpu_inventory: Inventory,
+               expect_profile: object) -> IntraNode:
     config = request.config
     ctx = run_context(config)
     holders = checks.holders_by_node(list_active_pods(gpu_cluster.cluster), exclude_namespace=ctx.namespace)
+    peers = checks.pool_gpu_counts([(n.name, n.labels.get("nvidia.com/gpu.product", ""), whole_gpus(n))
+                                    for n in gpu_inventory.gpu_nodes if not not_an_nccl_node(n)])
     run = IntraNode()
     pods = []
     runtime_class = "nvidia" if any(rc.name == "nvidia" for rc in gpu_inventory.runtime_classes) else None
     for node in gpu_inventory.gpu_nodes:
         if not_an_nccl_node(node):
             continue
+        expected, expected_from = declared_gpus(expect_profile, node), "its --expect pool declares"
+        if expected is None:
+            expected, expected_from = peers.get(node.name), "its pool's other nodes have"
         verdict = checks.evaluate_preflight(node.name, capacity=whole_gpus(node),
                                             allocatable=int(node.allocatable.get("nvidia.com/gpu", "0") or 0),
-                                            holders=holders.get(node.name, []))
+                                            holders=holders.get(node.name, []), expected=expected,
+                                            expected_from=expected_from)
         run.preflight[node.name] = verdict
         if verdict.outcome is Outcome.PASS:
             pods.append(make_nccl_probe_pod(name=f"nccl-{node.name}", namespace=ctx.namespace, run_id=ctx.run_id,
@@ -103,6 +110,11 @@ def report(run: IntraNode, node: str) -> NcclProbeReport:
                                 source=f"nccl-probe pod on {node}")
     except ProbeParseError as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+def declared_gpus(expect_profile: object, node: GpuNode) -> int | None:
+    pool = expect_profile.pool_for(node.labels) if expect_profile is not None else None  # type: ignore[attr-defined]
+    return pool.gpu.count if pool is not None and pool.gpu is not None else None
 
 
 def declared_floor(expect_profile: object, node: GpuNode) -> float | None:

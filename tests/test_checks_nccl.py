@@ -194,3 +194,14 @@ def test_the_multinode_job_passes_with_its_busbw_and_fails_naming_ranks_that_did
                                                                   "complete: rank 0 on h0 hung at 1048576 bytes")
     assert "rank 2 on h2: never placed: Pending Unschedulable" in bad.summary and bad.observed == \
         "3 of 3 ranks did not finish"
+
+
+def test_a_node_short_of_the_gpus_its_pool_has_is_named_by_the_preflight():
+    peers = checks.pool_gpu_counts([("h100-0", "H100", 7), ("h100-1", "H100", 8), ("a100-0", "A100", 4)])
+    assert peers == {"h100-0": 8, "h100-1": 8, "a100-0": 4}
+    verdict = checks.evaluate_preflight("h100-0", capacity=7, allocatable=7, holders=[], expected=peers["h100-0"],
+                                        expected_from="its pool's other nodes have")
+    assert verdict.outcome is Outcome.FAIL
+    assert verdict.summary.startswith("h100-0 has 7/8 GPUs allocatable (its pool's other nodes have 8)")
+    same = checks.evaluate_preflight("h100-1", capacity=8, allocatable=8, holders=[], expected=8)
+    assert same.outcome is Outcome.PASS

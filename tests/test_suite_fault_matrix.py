@@ -36,6 +36,8 @@ FAULTS = [f for f in fault_catalog().values() if f.check in checks() and (ROOT /
 CASCADES: dict[str, tuple[set[str], str]] = {
     "uvm-missing": ({"smoke.vector-add-every-gpu"}, "without /dev/nvidia-uvm CUDA cannot initialise: no kernel runs"),
     "library-mismatch": ({"smoke.vector-add-every-gpu"}, "cudaFree(0) fails with 803: no kernel runs"),
+    "gpu-lost": ({"nccl.preflight-gpus-free"}, "a node with 7 GPUs where its pool's nodes have 8 cannot take "
+                 "the pool's all-GPU NCCL job: the preflight names it"),
     "gpu-unhealthy": ({"nccl.preflight-gpus-free"}, "a node with 7/8 GPUs allocatable cannot take an all-GPU NCCL "
                       "job: the preflight names it"),
     "no-runtimeclass": ({"runtime.cuda-device-nodes-present", "smoke.vector-add-every-gpu",

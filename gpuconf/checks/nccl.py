@@ -21,7 +21,7 @@ from gpuconf.verdict import Verdict, failed, not_tested, passed
 __all__ = ["PEER_TOLERANCE", "GpuHolder", "JobResult", "PairCall", "RankResult", "combine_job",
            "evaluate_allreduce_completes", "evaluate_busbw", "evaluate_multinode", "evaluate_pairwise",
            "evaluate_preflight", "evaluate_transport", "expected_floor", "first_round", "holders_by_node",
-           "pair_busbw_call", "pair_completion_call", "peer_floor", "second_round"]
+           "pair_busbw_call", "pair_completion_call", "peer_floor", "pool_gpu_counts", "second_round"]
 
 #: Parts that come on 8-GPU NVSwitch boards (HGX/DGX) when a node has eight of them.
 _NVSWITCH_PARTS = ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200",
@@ -37,16 +37,20 @@ class GpuHolder:
     gpus: int
 
 
-def evaluate_preflight(node: str, *, capacity: int, allocatable: int, holders: Sequence[GpuHolder]) -> Verdict:
-    """A node takes an all-GPU NCCL job only with every GPU allocatable and free; otherwise say so by
-    name now, rather than let the job time out Pending."""
+def evaluate_preflight(node: str, *, capacity: int, allocatable: int, holders: Sequence[GpuHolder],
+                       expected: int | None = None, expected_from: str = "") -> Verdict:
+    """A node takes an all-GPU NCCL job only with every GPU it should have (``expected``: what
+    --expect declares or its pool's other nodes have, ``expected_from`` says which) allocatable and
+    free; otherwise say so by name now, rather than let the job time out Pending or run short."""
     cid = "nccl.preflight-gpus-free"
     if capacity < 1:
         return not_tested(cid, node, f"{node} advertises no nvidia.com/gpu")
-    if allocatable < capacity:
-        return failed(cid, node, f"{node} has {allocatable}/{capacity} GPUs allocatable: an all-GPU NCCL job "
-                      "cannot be placed there", expected=f"{capacity}/{capacity} allocatable",
-                      observed=f"{allocatable}/{capacity} allocatable")
+    full = max(capacity, expected or 0)
+    if allocatable < full:
+        why = f" ({expected_from} {expected})" if expected is not None and expected > capacity else ""
+        return failed(cid, node, f"{node} has {allocatable}/{full} GPUs allocatable{why}: an all-GPU NCCL job "
+                      "cannot be placed there", expected=f"{full}/{full} allocatable",
+                      observed=f"{allocatable}/{full} allocatable")
     used = sum(h.gpus for h in holders)
     if used:
         return not_tested(cid, node, f"{node} has {used} of {capacity} GPUs in use by other pods ("
@@ -54,6 +58,16 @@ def evaluate_preflight(node: str, *, capacity: int, allocatable: int, holders: S
                           + (f" and {len(holders) - 5} more" if len(holders) > 5 else "")
                           + "): NCCL runs on idle nodes only")
     return passed(cid, node, f"all {capacity} GPUs allocatable and free")
+
+
+def pool_gpu_counts(nodes: Sequence[tuple[str, str, int]]) -> dict[str, int]:
+    """The whole-GPU count a node's pool has (the most common count among nodes of the same GPU
+    product, ties to the larger): (name, product, count) in, node -> count out."""
+    by_product: dict[str, list[int]] = {}
+    for _, product, count in nodes:
+        by_product.setdefault(product, []).append(count)
+    usual = {p: max(set(c), key=lambda n: (c.count(n), n)) for p, c in by_product.items()}
+    return {name: usual[product] for name, product, _ in nodes}
 
 
 def evaluate_allreduce_completes(node: str, report: NcclProbeReport) -> Verdict:
