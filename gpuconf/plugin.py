@@ -113,6 +113,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "compiling the probe in the public nvidia/cuda devel image")
     group.addoption("--nccl-nodes", metavar="N", type=int, default=0,
                     help="nodes in the NCCL multi-node job (default 0: every eligible node, at most 16)")
+    group.addoption("--kueue-queue", metavar="LOCALQUEUE", default=None,
+                    help="submit multi-node NCCL jobs to this Kueue LocalQueue as pod groups (all ranks admitted "
+                    "together); without it they are plain pods that meet at a bootstrap barrier")
     group.addoption("--allow-disruptive", action="store_true", default=False,
                     help="also run checks marked disruptive (they change node state, e.g. a MIG layout)")
     group.addoption("--report-dir", metavar="DIR", default=None,

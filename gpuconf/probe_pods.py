@@ -187,6 +187,8 @@ def make_nccl_probe_pod(
     subdomain: str | None = None,
     labels: Mapping[str, str] | None = None,
     schedule_budget_s: int | None = None,
+    kueue_queue: str | None = None,
+    gang: str | None = None,
 ) -> dict[str, Any]:
     """An nccl-probe pod: the all-reduce sweep over the ``gpu_count`` GPUs it is given, in one
     process, or as ``rank`` of a ``world_size``-rank job whose rank 0 serves the NCCL unique id at
@@ -197,9 +199,15 @@ def make_nccl_probe_pod(
     headless Service, :func:`make_nccl_job_service`, selecting ``labels``) give it the DNS name
     ``<hostname>.<subdomain>.<namespace>.svc``. ``schedule_budget_s`` bounds how long the campaign
     waits for the pod to be placed (the ``gpuconf.io/schedule-budget-s`` annotation): at most the
-    bootstrap timeout, so a rank that cannot be placed is reported rather than waited on."""
+    bootstrap timeout, so a rank that cannot be placed is reported rather than waited on.
+
+    ``kueue_queue`` (a LocalQueue) with ``gang`` (the job's name) makes the ranks one Kueue pod group
+    (queue-name and pod-group-name labels, pod-group-total-count annotation = ``world_size``): Kueue
+    admits all of them or none, so a rank never holds a node's GPUs while its peers wait."""
     if gpu_count < 1:
         raise ValueError("an nccl-probe pod asks for at least one GPU")
+    if kueue_queue is not None and (gang is None or world_size is None):
+        raise ValueError("a Kueue pod group needs the job's name (gang) and its world_size")
     multi = (rank, world_size, id_addr)
     if any(v is not None for v in multi) and not all(v is not None for v in multi):
         raise ValueError("rank, world_size and id_addr go together")
@@ -208,6 +216,11 @@ def make_nccl_probe_pod(
         image, mode = images.probe_image(nccl, registry).pinned, "registry"
     else:
         image, mode = images.devel_image(nccl.cuda), "zero-registry"
+    kueue_labels: dict[str, str] = {}
+    kueue_annotations: dict[str, str] = {}
+    if kueue_queue is not None:
+        kueue_labels = {"kueue.x-k8s.io/queue-name": kueue_queue, "kueue.x-k8s.io/pod-group-name": str(gang)}
+        kueue_annotations = {"kueue.x-k8s.io/pod-group-total-count": str(world_size)}
     args = ["--timeout", str(step_timeout_s)]
     if rank is not None:
         args += ["--rank", str(rank), "--world-size", str(world_size), "--id-addr", str(id_addr),
@@ -220,8 +233,9 @@ def make_nccl_probe_pod(
         "env": [{"name": k, "value": v} for k, v in {"NCCL_DEBUG": "INFO", **(env or {})}.items()],
         "tolerations": [dict(t) for t in tolerations], "runtime_class": runtime_class,
         "priority_class": PRIORITY_CLASS, "call_timeout_s": step_timeout_s, "deadline_s": deadline_s,
-        "cuda_archs": cuda_archs, "extra_labels": dict(labels or {}),
-        "annotations": {SCHEDULE_BUDGET_ANNOTATION: str(schedule_budget_s)} if schedule_budget_s is not None else {},
+        "cuda_archs": cuda_archs, "extra_labels": {**(labels or {}), **kueue_labels},
+        "annotations": {**({SCHEDULE_BUDGET_ANNOTATION: str(schedule_budget_s)} if schedule_budget_s is not None
+                           else {}), **kueue_annotations},
         "hostname": hostname, "subdomain": subdomain,
     })
     return pod

@@ -212,7 +212,7 @@ def run_jobs(config: pytest.Config, jobs: list[tuple[str, list[GpuNode]]],
                 gpu_count=whole_gpus(node), registry=config.getoption("--registry"), runtime_class=runtime_class,
                 rank=rank, world_size=len(nodes), id_addr=address, bootstrap_timeout_s=BOOTSTRAP_TIMEOUT_S,
                 hostname=f"{job}-r{rank}", subdomain=job, labels={NCCL_JOB_LABEL: job},
-                schedule_budget_s=BOOTSTRAP_TIMEOUT_S))
+                schedule_budget_s=BOOTSTRAP_TIMEOUT_S, kueue_queue=config.getoption("--kueue-queue"), gang=job))
     outcomes = run_campaign(ctx, pods, timeout=config.getoption("gpuconf_timeout"),
                             schedule_budget=BOOTSTRAP_TIMEOUT_S)
     return [checks.combine_job(job, [n.name for n in nodes],

@@ -212,3 +212,21 @@ def test_an_nccl_job_has_a_headless_service_naming_rank_0_and_rank_pods_under_it
     plain = make_cuda_probe_pod(name="p", namespace="ns", run_id="r", check="smoke", cuda="13.0.2")
     assert "hostname" not in plain["spec"] and "subdomain" not in plain["spec"]
     assert "annotations" not in plain["metadata"]
+
+
+def test_nccl_ranks_submitted_to_kueue_form_one_pod_group():
+    from gpuconf.probe_pods import make_nccl_probe_pod
+
+    pods = [make_nccl_probe_pod(name=f"pair-r{r}", namespace="ns", run_id="r", check="nccl", node=f"n{r}",
+                                gpu_count=8, rank=r, world_size=2, id_addr="pair-r0.pair.ns.svc:29500",
+                                kueue_queue="gpu-acceptance", gang="pair") for r in (0, 1)]
+    for pod in pods:
+        assert pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "gpu-acceptance"
+        assert pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == "pair"
+        assert pod["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] == "2"
+    plain = make_nccl_probe_pod(name="solo", namespace="ns", run_id="r", check="nccl", node="n0", gpu_count=8)
+    assert not any(k.startswith("kueue.x-k8s.io/") for k in {**plain["metadata"]["labels"],
+                                                            **plain["metadata"].get("annotations", {})})
+    with pytest.raises(ValueError, match="pod group needs"):
+        make_nccl_probe_pod(name="x", namespace="ns", run_id="r", check="nccl", node=None, gpu_count=1,
+                            kueue_queue="q")
