@@ -164,12 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
     from gpuconf.diagnose_cli import add_diagnose_parser
     from gpuconf.images_cli import add_images_parser
     from gpuconf.predict_cli import add_predict_parser
+    from gpuconf.report_cli import add_report_parser
     from gpuconf.sim_cli import add_sim_parser
 
     add_predict_parser(sub)
     add_images_parser(sub)
     add_sim_parser(sub)
     add_diagnose_parser(sub)
+    add_report_parser(sub)
     return parser
 
 
