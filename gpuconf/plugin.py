@@ -214,6 +214,16 @@ def run_context(config: pytest.Config) -> RunContext:
     return state.run
 
 
+def whole_node_request(node: Any) -> int:
+    """How many nvidia.com/gpu the whole-node probe asks for on ``node`` (a GpuNode): every allocatable
+    one, except on MPS nodes, whose device plugin gives a container one replica at most ("maximum
+    request size for shared resources is 1"): there it asks for one."""
+    allocatable = int(node.allocatable.get("nvidia.com/gpu", "0") or 0)
+    if node.labels.get("nvidia.com/gpu.sharing-strategy") == "mps":
+        return min(allocatable, 1)
+    return allocatable
+
+
 def native_probe_cuda(labels: Mapping[str, str]) -> str:
     """The newest probe CUDA the node's driver supports natively (GFD's nvidia.com/cuda.runtime.*),
     so the inventory and smoke probe never depends on forward compatibility (the compat suite tests
@@ -454,7 +464,7 @@ def whole_node_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) 
     ctx = run_context(request.config)
     pods = []
     for node in gpu_inventory.gpu_nodes:
-        count = int(node.allocatable.get("nvidia.com/gpu", "0") or 0)
+        count = whole_node_request(node)
         if count < 1:
             continue
         pods.append(cuda_probe_pod(request.config, name=f"inventory-{node.name}", check="inventory", node=node.name,

@@ -10,7 +10,7 @@ import pytest
 from gpuconf.checks import expect as checks
 from gpuconf.checks.inventory import NodeView
 from gpuconf.cluster import Inventory
-from gpuconf.plugin import judge, probe_report
+from gpuconf.plugin import judge, probe_report, whole_node_request
 
 pytestmark = pytest.mark.expect
 
@@ -42,6 +42,6 @@ def test_node_matches_pool(gpu_node, expect_profile, gpu_inventory, request, rec
         probe = probe_report(probes, gpu_node) if gpu_node in probes else None
     except (pytest.fail.Exception, pytest.skip.Exception):
         probe = None  # a probe without a report is the inventory suite's failure; compare the labels alone
-    requested = int(node.allocatable.get("nvidia.com/gpu", "0") or 0)  # what the whole-node probe asked for
+    requested = whole_node_request(node)  # what the whole-node probe asked for
     judge(checks.evaluate_node_matches_pool(expect_profile, node, probe=probe, probe_requested=requested),
           record_property)

@@ -9,7 +9,7 @@ import pytest
 from gpuconf.checks import inventory as checks
 from gpuconf.checks.expect import declared_gpu_count
 from gpuconf.cluster import Inventory
-from gpuconf.plugin import judge, probe_report
+from gpuconf.plugin import judge, probe_report, whole_node_request
 
 pytestmark = pytest.mark.inventory
 
@@ -32,7 +32,7 @@ def test_allocatable_matches_capacity(gpu_node, gpu_inventory, record_property):
 @pytest.mark.check("inventory.gpu-count-matches-expected")
 def test_gpu_count_matches(gpu_node, gpu_inventory, whole_node_probes, expect_profile, record_property):
     probe = probe_report(whole_node_probes, gpu_node) if gpu_node in whole_node_probes else None
-    requested = int(gpu_inventory.node(gpu_node).allocatable.get("nvidia.com/gpu", "0") or 0)  # what it asked for
+    requested = whole_node_request(gpu_inventory.node(gpu_node))  # what it asked for
     node = view(gpu_inventory, gpu_node)
     judge(checks.evaluate_gpu_count(node, probe=probe, probe_requested=requested,
                                     expected=declared_gpu_count(expect_profile, node)), record_property)

@@ -42,7 +42,8 @@ def isolation_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) -
     timeout = request.config.getoption("--probe-timeout")
     pods, roles = [], {}
     for node in gpu_inventory.gpu_nodes:
-        for planned in checks.plan_node(node.name, allocatable(gpu_inventory, node.name)):
+        for planned in checks.plan_node(node.name, allocatable(gpu_inventory, node.name),
+                                        max_request=1 if mps(gpu_inventory, node.name) else None):
             pod = cuda_probe_pod(request.config, name=planned.name, check="isolation", node=node.name,
                                  gpu_count=planned.gpu_count, sidecar_gpu_count=planned.sidecar_gpu_count,
                                  env=dict(planned.env))
@@ -56,6 +57,11 @@ def isolation_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) -
         node, role = roles[name]
         observed.setdefault(node, {})[role] = outcome
     return observed
+
+
+def mps(inv: Inventory, node: str) -> bool:
+    """The node shares its GPUs through MPS: its device plugin gives a container one replica at most."""
+    return inv.node(node).labels.get("nvidia.com/gpu.sharing-strategy") == "mps"
 
 
 def seen(probes: Observations, node: str, role: str, container: str = "probe") -> checks.Sighting | None:
@@ -83,7 +89,8 @@ def test_sees_only_allocated(gpu_node, gpu_inventory, isolation_probes, record_p
     observed = [(n, s) for n, role in ((1, "one"), (2, "two"))
                 if (s := seen(isolation_probes, gpu_node, role)) is not None]
     judge(checks.evaluate_sees_only_allocated(gpu_node, observed, replicas=replicas(gpu_inventory, gpu_node),
-                                              allocatable=allocatable(gpu_inventory, gpu_node)), record_property)
+                                              allocatable=allocatable(gpu_inventory, gpu_node),
+                                              one_per_container=mps(gpu_inventory, gpu_node)), record_property)
 
 
 @pytest.mark.check("isolation.concurrent-pods-disjoint")

@@ -3,6 +3,8 @@ labels agree with what the device plugin advertises and with the --expect pool's
 the product label says the GPUs are shared, and more pods than the node has GPUs (its GPUs + 1,
 one GPU each) run at once and verify their kernel. One campaign launches every such pod of every
 node together; the node's own GPU UUIDs come from the whole-node probes the inventory suite shares.
+On MPS nodes a second campaign launches a one-replica pod that measures its largest allocation
+(the client's memory limit) and a pod asking two replicas, which the device plugin must refuse.
 Nodes that do not share their GPUs are not tested, with the reason. The decisions are in
 gpuconf.checks.sharing."""
 
@@ -16,7 +18,7 @@ from gpuconf.checks import sharing as checks
 from gpuconf.checks.isolation import sighting
 from gpuconf.cluster import Inventory, PodOutcome, run_campaign
 from gpuconf.expect import ExpectPool, ExpectProfile
-from gpuconf.plugin import cuda_probe_pod, judge, run_context
+from gpuconf.plugin import cuda_probe_pod, judge, run_context, whole_node_request
 from gpuconf.verdict import not_tested
 
 pytestmark = pytest.mark.sharing
@@ -48,6 +50,9 @@ def node_uuids(request: pytest.FixtureRequest, gpu_inventory: Inventory,
     probes: dict[str, PodOutcome] = request.getfixturevalue("whole_node_probes")
     out: UuidViews = {}
     for node, outcome in probes.items():
+        n = gpu_inventory.node(node)
+        if whole_node_request(n) < int(n.allocatable.get("nvidia.com/gpu", "0") or 0):
+            continue  # MPS: the probe got one replica, a view of one GPU, not of the node
         report = sighting(outcome).report
         if report is not None and report.init.ok and all(d.uuid for d in report.devices):
             out[node] = frozenset(d.uuid for d in report.devices if d.uuid)
@@ -97,6 +102,38 @@ def oversubscription(request: pytest.FixtureRequest, gpu_inventory: Inventory,
     return plans
 
 
+MpsPods = dict[str, tuple[PodOutcome | None, PodOutcome | None]]  # node -> (one-replica pod, two-replica pod)
+
+
+@pytest.fixture(scope="module")
+def mps_pods(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> MpsPods:
+    """On every MPS node, in one campaign: a one-replica pod whose probe measures its largest
+    allocation, and a pod asking two replicas (when the node has them to give)."""
+    config = request.config
+    pods, where = [], {}
+    for node in gpu_inventory.gpu_nodes:
+        f = facts(gpu_inventory, node.name)
+        if checks.mps_plan(f) is not None:
+            continue
+        resource = f.resource or "nvidia.com/gpu"
+        one = checks.pod_name(node.name, 0, prefix="mps-limit")
+        pods.append(cuda_probe_pod(config, name=one, check="sharing", node=node.name, gpu_count=1,
+                                   gpu_resource=resource, env=checks.MEASURE_ALLOC_ENV))
+        where[one] = (node.name, 0)
+        if checks.mps_plan(f, pods=3) is None:
+            two = checks.pod_name(node.name, 0, prefix="mps-two")
+            pods.append(cuda_probe_pod(config, name=two, check="sharing", node=node.name, gpu_count=2,
+                                       gpu_resource=resource))
+            where[two] = (node.name, 1)
+    outcomes = run_campaign(run_context(config), pods, timeout=config.getoption("gpuconf_timeout")) if pods else {}
+    out: MpsPods = {}
+    for name, (node_name, slot) in where.items():
+        pair = list(out.get(node_name, (None, None)))
+        pair[slot] = outcomes.get(name)
+        out[node_name] = (pair[0], pair[1])
+    return out
+
+
 @pytest.mark.check("sharing.replicas-match-config")
 def test_replicas_match_config(gpu_node: str, gpu_inventory: Inventory, node_uuids: UuidViews,
                                expect_profile: ExpectProfile | None, record_property: Record) -> None:
@@ -123,3 +160,33 @@ def test_oversubscription_runs(gpu_node: str, gpu_inventory: Inventory, node_uui
 @pytest.mark.check("sharing.product-label-shared")
 def test_product_label_shared(gpu_node: str, gpu_inventory: Inventory, record_property: Record) -> None:
     judge(checks.evaluate_product_label_shared(facts(gpu_inventory, gpu_node)), record_property)
+
+
+@pytest.mark.check("sharing.mps-client-limits")
+def test_mps_client_limits(gpu_node: str, gpu_inventory: Inventory, record_property: Record,
+                           request: pytest.FixtureRequest) -> None:
+    f = facts(gpu_inventory, gpu_node)
+    cid = "sharing.mps-client-limits"
+    why = checks.mps_plan(f)
+    if why is not None:
+        judge(not_tested(cid, gpu_node, why), record_property)
+        return
+    one, _ = request.getfixturevalue("mps_pods").get(gpu_node, (None, None))
+    if one is None:
+        judge(not_tested(cid, gpu_node, f"no one-replica MPS pod was launched on {gpu_node}"), record_property)
+        return
+    memory = gpu_inventory.node(gpu_node).labels.get("nvidia.com/gpu.memory", "")
+    judge(checks.evaluate_mps_client_limits(f, sighting(one), memory_mib=int(memory) if memory.isdigit() else None),
+          record_property)
+
+
+@pytest.mark.check("sharing.rejects-multi-replica-request")
+def test_rejects_multi_replica_request(gpu_node: str, gpu_inventory: Inventory, record_property: Record,
+                                       request: pytest.FixtureRequest) -> None:
+    f = facts(gpu_inventory, gpu_node)
+    why = checks.mps_plan(f, pods=3)
+    if why is not None:
+        judge(not_tested("sharing.rejects-multi-replica-request", gpu_node, why), record_property)
+        return
+    _, two = request.getfixturevalue("mps_pods").get(gpu_node, (None, None))
+    judge(checks.evaluate_rejects_multi_replica_request(f, two), record_property)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks.smoke import evaluate_vector_add
-from gpuconf.plugin import judge, probe_report
+from gpuconf.plugin import judge, probe_report, whole_node_request
 
 pytestmark = pytest.mark.smoke
 
@@ -14,8 +14,12 @@ pytestmark = pytest.mark.smoke
 @pytest.mark.check("smoke.vector-add-every-gpu")
 def test_vector_add_on_every_gpu(gpu_node, gpu_inventory, whole_node_probes, record_property):
     node = gpu_inventory.node(gpu_node)
-    requested = int(node.allocatable.get("nvidia.com/gpu", "0") or 0)
+    requested = whole_node_request(node)
     replicas = int(node.labels.get("nvidia.com/gpu.replicas", "1") or 1)
+    note = ""
+    if requested < int(node.allocatable.get("nvidia.com/gpu", "0") or 0):  # MPS: one replica per container
+        replicas, note = 1, (f" (MPS: a container gets one replica of one GPU; the sharing suite's pods run on "
+                             f"more of {gpu_node}'s GPUs)")
     if requested < 1:
         pytest.skip(f"{gpu_node} advertises no nvidia.com/gpu (MIG or DRA nodes are covered by their suites)")
     if node.labels.get("nvidia.com/mig.strategy") == "single" and "-MIG-" in node.labels.get("nvidia.com/gpu.product",
@@ -24,7 +28,8 @@ def test_vector_add_on_every_gpu(gpu_node, gpu_inventory, whole_node_probes, rec
                     "enumerates one MIG device, so a whole-node probe cannot exercise them; the mig suite does")
     count = node.labels.get("nvidia.com/gpu.count", "")
     verdict = evaluate_vector_add(gpu_node, probe_report(whole_node_probes, gpu_node), requested=requested,
-                                  replicas=replicas, physical=int(count) if count.isdigit() else None)
+                                  replicas=replicas, physical=int(count) if count.isdigit() and not note else None,
+                                  note=note)
     for line in verdict.evidence:
         record_property("gpuconf.gpu", line)
     judge(verdict, record_property)

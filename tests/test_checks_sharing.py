@@ -13,11 +13,16 @@ import pytest
 
 from gpuconf.checks.isolation import Sighting, sighting
 from gpuconf.checks.sharing import (
+    MEASURE_ALLOC_ENV,
+    PLUGIN_REFUSAL,
     Run,
     SharingFacts,
+    evaluate_mps_client_limits,
     evaluate_oversubscription_runs,
     evaluate_product_label_shared,
+    evaluate_rejects_multi_replica_request,
     evaluate_replicas_match_config,
+    mps_plan,
     oversubscription_plan,
     pod_name,
     sharing_facts,
@@ -25,13 +30,15 @@ from gpuconf.checks.sharing import (
 from gpuconf.cluster.outcomes import PodOutcome, make_outcome
 from gpuconf.compat.versions import parse_cuda
 from gpuconf.expect import SharingSpec
+from gpuconf.sim.agent_model import AdmissionError, DeviceBook, as_visible, plugin_env
 from gpuconf.sim.emulate import Visible, cuda_probe_run
 from gpuconf.sim.node_facts import node_labels, node_resources
 from gpuconf.sim.profile import SimNode, expand, fault_catalog, load_profile, with_faults
 from gpuconf.verdict import Outcome, Verdict, checks
 
 NODE = "t4-0"
-SHARING_CHECKS = {"sharing.replicas-match-config", "sharing.oversubscription-runs", "sharing.product-label-shared"}
+SHARING_CHECKS = {"sharing.replicas-match-config", "sharing.oversubscription-runs", "sharing.product-label-shared",
+                  "sharing.mps-client-limits", "sharing.rejects-multi-replica-request"}
 LABELLED = "label nvidia.com/gpu.count"
 PROBED = "whole-node probe (distinct UUIDs)"
 
@@ -334,3 +341,131 @@ def test_pods_that_never_overlapped_did_not_exercise_sharing() -> None:
 def test_any_packing_on_the_nodes_gpus_is_sharing(allocation: list[list[int]]) -> None:
     n = sim_node()
     assert oversubscribe(n, runs_on(n, allocation)).outcome is Outcome.PASS
+
+
+# -------------------------------------------------------------------------------------------------
+# sharing.mps-client-limits and sharing.rejects-multi-replica-request (a100-mps: 8 x A100 80GB, 4 replicas)
+
+MPS_NODE = "a100-0"
+A100_MIB = 81920
+
+
+def mps_node(fault: str | None = None) -> SimNode:
+    return sim_node(fault, profile="a100-mps", node=MPS_NODE)
+
+
+def mps_client(n: SimNode, *, env: dict[str, str] | None = None, pipe: bool = True) -> Sighting:
+    """The one-replica pod's probe, with what the simulated device plugin allocates and sets."""
+    got = DeviceBook(n).allocate("ns/mps", [("probe", False, {"nvidia.com/gpu": "1"})])["probe"]
+    penv = plugin_env(got, n.device_plugin.sharing)
+    if not pipe:
+        penv.pop("CUDA_MPS_PIPE_DIRECTORY")
+    code, text = cuda_probe_run(n, visible=as_visible(got), image_cuda=parse_cuda("13.0.2"),
+                                env={**penv, **(MEASURE_ALLOC_ENV if env is None else env)}, compat=True,
+                                started_at="2026-11-29T00:00:00.000Z", hostname=n.name)
+    return sighting(pod_outcome("mps-limit-a100-0-0", code, text))
+
+
+def test_the_mps_checks_and_their_fault_are_in_the_catalog() -> None:
+    fault = fault_catalog()["mps-memory-limit-unset"]
+    assert (fault.check, fault.severity, fault.example_profile) == ("sharing.mps-client-limits", "fail", "a100-mps")
+    assert checks()["sharing.mps-client-limits"].severity == "fail"
+
+
+def test_an_mps_client_held_to_memory_over_replicas_passes() -> None:
+    n = mps_node()
+    seen = mps_client(n)
+    assert seen.report is not None and seen.report.env["CUDA_MPS_PIPE_DIRECTORY"] == "/mps/nvidia.com/gpu/pipe"
+    v = evaluate_mps_client_limits(facts_of(n), seen, memory_mib=A100_MIB)
+    assert v.outcome is Outcome.PASS, v.message()
+    assert v.summary.startswith("pod mps-limit-a100-0-0 is an MPS client (/mps/nvidia.com/gpu/pipe) whose largest "
+                                "allocation on GPU-")
+    assert "about memory / replicas = 20.00 GiB (the active thread percentage, 25% by config, is not observable" \
+        in v.summary
+
+
+def test_an_mps_client_without_a_memory_limit_fails_naming_the_starvation() -> None:
+    n = mps_node("mps-memory-limit-unset")
+    v = evaluate_mps_client_limits(facts_of(n), mps_client(n), memory_mib=A100_MIB)
+    assert v.outcome is Outcome.FAIL and v.node == MPS_NODE
+    assert "allocated 79.38 GiB in one piece, more than memory / replicas = 20.00 GiB: the MPS control daemon " \
+        "applies no per-client memory limit, so clients can starve each other" in v.summary
+    assert v.expected == ("CUDA_MPS_PIPE_DIRECTORY set and a largest allocation of about 20.00 GiB (memory 80.00 GiB / "
+                          "4 replicas): from 15.00 GiB to 21.00 GiB")
+    assert any("cudaMemGetInfo free 79.50 GiB of 80.00 GiB (it does not reflect an MPS limit)" in e
+               for e in v.evidence)
+
+
+def test_a_client_without_the_mps_pipe_fails_as_no_client_of_the_daemon() -> None:
+    n = mps_node()
+    v = evaluate_mps_client_limits(facts_of(n), mps_client(n, pipe=False), memory_mib=A100_MIB)
+    assert v.outcome is Outcome.FAIL
+    assert v.summary == ("pod mps-limit-a100-0-0 asked one MPS replica on a100-0 but has no CUDA_MPS_PIPE_DIRECTORY: "
+                         "it is no client of the device plugin's MPS control daemon, and it allocated 79.38 GiB in one "
+                         "piece (memory / replicas is 20.00 GiB): clients can starve each other")
+
+
+def test_a_limit_far_below_memory_over_replicas_fails() -> None:
+    n = mps_node()
+    eight = replace(facts_of(n), replicas=2)  # labelled 2, the daemon divides by 4: the 20 GiB limit is half of 40
+    v = evaluate_mps_client_limits(eight, mps_client(n), memory_mib=A100_MIB)
+    assert v.outcome is Outcome.FAIL
+    assert "less than 75% of memory / replicas = 40.00 GiB: the MPS limit is smaller than the labelled replicas" \
+        in v.summary
+
+
+def test_the_mps_limit_check_skips_other_nodes_and_a_probe_that_did_not_measure() -> None:
+    t4 = facts_of(sim_node())
+    v = evaluate_mps_client_limits(t4, Sighting("pod x", None, "never ran"), memory_mib=15360)
+    assert v.outcome is Outcome.NOT_TESTED
+    assert v.summary == ("t4-0 does not share its GPUs through MPS (nvidia.com/gpu.sharing-strategy=time-slicing, "
+                         "nvidia.com/gpu.replicas=4): per-client limits and the one-replica rule are MPS's")
+    n = mps_node()
+    unmeasured = evaluate_mps_client_limits(facts_of(n), mps_client(n, env={}), memory_mib=A100_MIB)
+    assert unmeasured.outcome is Outcome.NOT_TESTED and "reports no largest allocation" in unmeasured.summary
+    gone = evaluate_mps_client_limits(facts_of(n), Sighting("pod x", None, "pod x produced no probe output"),
+                                      memory_mib=A100_MIB)
+    assert gone.outcome is Outcome.FAIL and gone.summary.startswith("the one-replica MPS pod on a100-0 did not report")
+
+
+def rejected_outcome(n: SimNode, count: int = 2) -> PodOutcome:
+    """The two-replica pod as the simulated kubelet leaves it: the device plugin's refusal, or admitted."""
+    name = "mps-two-a100-0-0"
+    try:
+        DeviceBook(n).allocate("ns/two", [("probe", False, {"nvidia.com/gpu": str(count)})])
+    except AdmissionError as e:
+        pod = {"metadata": {"name": name, "namespace": "ns"}, "spec": {"nodeName": n.name,
+                                                                        "containers": [{"name": "probe"}]},
+               "status": {"phase": "Failed", "reason": e.reason, "message": f"Pod was rejected: {e.message}"}}
+        event = {"type": "Warning", "reason": e.reason, "message": e.message, "count": 1,
+                 "involvedObject": {"name": name}, "source": {"component": "kubelet"}}
+        return make_outcome(pod, [event], logs={}, missing_logs={"probe": "never started"})
+    return pod_outcome(name, 0, "{}")
+
+
+def test_a_two_replica_mps_request_refused_by_the_plugin_passes() -> None:
+    n = mps_node()
+    out = rejected_outcome(n)
+    assert out.reason == "UnexpectedAdmissionError"
+    v = evaluate_rejects_multi_replica_request(facts_of(n), out)
+    assert v.outcome is Outcome.PASS, v.message()
+    assert v.summary == ("pod mps-two-a100-0-0 asking 2 MPS replicas of nvidia.com/gpu was refused: Allocate failed "
+                         "due to rpc error: code = Unknown desc = request for 'nvidia.com/gpu: 2' too large: maximum "
+                         "request size for shared resources is 1, which is unexpected")
+
+
+def test_a_two_replica_mps_request_that_runs_fails() -> None:
+    n = mps_node()
+    admitted = pod_outcome("mps-two-a100-0-0", 0, "{}")
+    v = evaluate_rejects_multi_replica_request(facts_of(n), admitted)
+    assert v.outcome is Outcome.DEGRADED and v.node == MPS_NODE
+    assert v.summary == ("pod mps-two-a100-0-0 asking 2 MPS replicas of nvidia.com/gpu on a100-0 was admitted and ran: "
+                         "the device plugin does not refuse more than one MPS replica per container")
+    assert PLUGIN_REFUSAL in (v.expected or "")
+
+
+def test_the_multi_replica_check_skips_time_slicing_and_needs_replicas() -> None:
+    v = evaluate_rejects_multi_replica_request(facts_of(sim_node()), None)
+    assert v.outcome is Outcome.NOT_TESTED and "does not share its GPUs through MPS" in v.summary
+    tight = replace(facts_of(mps_node()), allocatable={"nvidia.com/gpu": 1})
+    assert mps_plan(tight, pods=2) == "a100-0 has 1 allocatable nvidia.com/gpu: not enough for 2 replicas"

@@ -379,3 +379,41 @@ def test_with_a_gpu_every_device_runs_and_verifies_both_kernels(probe):
         assert dev["vector_add"]["ok"] and dev["vector_add"]["verified"] and dev["vector_add"]["mismatches"] == 0
         assert dev["ptx_jit"]["ok"] and dev["ptx_jit"]["ptx_target"] == "compute_75"
     assert doc["libcuda"]["available"] is True
+
+
+# ------------------------------------------------------------------------------------------------
+# --measure-alloc (an MPS client's memory limit) and the MPS client's environment
+
+
+def test_measure_alloc_without_a_gpu_adds_nothing_and_mps_settings_are_reported_when_set(probe):
+    plain = run_probe(probe).doc()
+    env = clean_env(CUDA_MPS_PIPE_DIRECTORY="/mps/nvidia.com/gpu/pipe", CUDA_MPS_ACTIVE_THREAD_PERCENTAGE="25")
+    r = run_probe(probe, "--measure-alloc", env=env)
+    doc = r.doc()
+    assert r.code == plain["exit_code"] and doc["devices"] == plain["devices"]
+    assert doc["env"]["CUDA_MPS_PIPE_DIRECTORY"] == "/mps/nvidia.com/gpu/pipe"
+    assert doc["env"]["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] == "25"
+    assert not any(k.startswith("CUDA_MPS_") for k in plain["env"])
+    assert run_probe(probe, env=clean_env(GPUCONF_PROBE_MEASURE_ALLOC="1")).doc()["devices"] == plain["devices"]
+
+
+@pytest.mark.parametrize(("args", "env"), [(["--measure-alloc=yes"], {}), ([], {"GPUCONF_PROBE_MEASURE_ALLOC": "yes"})])
+def test_a_bad_measure_alloc_switch_is_a_usage_error(probe, args, env):
+    r = run_probe(probe, *args, env=clean_env(**env))
+    assert (r.code, r.stdout, len(r.stderr.splitlines())) == (2, "", 1)
+
+
+@needs_driver
+def test_with_a_gpu_measure_alloc_brackets_the_largest_allocation(probe):
+    r = run_probe(probe, "--timeout", "60", "--measure-alloc")
+    doc = r.doc()
+    assert r.code == 0, doc["exit_reason"]
+    for dev in doc["devices"]:
+        la = dev["largest_alloc"]
+        total = dev["total_memory_bytes"]
+        assert la["ok"] and la["result"]["code"] == 0 and 1 <= la["steps"] <= 12
+        assert la["resolution_bytes"] == max(2 << 20, total // 128)
+        assert 0 < la["largest_ok_bytes"] <= total and la["mem_info"]["total_bytes"] == total
+        if la["smallest_failed_bytes"] is not None:
+            assert la["smallest_failed_bytes"] - la["largest_ok_bytes"] <= la["resolution_bytes"]
+            assert la["last_failure"]["name"] == "cudaErrorMemoryAllocation"

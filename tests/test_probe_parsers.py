@@ -121,3 +121,24 @@ def test_documents_are_not_mutated_by_parsing():
     before = copy.deepcopy(doc)
     parse_cuda_probe(json.dumps(doc))
     assert doc == before
+
+
+def test_the_optional_largest_allocation_parses_measured_or_absent_and_defaults_to_none():
+    doc = json.loads(healthy_two_gpu_document())
+    ok = {"code": 0, "name": "cudaSuccess", "message": "no error"}
+    oom = {"call": "cudaMalloc(21474836480)(device 0)", "code": 2, "name": "cudaErrorMemoryAllocation",
+           "message": "out of memory"}
+    doc["devices"][0]["largest_alloc"] = {
+        "ok": True, "largest_ok_bytes": 20 << 30, "smallest_failed_bytes": 21 << 30, "steps": 7,
+        "resolution_bytes": 85520809984 // 128, "mem_info": {"free_bytes": 84 << 30, "total_bytes": 85520809984},
+        "last_failure": oom, "result": {"call": "largest_alloc(device 0)", **ok}}
+    doc["devices"][1]["largest_alloc"] = {"available": False, "reason": "not measured: cudaSetDevice returned 46"}
+    doc["env"]["CUDA_MPS_PIPE_DIRECTORY"] = "/mps/nvidia.com/gpu/pipe"
+    report = parse_cuda_probe(json.dumps(doc), exit_code=0)
+    la = report.devices[0].largest_alloc
+    assert la is not None and (la.ok, la.largest_ok_bytes, la.smallest_failed_bytes, la.free_bytes) == (
+        True, 20 << 30, 21 << 30, 84 << 30)
+    absent = report.devices[1].largest_alloc
+    assert absent is not None and absent.absent_reason == "not measured: cudaSetDevice returned 46"
+    assert report.env["CUDA_MPS_PIPE_DIRECTORY"] == "/mps/nvidia.com/gpu/pipe"
+    assert all(d.largest_alloc is None for d in parse_cuda_probe(healthy_two_gpu_document()).devices)

@@ -64,17 +64,19 @@ class PlannedPod:
     waits: bool = False
 
 
-def plan_node(node: str, allocatable: int) -> tuple[PlannedPod, ...]:
+def plan_node(node: str, allocatable: int, *, max_request: int | None = None) -> tuple[PlannedPod, ...]:
     """The isolation pods for a node with ``allocatable`` nvidia.com/gpu: two that request none
     (``none``, ``envvar``), and where the node has GPUs ``one`` (1 GPU), ``split`` (1 GPU in its
     probe container, none in its sidecar) and, with two or more, ``two`` (2 GPUs). ``one`` and
     ``split`` are also the two concurrent one-GPU pods: with four GPUs everything runs at once, so
-    they hold their GPUs together; on a smaller node the pods queue for the GPUs."""
+    they hold their GPUs together; on a smaller node the pods queue for the GPUs. ``max_request``:
+    the most one container may ask for (1 on MPS nodes, whose device plugin refuses more)."""
     pods = [PlannedPod("none", pod_name("none", node), 0),
             PlannedPod("envvar", pod_name("envvar", node), 0, env={"NVIDIA_VISIBLE_DEVICES": "all"})]
     if allocatable < 1:
         return tuple(pods)
-    wanted = [("one", 1, None), ("split", 1, 0)] + ([("two", 2, None)] if allocatable >= 2 else [])
+    two = allocatable >= 2 and (max_request is None or max_request >= 2)
+    wanted = [("one", 1, None), ("split", 1, 0)] + ([("two", 2, None)] if two else [])
     waits = sum(count for _, count, _ in wanted) > allocatable
     return tuple(pods + [PlannedPod(role, pod_name(role, node), count, sidecar, waits=waits)
                          for role, count, sidecar in wanted])
@@ -252,7 +254,7 @@ def _count_problems(view: GpuView, requested: int, *, shared: bool) -> list[str]
 
 
 def evaluate_sees_only_allocated(node: str, seen: Sequence[tuple[int, Sighting]], *, replicas: int = 1,
-                                 allocatable: int | None = None) -> Verdict:
+                                 allocatable: int | None = None, one_per_container: bool = False) -> Verdict:
     """Each pod requesting N GPUs sees exactly N (1 to N distinct where ``replicas`` > 1)."""
     cid = "isolation.sees-only-allocated"
     shared = replicas > 1
@@ -279,6 +281,8 @@ def evaluate_sees_only_allocated(node: str, seen: Sequence[tuple[int, Sighting]]
     note = ""
     if 2 not in counts and allocatable is not None and allocatable < 2:
         note = f"; N=2 not tested: {node} has {allocatable} allocatable nvidia.com/gpu"
+    elif 2 not in counts and one_per_container:
+        note = f"; N=2 not tested: {node} shares its GPUs through MPS, whose device plugin gives a container one"
     how = "1 to N distinct GPUs (time-sliced)" if shared else "exactly N"
     return passed(cid, node, f"pods requesting N = {' and '.join(map(str, counts))} GPUs see {how} "
                   f"({'; '.join(saw)}){note}", evidence=tuple(evidence))

@@ -7,26 +7,41 @@ advertises what it really runs with (capacity = GPUs x replicas). A plugin that 
 changed config advertises the old count under the new labels (NVIDIA/gpu-operator#1144): the
 replicas check compares the two, and both with the ``--expect`` pool's declaration.
 
-MPS per-client limits (pinned device memory, active thread percentage) are not checked: the
-cuda-probe does not report them, so there is nothing observed to hold them against.
+Under MPS the device plugin runs a control daemon per resource that gives each client a pinned
+device memory limit of memory / replicas (``set_default_device_pinned_mem_limit <i> <MiB>M``) and
+an active thread percentage of 100 / replicas, points each allocated container at the daemon
+(``CUDA_MPS_PIPE_DIRECTORY``) and refuses a container asking more than one replica
+(NVIDIA/k8s-device-plugin#929). The memory limit does not show in cudaMemGetInfo (free and total
+stay the device's); an allocation beyond it fails with cudaErrorMemoryAllocation, so the
+cuda-probe's ``--measure-alloc`` bisection (its largest single allocation) is what shows it. The
+thread percentage has no client-side view the probe can trust, so it is not checked.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuconf.checks.isolation import Sighting
+from gpuconf.cluster.outcomes import PodOutcome
 from gpuconf.expect import SharingSpec
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
 __all__ = [
+    "MEASURE_ALLOC_ENV",
+    "MPS_LIMIT_OVER",
+    "MPS_LIMIT_UNDER",
+    "PLUGIN_REFUSAL",
     "SHARED_RESOURCES",
     "Run",
     "SharingFacts",
+    "evaluate_mps_client_limits",
     "evaluate_oversubscription_runs",
+    "evaluate_rejects_multi_replica_request",
+    "mps_plan",
     "evaluate_product_label_shared",
     "evaluate_replicas_match_config",
     "in_scope",
@@ -238,14 +253,14 @@ def evaluate_product_label_shared(f: SharingFacts) -> Verdict:
 # sharing.oversubscription-runs
 
 
-def pod_name(node: str, index: int) -> str:
-    """``share-<node>-<index>``, cut and made unique by a hash of the node name when too long."""
-    name = f"share-{node}-{index}"
+def pod_name(node: str, index: int, prefix: str = "share") -> str:
+    """``<prefix>-<node>-<index>``, cut and made unique by a hash of the node name when too long."""
+    name = f"{prefix}-{node}-{index}"
     if len(name) <= _MAX_NAME:
         return name
     digest = hashlib.sha256(node.encode()).hexdigest()[:10]
     tail = f"-{digest}-{index}"
-    return f"share-{node}"[:_MAX_NAME - len(tail)].rstrip(".-") + tail
+    return f"{prefix}-{node}"[:_MAX_NAME - len(tail)].rstrip(".-") + tail
 
 
 def oversubscription_plan(f: SharingFacts, physical: int | None) -> tuple[int, str | None]:
@@ -344,3 +359,151 @@ def evaluate_oversubscription_runs(node: str, runs: Sequence[Run], *, physical: 
     shared = ", ".join(f"{u} x{n}" for u, n in sorted(distinct.items()) if n > 1)
     return passed(cid, node, f"{count} pods on {physical} GPUs ({strategy}, {replicas} replicas) {when}; each "
                   f"verified its kernel on one of the node's GPUs; shared: {shared}", evidence=tuple(evidence))
+
+
+# -------------------------------------------------------------------------------------------------
+# sharing.mps-client-limits and sharing.rejects-multi-replica-request
+
+#: The cuda-probe's switch for its largest-allocation bisection (probes/cuda-probe/README.md).
+MEASURE_ALLOC_ENV = {"GPUCONF_PROBE_MEASURE_ALLOC": "1"}
+#: How far a client's largest allocation may exceed memory / replicas: the plugin divides NVML's
+#: memory (the nvidia.com/gpu.memory label), which exceeds CUDA's totalGlobalMem by 1-2% (memory
+#: the driver reserves), and rounds to whole MiB. A client without a limit reaches nearly the
+#: whole GPU, at least 2 x memory / replicas less its context, far beyond 1.05.
+MPS_LIMIT_OVER = 1.05
+#: How far below memory / replicas the limit may be: the client's context is charged to its limit
+#: (hundreds of MiB) and the bisection stops at 1/128 of the GPU (3% of the limit at 4 replicas,
+#: 13% at 16). Below 3/4 the daemon runs another (larger) replicas count than labelled.
+MPS_LIMIT_UNDER = 0.75
+#: The device plugin's Allocate error for a container asking more than one shared replica.
+PLUGIN_REFUSAL = "maximum request size for shared resources is 1"
+_GIB = 1 << 30
+
+
+def _gib(n: int | float) -> str:
+    return f"{n / _GIB:.2f} GiB"
+
+
+def mps_plan(f: SharingFacts, *, pods: int = 1) -> str | None:
+    """Why the MPS pods (``pods`` replicas in all) cannot be launched on the node, or None."""
+    if f.strategy != "mps":
+        return (f"{f.node} does not share its GPUs through MPS ({f.labels_text()}): per-client limits and the "
+                "one-replica rule are MPS's")
+    if (f.replicas or 0) <= 1:
+        return f"{f.node} labels MPS with {f.replicas} replicas: nothing to divide (sharing.replicas-match-config)"
+    resource = f.resource
+    if resource is None:
+        return f"{f.node} advertises {f.advertised_text()}: no shared GPU resource to request"
+    free = f.allocatable.get(resource, 0)
+    if free < pods:
+        return f"{f.node} has {free} allocatable {resource}: not enough for {pods} replicas"
+    return None
+
+
+def evaluate_mps_client_limits(f: SharingFacts, seen: Sighting, *, memory_mib: int | None) -> Verdict:
+    """A pod asking one MPS replica is an MPS client (CUDA_MPS_PIPE_DIRECTORY set) and its largest
+    single allocation is memory / replicas within [MPS_LIMIT_UNDER, MPS_LIMIT_OVER]; ``memory_mib``
+    is the GPU's memory as GFD labels it (nvidia.com/gpu.memory), else the probe's total is used."""
+    cid = "sharing.mps-client-limits"
+    node = f.node
+    why = mps_plan(f)
+    if why is not None:
+        return not_tested(cid, node, why)
+    replicas = f.replicas or 1
+    if seen.report is None:
+        return failed(cid, node, f"the one-replica MPS pod on {node} did not report: {seen.failure}",
+                      expected="a cuda-probe document from a one-replica MPS client",
+                      observed=seen.failure or "no probe output")
+    report = seen.report
+    pipe = report.env.get("CUDA_MPS_PIPE_DIRECTORY")
+    evidence = [f"{seen.where}: CUDA_MPS_PIPE_DIRECTORY={pipe or '(unset)'}",
+                f"labels: {f.labels_text()}, nvidia.com/gpu.memory="
+                f"{memory_mib if memory_mib is not None else '(absent)'}"]
+    evidence += [f"{seen.where}: {k}={v}" for k, v in sorted(report.env.items())
+                 if k in ("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT") and v is not None]
+    if not report.init.ok:
+        return failed(cid, node, f"{seen.where} (one MPS replica) could not start CUDA: {report.init}",
+                      expected="a CUDA context as an MPS client", observed=str(report.init),
+                      evidence=tuple(evidence + [f"{seen.where}: {report.exit_reason}"]))
+    if len(report.devices) != 1:
+        return failed(cid, node, f"{seen.where} asked one MPS replica and CUDA sees {len(report.devices)} devices",
+                      expected="1 GPU", observed=f"{len(report.devices)} devices", evidence=tuple(evidence))
+    device = report.devices[0]
+    la = device.largest_alloc
+    if la is None:
+        return not_tested(cid, node, f"the cuda-probe in {seen.where} reports no largest allocation (a probe "
+                          "without --measure-alloc): the MPS memory limit shows only by allocating")
+    if la.absent_reason is not None:
+        return not_tested(cid, node, f"{seen.where} did not measure its largest allocation: {la.absent_reason}")
+    if not la.ok:
+        return failed(cid, node, f"{seen.where}'s allocations on {device.uuid} failed with another error than "
+                      f"out of memory: {la.result}", expected="cudaMalloc succeeding up to the client's limit",
+                      observed=str(la.result), evidence=tuple(evidence))
+    total = memory_mib << 20 if memory_mib is not None else device.total_memory_bytes
+    if total is None:
+        return not_tested(cid, node, f"the memory of {device.uuid} is unknown (no nvidia.com/gpu.memory label, "
+                          "no CUDA total): nothing to divide into replicas")
+    limit = total / replicas
+    failed_text = _gib(la.smallest_failed_bytes) if la.smallest_failed_bytes is not None else "none"
+    evidence.append(f"{seen.where} on {device.uuid}: largest allocation {_gib(la.largest_ok_bytes)}, smallest "
+                    f"failed {failed_text} ({la.steps} steps, resolution {_gib(la.resolution_bytes)}); "
+                    + (f"cudaMemGetInfo free {_gib(la.free_bytes)} of {_gib(la.total_bytes)} (it does not "
+                       "reflect an MPS limit)" if la.free_bytes is not None and la.total_bytes is not None
+                       else "cudaMemGetInfo not read"))
+    expected = (f"CUDA_MPS_PIPE_DIRECTORY set and a largest allocation of about {_gib(limit)} (memory "
+                f"{_gib(total)} / {replicas} replicas): from {_gib(limit * MPS_LIMIT_UNDER)} to "
+                f"{_gib(limit * MPS_LIMIT_OVER)}")
+    observed = f"CUDA_MPS_PIPE_DIRECTORY={pipe or '(unset)'}, largest allocation {_gib(la.largest_ok_bytes)}"
+    over = la.largest_ok_bytes > limit * MPS_LIMIT_OVER
+    if not pipe:
+        return failed(cid, node, f"{seen.where} asked one MPS replica on {node} but has no CUDA_MPS_PIPE_DIRECTORY: "
+                      "it is no client of the device plugin's MPS control daemon"
+                      + (f", and it allocated {_gib(la.largest_ok_bytes)} in one piece (memory / replicas is "
+                         f"{_gib(limit)}): clients can starve each other" if over else ""),
+                      expected=expected, observed=observed, evidence=tuple(evidence))
+    if over:
+        return failed(cid, node, f"{seen.where} (one of {replicas} MPS replicas of {device.uuid}) allocated "
+                      f"{_gib(la.largest_ok_bytes)} in one piece, more than memory / replicas = {_gib(limit)}: the "
+                      "MPS control daemon applies no per-client memory limit, so clients can starve each other",
+                      expected=expected, observed=observed, evidence=tuple(evidence))
+    if la.smallest_failed_bytes is not None and la.smallest_failed_bytes < limit * MPS_LIMIT_UNDER:
+        return failed(cid, node, f"{seen.where} could not allocate {_gib(la.smallest_failed_bytes)} on "
+                      f"{device.uuid}, less than {MPS_LIMIT_UNDER:.0%} of memory / replicas = {_gib(limit)}: the MPS "
+                      "limit is smaller than the labelled replicas give", expected=expected, observed=observed,
+                      evidence=tuple(evidence))
+    share = math.floor(100 / replicas)
+    return passed(cid, node, f"{seen.where} is an MPS client ({pipe}) whose largest allocation on {device.uuid} is "
+                  f"{_gib(la.largest_ok_bytes)}, about memory / replicas = {_gib(limit)} (the active thread "
+                  f"percentage, {share}% by config, is not observable from a client)", evidence=tuple(evidence))
+
+
+def evaluate_rejects_multi_replica_request(f: SharingFacts, outcome: PodOutcome | None) -> Verdict:
+    """A pod whose container asks two MPS replicas is rejected at admission with the device
+    plugin's message (UnexpectedAdmissionError; the pod fails without running)."""
+    cid = "sharing.rejects-multi-replica-request"
+    node = f.node
+    why = mps_plan(f, pods=2)
+    if why is not None:
+        return not_tested(cid, node, why)
+    if outcome is None:
+        return not_tested(cid, node, f"no two-replica pod was launched on {node}")
+    where = f"pod {outcome.name}"
+    texts = [e.message for e in outcome.events] + [outcome.message or ""]  # the kubelet's event first
+    refusal = next((t for t in texts if PLUGIN_REFUSAL in t), None)
+    resource = f.resource or "nvidia.com/gpu"
+    expected = (f"rejected at admission: UnexpectedAdmissionError ... request for '{resource}: 2' too large: "
+                f"{PLUGIN_REFUSAL}")
+    observed = " ".join(p for p in (outcome.phase, outcome.reason or "", outcome.message or "") if p)
+    evidence = tuple(f"{where} event {e.reason}: {e.message}" for e in outcome.events if e.reason != "Scheduled")
+    if refusal is not None and outcome.phase == "Failed":
+        return passed(cid, node, f"{where} asking 2 MPS replicas of {resource} was refused: {refusal}",
+                      evidence=evidence)
+    if outcome.phase in ("Running", "Succeeded") or any(c.started for c in outcome.containers if not c.init):
+        return failed(cid, node, f"{where} asking 2 MPS replicas of {resource} on {node} was admitted and ran: the "
+                      "device plugin does not refuse more than one MPS replica per container", expected=expected,
+                      observed=observed, evidence=evidence)
+    if outcome.phase == "Pending" or outcome.unschedulable:
+        return not_tested(cid, node, f"{where} asking 2 replicas of {resource} did not reach {node}'s kubelet "
+                          f"({observed}): the refusal was not exercised")
+    return failed(cid, node, f"{where} asking 2 MPS replicas of {resource} ended {observed}, not with the device "
+                  f"plugin's refusal", expected=expected, observed=observed, evidence=evidence)

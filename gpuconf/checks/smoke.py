@@ -9,7 +9,7 @@ __all__ = ["evaluate_vector_add"]
 
 
 def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, replicas: int = 1,
-                        physical: int | None = None) -> Verdict:
+                        physical: int | None = None, note: str = "") -> Verdict:
     """``requested``: how many GPUs the pod asked for; each must show up and pass. With time-slicing
     (``replicas`` per GPU, the node's nvidia.com/gpu.replicas label) a pod asking for every replica
     gets every physical GPU once: CUDA sees ``physical`` devices (GFD's nvidia.com/gpu.count), or
@@ -34,4 +34,4 @@ def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, re
         return failed(cid, node, f"{len(bad)} of {seen_as} GPUs failed the vector-add kernel: "
                       + ", ".join(f"GPU {d.index} ({d.vector_add})" for d in bad),
                       expected="every element correct on every GPU", observed=f"{len(bad)} failing", evidence=per_gpu)
-    return passed(cid, node, f"vector-add verified on all {seen_as} GPUs", evidence=per_gpu)
+    return passed(cid, node, f"vector-add verified on all {seen_as} GPUs{note}", evidence=per_gpu)

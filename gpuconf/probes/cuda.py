@@ -12,7 +12,8 @@ from typing import Any
 from gpuconf.probes.errors import ProbeParseError
 from gpuconf.probes.schema import parse_document
 
-__all__ = ["EXIT_CODES", "SCHEMA_ID", "CudaCall", "CudaProbeReport", "DeviceReport", "NvmlGpu", "parse_cuda_probe"]
+__all__ = ["EXIT_CODES", "SCHEMA_ID", "CudaCall", "CudaProbeReport", "DeviceReport", "LargestAlloc", "NvmlGpu",
+           "parse_cuda_probe"]
 
 SCHEMA_ID = "gpuconf.cuda-probe/v1"
 
@@ -53,6 +54,36 @@ def _call(obj: dict[str, Any]) -> CudaCall:
 
 
 @dataclass(frozen=True)
+class LargestAlloc:
+    """The probe's ``--measure-alloc`` bisection on one device: the largest single cudaMalloc that
+    succeeded (``largest_ok_bytes``) and the smallest that failed with cudaErrorMemoryAllocation
+    (``smallest_failed_bytes``, None when none did); the true largest lies between them. Under MPS
+    this is where a pinned device memory limit shows: cudaMemGetInfo (``free_bytes``) does not
+    reflect it. ``absent_reason``: why the device was not measured (the other facts are then 0/None)."""
+
+    ok: bool
+    largest_ok_bytes: int
+    smallest_failed_bytes: int | None
+    steps: int
+    resolution_bytes: int
+    result: CudaCall | None
+    free_bytes: int | None = None
+    total_bytes: int | None = None
+    absent_reason: str | None = None
+
+
+def _largest_alloc(obj: dict[str, Any] | None) -> LargestAlloc | None:
+    if obj is None:
+        return None
+    if obj.get("available") is False:
+        return LargestAlloc(False, 0, None, 0, 0, None, absent_reason=str(obj["reason"]))
+    info = obj.get("mem_info") or {}
+    return LargestAlloc(bool(obj["ok"]), int(obj.get("largest_ok_bytes", 0)), obj.get("smallest_failed_bytes"),
+                        int(obj.get("steps", 0)), int(obj.get("resolution_bytes", 0)), _call(obj["result"]),
+                        info.get("free_bytes"), info.get("total_bytes"))
+
+
+@dataclass(frozen=True)
 class DeviceReport:
     """One CUDA device. Facts are None when cudaGetDeviceProperties failed (see ``properties``)."""
 
@@ -69,6 +100,7 @@ class DeviceReport:
     ptx_jit_ok: bool
     ptx_jit: CudaCall
     properties: CudaCall | None = None
+    largest_alloc: LargestAlloc | None = None  # only when the probe ran with --measure-alloc
 
 
 @dataclass(frozen=True)
@@ -137,6 +169,7 @@ def parse_cuda_probe(stdout: str, *, exit_code: int | None = None, source: str =
             kernel_ms=d["vector_add"].get("kernel_ms"), ptx_jit_ok=d["ptx_jit"]["ok"],
             ptx_jit=_call(d["ptx_jit"]["result"]),
             properties=_call(d["properties"]) if "properties" in d else None,
+            largest_alloc=_largest_alloc(d.get("largest_alloc")),
         )
         for d in doc["devices"]
     )

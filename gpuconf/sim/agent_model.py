@@ -34,10 +34,11 @@ from gpuconf.sim.node_facts import (
     node_labels,
     node_resources,
 )
-from gpuconf.sim.profile import Profile, SimCluster, SimNode
+from gpuconf.sim.profile import Profile, Sharing, SimCluster, SimNode
 
 __all__ = [
     "MIG_PARTED_CONFIG",
+    "MPS_PIPE_DIRECTORY",
     "OPERATOR_NAMESPACE",
     "AdmissionError",
     "DeviceBook",
@@ -271,6 +272,10 @@ class DeviceBook:
                         f"Allocate failed due to requested number of devices unavailable for {resource}. "
                         f"Requested: {needed}, Available: {len(available)}, which is unexpected"))
                 chosen = available[:needed]
+                refusal = self._refuse_shared(resource, chosen)
+                if refusal is not None:
+                    raise AdmissionError("UnexpectedAdmissionError", (
+                        f"Allocate failed due to rpc error: code = Unknown desc = {refusal}, which is unexpected"))
                 got.extend(chosen)
                 mine.update(d.id for d in chosen)
                 reusable = [d for d in reusable if d not in chosen]
@@ -280,6 +285,20 @@ class DeviceBook:
         for device_id in mine:
             self.owner[device_id] = pod_key
         return taken
+
+    def _refuse_shared(self, resource: str, chosen: Sequence[AdvertisedDevice]) -> str | None:
+        """The device plugin's Allocate error for one container asking more than one shared replica
+        (ids annotated ``::n``): always under MPS (the plugin supports one MPS replica per container,
+        NVIDIA/k8s-device-plugin#929, PR #574), under time-slicing only with
+        ``failRequestsGreaterThanOne: true``. The text is the plugin's, as the kubelet's
+        UnexpectedAdmissionError event quotes it (the plugin's gpu-sharing docs)."""
+        sharing = self.node.device_plugin.sharing
+        if len(chosen) <= 1 or not any("::" in d.id for d in chosen):
+            return None
+        if sharing.strategy == "mps" or (sharing.strategy == "time-slicing" and sharing.fail_requests_greater_than_one):
+            return (f"request for '{resource}: {len(chosen)}' too large: maximum request size for shared resources "
+                    "is 1")
+        return None
 
     def _preferred(self, free: list[AdvertisedDevice]) -> list[AdvertisedDevice]:
         """GetPreferredAllocation: shared (time-sliced) replicas go to the least-used GPU first."""
@@ -296,9 +315,15 @@ class DeviceBook:
             del self.owner[device_id]
 
 
-def plugin_env(devices: Sequence[AdvertisedDevice]) -> dict[str, str]:
+#: Where the device plugin points an MPS client at the control daemon it runs for the resource
+#: (the pipe directory is mounted into the container as well).
+MPS_PIPE_DIRECTORY = "/mps/nvidia.com/gpu/pipe"
+
+
+def plugin_env(devices: Sequence[AdvertisedDevice], sharing: Sharing | None = None) -> dict[str, str]:
     """The device plugin's Allocate response with ``deviceListStrategy: envvar``: the devices' ids,
-    replica suffixes (``::n``) stripped and duplicates dropped."""
+    replica suffixes (``::n``) stripped and duplicates dropped; under MPS (``sharing``) also
+    ``CUDA_MPS_PIPE_DIRECTORY``, the control daemon's pipe."""
     if not devices:
         return {}
     ids: list[str] = []
@@ -306,7 +331,10 @@ def plugin_env(devices: Sequence[AdvertisedDevice]) -> dict[str, str]:
         base = d.id.split("::", 1)[0]
         if base not in ids:
             ids.append(base)
-    return {"NVIDIA_VISIBLE_DEVICES": ",".join(ids)}
+    env = {"NVIDIA_VISIBLE_DEVICES": ",".join(ids)}
+    if sharing is not None and sharing.strategy == "mps" and any(d.mig is None for d in devices):
+        env["CUDA_MPS_PIPE_DIRECTORY"] = MPS_PIPE_DIRECTORY
+    return env
 
 
 def as_visible(devices: Iterable[AdvertisedDevice]) -> list[Visible]:

@@ -409,7 +409,7 @@ class Kubelet:
         cdi = self._claim_devices(run, c)
         own = _env(c.spec)
         image_env = dict(c.image.env)
-        env = {**image_env, **plugin_env(run.allocations.get(c.name, []))}
+        env = {**image_env, **plugin_env(run.allocations.get(c.name, []), node.device_plugin.sharing)}
         if cdi:
             env["NVIDIA_VISIBLE_DEVICES"] = "void"  # the DRA driver's CDI edits: devices come through CDI
         env.update(own)

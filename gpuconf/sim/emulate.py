@@ -25,7 +25,8 @@ from gpuconf.compat.rules import Mode
 from gpuconf.compat.versions import CudaVersion
 from gpuconf.sim.profile import SimGpu, SimMigInstance, SimNode
 
-__all__ = ["PROBE_VERSION", "CreateResult", "Visible", "create_container", "cuda_probe_run", "nccl_probe_run"]
+__all__ = ["PROBE_VERSION", "CreateResult", "Visible", "create_container", "cuda_probe_run", "largest_alloc_doc",
+           "nccl_probe_run"]
 
 PROBE_VERSION = "0.1.0"
 #: What containerd/runc print around a failing prestart hook (research/require-cuda.md §2).
@@ -94,6 +95,54 @@ def _absent(reason: str) -> dict[str, Any]:
     return {"available": False, "reason": reason}
 
 
+_MIB = 1 << 20
+#: Device memory a CUDA context keeps for itself: what cudaMemGetInfo's free lacks on an idle device.
+_CONTEXT_MIB = 512
+#: What an MPS client's context takes from its pinned device memory limit before its first cudaMalloc.
+_MPS_CLIENT_MIB = 64
+#: The probe's bisection (probes/cuda-probe/probe.cu run_largest_alloc).
+_ALLOC_GRANULE, _ALLOC_RESOLUTION_DIV, _ALLOC_MAX_STEPS = 2 * _MIB, 128, 12
+#: An MPS client's settings, which the cuda-probe reports only when set.
+_MPS_ENV = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT")
+
+
+def largest_alloc_doc(total: int, fits: int, sfx: str) -> dict[str, Any]:
+    """The probe's ``largest_alloc`` on a device of ``total`` bytes where a single cudaMalloc of at
+    most ``fits`` bytes succeeds: the same bisection the probe runs, against that threshold."""
+    resolution = max(_ALLOC_GRANULE, total // _ALLOC_RESOLUTION_DIV)
+    lo, hi, failed_at, steps = 0, total, 0, 0
+    last: dict[str, Any] | None = None
+    while hi - lo > resolution and steps < _ALLOC_MAX_STEPS:
+        mid = (lo + (hi - lo) // 2) // _ALLOC_GRANULE * _ALLOC_GRANULE
+        if mid <= lo:
+            break
+        steps += 1
+        if mid <= fits:
+            lo = mid
+        else:
+            hi = failed_at = mid
+            last = _err(2, f"cudaMalloc({mid}){sfx}")
+    doc: dict[str, Any] = {"ok": True, "largest_ok_bytes": lo, "smallest_failed_bytes": failed_at or None,
+                           "steps": steps, "resolution_bytes": resolution,
+                           "mem_info": {"free_bytes": total - _CONTEXT_MIB * _MIB, "total_bytes": total},
+                           "result": _ok(f"largest_alloc{sfx}")}
+    if last is not None:
+        doc["last_failure"] = last
+    return doc
+
+
+def _fits(node: SimNode, v: Visible, total: int, env: Mapping[str, str]) -> int:
+    """The largest single allocation the container can make on the device: under the device
+    plugin's MPS control daemon (a client: CUDA_MPS_PIPE_DIRECTORY set) its pinned device memory
+    limit, memory / replicas in whole MiB as the daemon sets it, less the client's context;
+    otherwise what the context leaves free. An MPS limit never shows in cudaMemGetInfo."""
+    sharing = node.device_plugin.sharing
+    if (v.mig is None and sharing.strategy == "mps" and sharing.mps_memory_limit and sharing.replicas > 1
+            and env.get("CUDA_MPS_PIPE_DIRECTORY")):
+        return (v.gpu.memory_mib // sharing.replicas - _MPS_CLIENT_MIB) * _MIB
+    return total - _CONTEXT_MIB * _MIB
+
+
 def _device(index: int, node: SimNode, v: Visible, sfx: str, *, ptx_ok: bool, kernel_ms: float) -> dict[str, Any]:
     model = node.model
     mig = v.mig
@@ -159,8 +208,10 @@ def cuda_probe_run(node: SimNode, *, visible: Sequence[Visible], image_cuda: Cud
         "probe": {"version": PROBE_VERSION, "built_with_cuda": f"{runtime.major}.{runtime.minor}",
                   "archs": "sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120 compute_120", "timeout_s": 30},
         "started_at": started_at, "duration_ms": 0.0, "exit_code": 0, "exit_reason": "ok", "hostname": hostname,
-        "env": {k: env.get(k) for k in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES",
-                                        "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_REQUIRE_CUDA", "NVIDIA_DISABLE_REQUIRE")},
+        "env": {**{k: env.get(k) for k in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES",
+                                           "NVIDIA_DRIVER_CAPABILITIES", "NVIDIA_REQUIRE_CUDA",
+                                           "NVIDIA_DISABLE_REQUIRE")},
+                **{k: env[k] for k in _MPS_ENV if k in env}},
         "device_nodes": {"/dev/nvidiactl": bool(visible), "/dev/nvidia-uvm": bool(visible) and node.uvm,
                          "gpus": sorted({f"/dev/nvidia{v.gpu.minor}" for v in visible},
                                         key=lambda p: int(p[len("/dev/nvidia"):]))},
@@ -218,6 +269,10 @@ def cuda_probe_run(node: SimNode, *, visible: Sequence[Visible], image_cuda: Cud
 
     ptx_ok = outcome.rule != "minor-version"  # newer PTX than the driver can JIT: 222
     devices = [_device(i, node, v, f"(device {i})", ptx_ok=ptx_ok, kernel_ms=0.04) for i, v in enumerate(present)]
+    if env.get("GPUCONF_PROBE_MEASURE_ALLOC") == "1":
+        for d, v in zip(devices, present, strict=True):
+            total = d["total_memory_bytes"]
+            d["largest_alloc"] = largest_alloc_doc(total, _fits(node, v, total, env), f"(device {d['index']})")
     doc.update(init=_ok("cudaFree(0)", 120.0), devices=devices,
                device_count={"value": len(devices), "result": _ok("cudaGetDeviceCount")})
     if not ptx_ok:

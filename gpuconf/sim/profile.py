@@ -118,7 +118,10 @@ class Sharing:
     strategy: str = "none"  # none | time-slicing | mps
     replicas: int = 1
     rename_by_default: bool = False  # nvidia.com/gpu.shared instead of nvidia.com/gpu
-    fail_requests_greater_than_one: bool = False
+    fail_requests_greater_than_one: bool = False  # time-slicing only: MPS always refuses > 1 replica
+    #: MPS: the control daemon gives each client a pinned device memory limit of memory / replicas
+    #: (``set_default_device_pinned_mem_limit <i> <MiB>M``). Fault-only (mps-memory-limit-unset): False.
+    mps_memory_limit: bool = True
 
 
 MigCounts = tuple[tuple[str, int], ...]  # (MIG profile, instances) in declaration order
@@ -845,6 +848,8 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
     "toolkit-cdi-mode": lambda n, f: replace(n, toolkit=replace(n.toolkit, mode=Mode(f.param("mode")))),
     "compat-libs-broken": _compat_broken,
     "mig-layout-drift": _mig_drift,
+    "mps-memory-limit-unset": lambda n, f: replace(n, device_plugin=replace(
+        n.device_plugin, sharing=replace(n.device_plugin.sharing, mps_memory_limit=False))),
     "timeslice-replicas-wrong": lambda n, f: replace(n, device_plugin=replace(
         n.device_plugin, sharing=replace(n.device_plugin.sharing, replicas=f.param("replicas")))),
     "dra-attr-wrong": lambda n, f: _gpu(n, cast(int, f.gpu), dra_attributes=(

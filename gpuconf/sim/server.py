@@ -48,7 +48,8 @@ from gpuconf.sim.faults import Fault, FaultMode, FaultPlan, RequestInfo
 from gpuconf.sim.resources import ResourceType
 from gpuconf.sim.store import ApiError, Store, Watcher, WatcherClosed
 
-__all__ = ["VERSION_INFO", "FakeApiServer", "LogBook", "LogProvider", "LogRequest", "LogUnavailable"]
+__all__ = ["VERSION_INFO", "FakeApiServer", "LogBook", "LogProvider", "LogRequest", "LogUnavailable",
+           "RequestObserver"]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,11 @@ class LogUnavailable(Exception):
 
 #: Produces the full log text of one container; the server applies tailLines and limitBytes.
 LogProvider = Callable[[LogRequest], str]
+
+#: Told of every request once it is routed, before faults and handling: what it asks (verb,
+#: group, resource, subresource, namespace, name; resource "" for discovery and unrouted paths)
+#: and the client's User-Agent header ("" when absent).
+RequestObserver = Callable[[RequestInfo, str], None]
 
 
 class LogBook:
@@ -337,6 +343,8 @@ class _Handler(BaseHTTPRequestHandler):
         except ApiError as e:
             routing_error = e
         info = route.info if route else RequestInfo(verb=method.lower(), path=url.path)
+        for observe in api.request_observers:
+            observe(info, self._header("user-agent"))
         fault = api.faults.decide(info)
         if fault is not None and fault.mode is not FaultMode.CUT_WATCH:
             self._inject(fault)
@@ -644,6 +652,8 @@ class FakeApiServer:
         self._connections: set[socket.socket] = set()
         self._conn_lock = threading.Lock()
         self._requests = 0
+        #: Called, in the handling thread, for every request (see :data:`RequestObserver`).
+        self.request_observers: list[RequestObserver] = []
 
     # Lifecycle -----------------------------------------------------------------------------------
 

@@ -304,6 +304,11 @@ Json read_env(const char* original_module_loading) {
   std::sort(extra.begin(), extra.end());
   extra.insert(extra.begin(), "CUDA_VERSION");
   extra.push_back("LD_LIBRARY_PATH");
+  // An MPS client's settings: the pipe to the control daemon the device plugin points the
+  // container at, and the client-side overrides of the daemon's per-client limits.
+  extra.push_back("CUDA_MPS_PIPE_DIRECTORY");
+  extra.push_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+  extra.push_back("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
   for (const auto& name : extra) {
     const char* v = std::getenv(name.c_str());
     if (v) env.set(name, v);
@@ -518,6 +523,69 @@ void run_ptx_jit(int dev, Json* pj, DeviceOutcome* out) {
       pj->set("mismatches", mismatches);
       pj->set("result", cuda_result("ptx_jit" + sfx, cudaSuccess, 0.0));
     }
+  });
+}
+
+// The largest single cudaMalloc that succeeds on the current device, by bisection between 0 and
+// the device's total memory to kAllocResolutionDiv-ths of it (at most kAllocMaxSteps allocations,
+// each freed at once). Under an MPS pinned device memory limit cudaMemGetInfo still reports the
+// whole device, and an allocation beyond the limit fails with cudaErrorMemoryAllocation: the limit
+// shows only by allocating. Any other error stops the search and is the result.
+constexpr size_t kAllocGranule = size_t(2) << 20;
+constexpr size_t kAllocResolutionDiv = 128;
+constexpr int kAllocMaxSteps = 12;
+
+void run_largest_alloc(int dev, size_t total, Json* la) {
+  const std::string sfx = "(device " + std::to_string(dev) + ")";
+  size_t free_b = 0, total_b = 0;
+  double ms = 0;
+  const cudaError_t me = cuda_call("cudaMemGetInfo" + sfx, la, "result",
+                                   [&] { return cudaMemGetInfo(&free_b, &total_b); }, &ms);
+  locked([&] {
+    if (me == cudaSuccess) {
+      Json info = Json::object();
+      info.set("free_bytes", static_cast<unsigned long long>(free_b));
+      info.set("total_bytes", static_cast<unsigned long long>(total_b));
+      la->set("mem_info", std::move(info));
+    } else {
+      la->set("mem_info", Json::absent("cudaMemGetInfo returned " + describe(me)));
+    }
+  });
+  const size_t resolution = std::max(kAllocGranule, total / kAllocResolutionDiv);
+  size_t lo = 0;      // the largest size that succeeded (0: none yet)
+  size_t hi = total;  // above every size that can succeed
+  size_t failed_at = 0;
+  int steps = 0;
+  cudaError_t stop = cudaSuccess;
+  double stop_ms = 0;
+  while (hi - lo > resolution && steps < kAllocMaxSteps) {
+    const size_t mid = (lo + (hi - lo) / 2) / kAllocGranule * kAllocGranule;
+    if (mid <= lo) break;
+    void* p = nullptr;
+    double ams = 0;
+    const cudaError_t e = cuda_call("cudaMalloc(" + std::to_string(mid) + ")" + sfx, la, "result",
+                                    [&] { return cudaMalloc(&p, mid); }, &ams);
+    ++steps;
+    if (e == cudaSuccess) {
+      if (p) guarded("cudaFree" + sfx, nullptr, [&] { return cudaFree(p); });
+      lo = mid;
+    } else if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // not sticky: clear it so the next call does not report it
+      hi = failed_at = mid;
+      locked([&] { la->set("last_failure", cuda_result("cudaMalloc(" + std::to_string(mid) + ")" + sfx, e, ams)); });
+    } else {
+      stop = e;
+      stop_ms = ams;
+      break;
+    }
+  }
+  locked([&] {
+    la->set("ok", stop == cudaSuccess);
+    la->set("largest_ok_bytes", static_cast<unsigned long long>(lo));
+    la->set("smallest_failed_bytes", failed_at ? Json(static_cast<unsigned long long>(failed_at)) : Json(nullptr));
+    la->set("steps", steps);
+    la->set("resolution_bytes", static_cast<unsigned long long>(resolution));
+    la->set("result", cuda_result("largest_alloc" + sfx, stop, stop_ms));
   });
 }
 
@@ -934,10 +1002,11 @@ struct Options {
   double timeout_s = kDefaultTimeoutS;
   unsigned long long elements = kDefaultElements;
   bool verbose = false;
+  bool measure_alloc = false;
 };
 
 const char* kUsage =
-    "usage: cuda-probe [--timeout SECONDS] [--elements N] [--verbose] [--help]\n"
+    "usage: cuda-probe [--timeout SECONDS] [--elements N] [--measure-alloc] [--verbose] [--help]\n"
     "\n"
     "Prints one JSON document (schema gpuconf.cuda-probe/v1) describing the CUDA runtime, driver,\n"
     "libcuda, device nodes, NVML and a verified vector-add and PTX-JIT kernel per device.\n"
@@ -945,6 +1014,8 @@ const char* kUsage =
     "  --timeout SECONDS  watchdog limit for any single CUDA/NVML call (default 30;\n"
     "                     env GPUCONF_PROBE_TIMEOUT)\n"
     "  --elements N       vector-add size in floats (default 1048576, at most 268435456)\n"
+    "  --measure-alloc    also find each device's largest single allocation (an MPS client's\n"
+    "                     memory limit); env GPUCONF_PROBE_MEASURE_ALLOC=1\n"
     "  --verbose          diagnostics on stderr\n"
     "  --help             this text\n"
     "\n"
@@ -983,6 +1054,12 @@ Options parse_args(int argc, char** argv) {
     if (!parse_seconds(env, &o.timeout_s))
       usage_error(std::string("invalid GPUCONF_PROBE_TIMEOUT '") + env + "': expected seconds > 0 and <= 86400");
   }
+  if (const char* env = std::getenv("GPUCONF_PROBE_MEASURE_ALLOC")) {
+    const std::string v = env;
+    if (v != "0" && v != "1" && !v.empty())
+      usage_error("invalid GPUCONF_PROBE_MEASURE_ALLOC '" + v + "': expected 1 or 0");
+    o.measure_alloc = v == "1";
+  }
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     std::string value;
@@ -1006,6 +1083,9 @@ Options parse_args(int argc, char** argv) {
     } else if (a == "--verbose") {
       if (has_value) usage_error("option --verbose takes no value");
       o.verbose = true;
+    } else if (a == "--measure-alloc") {
+      if (has_value) usage_error("option --measure-alloc takes no value");
+      o.measure_alloc = true;
     } else if (a == "--timeout") {
       const std::string v = take_value();
       if (!parse_seconds(v, &o.timeout_s)) usage_error("invalid --timeout '" + v + "': expected seconds > 0 and <= 86400");
@@ -1236,6 +1316,23 @@ std::pair<int, std::string> run(const Options& opt) {
       } else {
         run_vector_add(i, va, opt.elements, &out);
         run_ptx_jit(i, pj, &out);
+      }
+      if (opt.measure_alloc) {
+        // Measured last, after both kernels freed their buffers; it decides no exit code.
+        Json* la = nullptr;
+        locked([&] {
+          Json l = Json::object();
+          l.set("ok", false);
+          l.set("result", not_run_result("largest_alloc" + sfx, "not run yet"));
+          la = &dev->set("largest_alloc", std::move(l));
+        });
+        if (pe != cudaSuccess || se != cudaSuccess) {
+          const std::string why = pe != cudaSuccess ? "cudaGetDeviceProperties returned " + describe(pe)
+                                                    : "cudaSetDevice returned " + describe(se);
+          locked([&] { dev->set("largest_alloc", Json::absent("not measured: " + why)); });
+        } else {
+          run_largest_alloc(i, prop.totalGlobalMem, la);
+        }
       }
       if (!out.vector_ok) {
         vector_failed.push_back(i);

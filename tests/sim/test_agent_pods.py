@@ -10,6 +10,7 @@ import threading
 import urllib.error
 import urllib.request
 
+import pytest
 from kubernetes import client
 
 from gpuconf.probes.cuda import parse_cuda_probe
@@ -346,3 +347,39 @@ def test_after_an_outage_too_long_for_the_watch_history_the_agents_relist(caplog
     finally:
         logger.removeHandler(broken)
         logger.removeHandler(relisted)
+
+
+def test_an_mps_pod_gets_the_daemons_pipe_and_two_replicas_are_refused_with_the_plugins_text(
+        apiserver, api_client, core, namespace):
+    with running_agents(apiserver, api_client, "a100-mps"):
+        core.create_namespaced_pod(namespace, probe_pod("mps-one", namespace, "a100-0",
+                                                        env={"GPUCONF_PROBE_MEASURE_ALLOC": "1"}))
+        core.create_namespaced_pod(namespace, plain_pod("mps-two", "a100-0", limits={"nvidia.com/gpu": "2"}))
+        one = wait_pod(core, namespace, "mps-one", finished)
+        two = wait_pod(core, namespace, "mps-two", finished)
+        report = probe_report(core, namespace, "mps-one", terminated(one).exit_code)
+        events = pod_events(core, namespace, "mps-two")
+    assert report.env["CUDA_MPS_PIPE_DIRECTORY"] == "/mps/nvidia.com/gpu/pipe"
+    la = report.devices[0].largest_alloc
+    assert la is not None and la.largest_ok_bytes <= 20480 << 20
+    message = ("Allocate failed due to rpc error: code = Unknown desc = request for 'nvidia.com/gpu: 2' too large: "
+               "maximum request size for shared resources is 1, which is unexpected")
+    assert (two.status.phase, two.status.reason, two.status.message) == (
+        "Failed", "UnexpectedAdmissionError", f"Pod was rejected: {message}")
+    assert events == [("Warning", "UnexpectedAdmissionError", None, message)]
+
+
+def test_time_slicing_refuses_two_replicas_only_with_fail_requests_greater_than_one():
+    from dataclasses import replace
+
+    from gpuconf.sim.agent_model import AdmissionError, DeviceBook
+    from gpuconf.sim.profile import expand, load_profile
+
+    n = expand(load_profile("t4-timeslicing")).node("t4-0")
+    two = [("main", False, {"nvidia.com/gpu": "2"})]
+    assert len(DeviceBook(n).allocate("ns/a", two)["main"]) == 2
+    strict = replace(n, device_plugin=replace(n.device_plugin, sharing=replace(
+        n.device_plugin.sharing, fail_requests_greater_than_one=True)))
+    with pytest.raises(AdmissionError, match=r"request for 'nvidia.com/gpu: 2' too large: maximum request size"):
+        DeviceBook(strict).allocate("ns/b", two)
+    assert len(DeviceBook(strict).allocate("ns/c", [("main", False, {"nvidia.com/gpu": "1"})])["main"]) == 1

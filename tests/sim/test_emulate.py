@@ -167,3 +167,48 @@ def test_a_hung_interconnect_is_reported_as_a_hang_with_the_size_in_flight():
 def test_a_pod_without_gpus_gets_no_device():
     report = nccl(node("healthy-h100", "h100-0"), gpus=0)
     assert report.exit_code == 4 and report.nranks is None
+
+
+# --- MPS clients and the largest-allocation bisection --------------------------------------------
+
+from gpuconf.sim.emulate import largest_alloc_doc  # noqa: E402
+
+_MIB = 1 << 20
+_MPS_PIPE = {"CUDA_MPS_PIPE_DIRECTORY": "/mps/nvidia.com/gpu/pipe"}
+_MEASURE = {"GPUCONF_PROBE_MEASURE_ALLOC": "1"}
+
+
+def test_the_bisection_brackets_the_threshold_to_its_resolution_in_bounded_steps():
+    total = 81920 * _MIB
+    doc = largest_alloc_doc(total, 20416 * _MIB, "(device 0)")
+    assert doc["resolution_bytes"] == total // 128 and doc["steps"] <= 12
+    assert doc["largest_ok_bytes"] <= 20416 * _MIB < doc["smallest_failed_bytes"]
+    assert doc["smallest_failed_bytes"] - doc["largest_ok_bytes"] <= doc["resolution_bytes"]
+    assert doc["last_failure"]["name"] == "cudaErrorMemoryAllocation"
+    assert largest_alloc_doc(total, total, "(device 0)")["smallest_failed_bytes"] is None
+
+
+def test_an_mps_client_is_held_to_memory_over_replicas_and_cudamemgetinfo_does_not_show_it():
+    n = node("a100-mps", "a100-0")
+    _, report = run(n, env={**official_env("13.0.2"), **_MPS_PIPE, **_MEASURE})
+    la = report.devices[0].largest_alloc
+    limit = (81920 // 4 - 64) * _MIB  # the daemon's limit, less the client's context
+    assert la is not None and la.ok and la.largest_ok_bytes <= limit < (la.smallest_failed_bytes or 0)
+    assert la.free_bytes == (81920 - 512) * _MIB and la.total_bytes == 81920 * _MIB
+    assert report.env["CUDA_MPS_PIPE_DIRECTORY"] == "/mps/nvidia.com/gpu/pipe"
+
+
+def test_without_the_pipe_or_the_daemons_limit_a_client_reaches_the_whole_gpu():
+    free = (81920 - 512) * _MIB
+    for n, env in [(node("a100-mps", "a100-0"), _MEASURE),
+                   (node("a100-mps", "a100-0", [{"id": "mps-memory-limit-unset"}]), {**_MPS_PIPE, **_MEASURE}),
+                   (node("healthy-h100", "h100-0"), _MEASURE)]:
+        _, report = run(n, env={**official_env("13.0.2"), **env})
+        la = report.devices[0].largest_alloc
+        assert la is not None and free - la.resolution_bytes < la.largest_ok_bytes <= free, n.name
+
+
+def test_without_the_switch_the_document_is_unchanged():
+    _, report = run(node("a100-mps", "a100-0"))
+    assert report.devices[0].largest_alloc is None and "largest_alloc" not in report.raw["devices"][0]
+    assert not any(k.startswith("CUDA_MPS_") for k in report.env)

@@ -1,0 +1,244 @@
+"""The in-cluster runner's manifests (manifests/runner/) and image (Dockerfile): valid Kubernetes
+objects by the API's own schema, a runner pod that passes the `restricted` Pod Security Standard
+and needs no GPU, results on the volume, and the pieces agreeing with each other and with the code.
+
+The schema is Kubernetes' OpenAPI, bundled offline by kubernetes-validate, in strict mode (an
+unknown or misspelt field fails). The Dockerfile cannot be built here (no container engine): its
+instructions are checked against the checkout instead.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+import yaml
+
+from gpuconf.cluster.campaign import make_priority_class
+from gpuconf.rbac import load_manifests
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNNER = ROOT / "manifests" / "runner"
+#: The Kubernetes version whose schema the manifests must satisfy (the suite's oldest supported
+#: DRA GA release).
+KUBERNETES = "1.34.0"
+#: Applied on their own (kubectl apply -f), not by the Kustomization: one run, the schedule, the reader.
+STANDALONE = {"job.yaml", "cronjob.yaml", "results-reader.yaml"}
+
+DOCS = load_manifests(RUNNER)
+
+
+def by_kind(kind: str) -> list[dict[str, Any]]:
+    return [d for d in DOCS if d["kind"] == kind]
+
+
+def one(kind: str) -> dict[str, Any]:
+    [doc] = by_kind(kind)
+    return doc
+
+
+def schema_errors(doc: dict[str, Any]) -> list[str]:
+    try:
+        kubernetes_validate.validate(doc, KUBERNETES, strict=True)
+    except kubernetes_validate.ValidationError as e:
+        return [f"{'.'.join(str(p) for p in e.path)}: {e.message}"]
+    return []
+
+
+def restricted_violations(spec: dict[str, Any]) -> list[str]:
+    """What the `restricted` Pod Security Standard forbids in a pod spec (the parts a pod may get
+    wrong: host namespaces, privilege, escalation, capabilities, non-root, seccomp, volume types)."""
+    out = []
+    pod_sc = spec.get("securityContext") or {}
+    for field in ("hostNetwork", "hostPID", "hostIPC"):
+        if spec.get(field):
+            out.append(f"{field} is set")
+    allowed_volumes = {"configMap", "emptyDir", "persistentVolumeClaim", "projected", "secret", "downwardAPI",
+                       "csi", "ephemeral", "name"}
+    for volume in spec.get("volumes") or []:
+        out += [f"volume {volume['name']}: {k} is not allowed" for k in volume if k not in allowed_volumes]
+    pod_seccomp = (pod_sc.get("seccompProfile") or {}).get("type")
+    for c in (spec.get("initContainers") or []) + spec["containers"]:
+        sc = c.get("securityContext") or {}
+        name = c["name"]
+        if sc.get("privileged"):
+            out.append(f"{name}: privileged")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            out.append(f"{name}: allowPrivilegeEscalation is not false")
+        caps = sc.get("capabilities") or {}
+        if "ALL" not in (caps.get("drop") or []):
+            out.append(f"{name}: capabilities do not drop ALL")
+        if set(caps.get("add") or []) - {"NET_BIND_SERVICE"}:
+            out.append(f"{name}: adds capabilities {caps['add']}")
+        if not (sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot"))):
+            out.append(f"{name}: runAsNonRoot is not true")
+        if sc.get("runAsUser", pod_sc.get("runAsUser")) == 0:
+            out.append(f"{name}: runs as user 0")
+        if (sc.get("seccompProfile") or {}).get("type", pod_seccomp) not in ("RuntimeDefault", "Localhost"):
+            out.append(f"{name}: seccompProfile is not RuntimeDefault or Localhost")
+    return out
+
+
+def runner_pods() -> list[tuple[str, dict[str, Any]]]:
+    job, cron = one("Job"), one("CronJob")
+    return [("job", job["spec"]["template"]["spec"]),
+            ("cronjob", cron["spec"]["jobTemplate"]["spec"]["template"]["spec"])]
+
+
+def runner_args(spec: dict[str, Any]) -> dict[str, str]:
+    """The runner container's ``--option=value`` args as a mapping."""
+    [container] = spec["containers"]
+    return dict(str(a).removeprefix("--").split("=", 1) for a in container["args"])
+
+
+# -------------------------------------------------------------------------------------------------
+# Schema
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
+def test_every_manifest_is_valid_by_the_kubernetes_schema(doc: dict[str, Any]) -> None:
+    assert schema_errors(doc) == []
+
+
+def test_the_validator_rejects_a_misspelt_field() -> None:
+    """The check above has teeth: strict mode names an unknown field and where it is."""
+    job = yaml.safe_load((RUNNER / "job.yaml").read_text())
+    job["spec"]["template"]["spec"]["containers"][0]["imagee"] = "x"
+    assert schema_errors(job) == ["spec.template.spec.containers.0: Additional properties are not allowed "
+                                  "('imagee' was unexpected)"]
+
+
+def test_the_kustomization_lists_every_manifest_but_the_standalone_ones() -> None:
+    kustomization = yaml.safe_load((RUNNER / "kustomization.yaml").read_text())
+    listed = set(kustomization["resources"])
+    files = {p.name for p in RUNNER.glob("*.yaml")} - {"kustomization.yaml"}
+    assert listed == files - STANDALONE
+    assert all((RUNNER / name).is_file() for name in listed)
+
+
+def test_namespaced_objects_name_their_namespace() -> None:
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass"}
+    namespaces = {d["metadata"]["name"] for d in by_kind("Namespace")}
+    for doc in DOCS:
+        if doc["kind"] not in cluster_scoped:
+            assert doc["metadata"].get("namespace") in namespaces, f"{doc['kind']} {doc['metadata']['name']}"
+
+
+# -------------------------------------------------------------------------------------------------
+# The runner pod
+
+
+@pytest.mark.parametrize("where, spec", runner_pods(), ids=["job", "cronjob"])
+def test_the_runner_pod_passes_the_restricted_pod_security_standard(where: str, spec: dict[str, Any]) -> None:
+    assert restricted_violations(spec) == []
+
+
+def test_restricted_violations_names_what_is_wrong() -> None:
+    spec = {"hostNetwork": True, "volumes": [{"name": "h", "hostPath": {"path": "/"}}],
+            "containers": [{"name": "c", "securityContext": {"privileged": True}}]}
+    assert restricted_violations(spec) == [
+        "hostNetwork is set", "volume h: hostPath is not allowed", "c: privileged",
+        "c: allowPrivilegeEscalation is not false", "c: capabilities do not drop ALL", "c: runAsNonRoot is not true",
+        "c: seccompProfile is not RuntimeDefault or Localhost"]
+
+
+def test_the_job_and_the_cronjob_run_the_same_pod() -> None:
+    (_, job), (_, cron) = runner_pods()
+    assert job == cron
+
+
+@pytest.mark.parametrize("where, spec", runner_pods(), ids=["job", "cronjob"])
+def test_the_runner_needs_no_gpu_and_runs_as_the_runner_service_account(where: str, spec: dict[str, Any]) -> None:
+    [sa] = by_kind("ServiceAccount")
+    assert spec["serviceAccountName"] == sa["metadata"]["name"]
+    [container] = spec["containers"]
+    resources = container.get("resources") or {}
+    asked = set(resources.get("requests") or {}) | set(resources.get("limits") or {})
+    assert asked <= {"cpu", "memory", "ephemeral-storage"}
+    assert "nodeSelector" not in spec and "resourceClaims" not in spec and "tolerations" not in spec
+
+
+@pytest.mark.parametrize("where, spec", runner_pods(), ids=["job", "cronjob"])
+def test_the_reports_go_to_the_results_volume(where: str, spec: dict[str, Any]) -> None:
+    [pvc] = by_kind("PersistentVolumeClaim")
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    [container] = spec["containers"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    report_dir = runner_args(spec)["report-dir"]
+    mount = next(path for path in mounts if report_dir.startswith(path + "/") or report_dir == path)
+    assert volumes[mounts[mount]]["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+    # One directory per run: $(POD_NAME) is expanded by the kubelet from the downward API.
+    assert report_dir.endswith("/$(POD_NAME)")
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+
+
+@pytest.mark.parametrize("where, spec", runner_pods(), ids=["job", "cronjob"])
+def test_the_runner_uses_the_shipped_kubeconfig_and_probe_namespace(where: str, spec: dict[str, Any]) -> None:
+    args = runner_args(spec)
+    [role] = by_kind("Role")
+    assert args["namespace"] == role["metadata"]["namespace"]
+    assert args["namespace"] in {d["metadata"]["name"] for d in by_kind("Namespace")}
+    [container] = spec["containers"]
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    kubeconfig = Path(args["kubeconfig"])
+    volume = next(v for v in spec["volumes"] if v["name"] == mounts[str(kubeconfig.parent)])
+    [configmap] = [c for c in by_kind("ConfigMap") if c["metadata"]["name"] == volume["configMap"]["name"]]
+    config = yaml.safe_load(configmap["data"][kubeconfig.name])
+    [user] = config["users"]
+    [cluster] = config["clusters"]
+    assert user["user"] == {"tokenFile": "/var/run/secrets/kubernetes.io/serviceaccount/token"}
+    assert cluster["cluster"]["server"] == "https://kubernetes.default.svc"
+    assert cluster["cluster"]["certificate-authority"] == "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt"
+    assert spec.get("automountServiceAccountToken", True) is True
+
+
+def test_the_runner_namespace_enforces_restricted() -> None:
+    [runner] = [n for n in by_kind("Namespace") if n["metadata"]["name"] == one("Job")["metadata"]["namespace"]]
+    assert runner["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_the_shipped_priority_class_is_the_one_a_run_would_create() -> None:
+    shipped, made = one("PriorityClass"), make_priority_class()
+    assert {k: v for k, v in shipped.items() if k != "metadata"} == {k: v for k, v in made.items() if k != "metadata"}
+    assert shipped["metadata"] == made["metadata"]
+
+
+# -------------------------------------------------------------------------------------------------
+# The image
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    """(instruction, arguments) of the Dockerfile, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", (ROOT / "Dockerfile").read_text())
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            instruction, _, rest = line.partition(" ")
+            out.append((instruction.upper(), rest.strip()))
+    return out
+
+
+def test_the_image_runs_the_suites_as_an_unprivileged_user() -> None:
+    steps = dict(dockerfile())
+    assert steps["FROM"] == "python:3.11-slim"
+    assert yaml.safe_load(steps["ENTRYPOINT"])[:4] == ["python", "-m", "pytest", "suites/"]
+    assert yaml.safe_load(steps["CMD"]) == ["--report-dir", "/results"]
+    user, _, group = steps["USER"].partition(":")
+    [(_, spec), _] = runner_pods()
+    assert int(user) == spec["securityContext"]["runAsUser"] and int(group) == spec["securityContext"]["runAsGroup"]
+
+
+def test_the_image_copies_what_exists_and_the_dockerignore_keeps() -> None:
+    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    copied = [src for instruction, args in dockerfile() if instruction == "COPY" for src in shlex.split(args)[:-1]]
+    assert {"gpuconf/", "suites/", "probes/", "manifests/", "pyproject.toml", "conftest.py"} <= set(copied)
+    for src in copied:
+        assert (ROOT / src).exists(), src
+        assert src.rstrip("/") not in ignored, f"{src} is copied but .dockerignore drops it"
