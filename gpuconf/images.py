@@ -19,7 +19,8 @@ from typing import Any
 from gpuconf.compat import tables
 from gpuconf.paths import project_root
 
-__all__ = ["Image", "ProbeImage", "build_commands", "list_images", "matrix", "probe_image"]
+__all__ = ["MIRROR_TOOLS", "Image", "ProbeImage", "build_commands", "list_images", "matrix", "mirror_commands",
+           "mirror_plan", "probe_image"]
 
 PUBLIC_BASE = "nvidia/cuda"
 
@@ -105,3 +106,53 @@ def build_commands(registry: str, *, push: bool = False) -> list[list[str]]:
         if push:
             commands.append(["docker", "push", image.ref])
     return commands
+
+
+#: The copy tools ``gpuconf images mirror`` writes commands for.
+MIRROR_TOOLS = ("skopeo", "crane")
+#: Where an image reference without a registry host is pulled from.
+DEFAULT_REGISTRY = "docker.io"
+
+
+def _split(ref: str) -> tuple[str, str]:
+    """``repo:tag`` as (repo, tag); a ``:`` before the last ``/`` is a registry port, not a tag."""
+    slash = ref.rfind("/")
+    colon = ref.rfind(":")
+    return (ref[:colon], ref[colon + 1:]) if colon > slash else (ref, "latest")
+
+
+def _has_host(ref: str) -> bool:
+    first = ref.split("/", 1)[0]
+    return "/" in ref and ("." in first or ":" in first or first == "localhost")
+
+
+def mirror_plan(registry: str, source_registry: str | None = None) -> list[tuple[str, str]]:
+    """(source, destination) for every image a full run pulls, copied into ``registry``.
+
+    Without ``source_registry``: the public devel images of the zero-registry mode, from Docker Hub,
+    to the same repository path under ``registry`` (``R/nvidia/cuda:<tag>``, what a containerd
+    registry mirror for docker.io serves). With it: the prebuilt probe images, from there to
+    ``registry`` (what ``--registry`` then names). A known digest pins the source (``repo@digest``:
+    the copy is of exactly that image); the destination keeps the tag a run asks for."""
+    dest_root = registry.rstrip("/")
+    plan: list[tuple[str, str]] = []
+    for image in list_images(source_registry):
+        repo, tag = _split(image.ref)
+        source_repo = repo if _has_host(repo) else f"{DEFAULT_REGISTRY}/{repo}"
+        source = f"{source_repo}@{image.digest}" if image.digest else f"{source_repo}:{tag}"
+        if source_registry:
+            dest = f"{dest_root}{image.ref[len(source_registry.rstrip('/')):]}"
+        else:
+            dest = f"{dest_root}/{image.ref}"
+        plan.append((source, dest))
+    return plan
+
+
+def mirror_commands(registry: str, *, tool: str = "skopeo", source_registry: str | None = None) -> list[list[str]]:
+    """The commands that copy every image a full run pulls into ``registry`` (all platforms)."""
+    if tool not in MIRROR_TOOLS:
+        raise ValueError(f"unknown mirror tool {tool!r} (one of {', '.join(MIRROR_TOOLS)})")
+    if tool == "skopeo":
+        return [["skopeo", "copy", "--all", f"docker://{src}", f"docker://{dst}"]
+                for src, dst in mirror_plan(registry, source_registry)]
+    return [["crane", "copy", src, dst] for src, dst in mirror_plan(registry, source_registry)]

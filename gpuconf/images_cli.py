@@ -1,4 +1,5 @@
-"""``gpuconf images list|build``: what a run pulls, and building the probe images."""
+"""``gpuconf images list|build|mirror``: what a run pulls, building the probe images, and copying
+every image a run pulls into a private registry."""
 
 from __future__ import annotations
 
@@ -31,6 +32,19 @@ def add_images_parser(sub: Any) -> None:
     build.add_argument("--push", action="store_true", help="push after building")
     build.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
     build.set_defaults(func=_cmd_build)
+    mirror = isub.add_parser("mirror", help="copy every image a run pulls into a registry (prints the commands)",
+                             description="Print (or with --run, run) one copy command per image a full run pulls: "
+                             "by default the public nvidia/cuda devel images of the zero-registry mode, from Docker "
+                             "Hub to REGISTRY/nvidia/cuda:<tag> (serve them through a containerd registry mirror for "
+                             "docker.io); with --from, the prebuilt probe images from that registry to REGISTRY "
+                             "(then run with --registry REGISTRY). Every platform of each image is copied.")
+    mirror.add_argument("--registry", required=True, help="the registry to copy into, e.g. registry.example.com/ai")
+    mirror.add_argument("--from", dest="source", metavar="REGISTRY", default=None,
+                        help="copy the prebuilt probe images from this registry instead of the public devel images")
+    mirror.add_argument("--tool", choices=images.MIRROR_TOOLS, default="skopeo",
+                        help="the copy tool (default skopeo); it must be logged in to both registries")
+    mirror.add_argument("--run", action="store_true", help="run the commands (needs the tool on PATH)")
+    mirror.set_defaults(func=_cmd_mirror)
 
 
 def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -63,5 +77,27 @@ def _cmd_build(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         stdout.flush()
         if subprocess.run(cmd, check=False).returncode != 0:
             stderr.write(f"gpuconf images build: failed: {shlex.join(cmd)}\n")
+            return EXIT_ENVIRONMENT
+    return EXIT_OK
+
+
+def _cmd_mirror(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    for name, value in (("--registry", args.registry), ("--from", args.source)):
+        if value is not None and (not value.strip() or any(ch.isspace() for ch in value) or "://" in value):
+            raise UsageError(f"{name} {value!r}: give a registry host and path, e.g. registry.example.com/ai "
+                             "(no scheme)")
+    commands = images.mirror_commands(args.registry, tool=args.tool, source_registry=args.source)
+    if not args.run:
+        for cmd in commands:
+            stdout.write(shlex.join(cmd) + "\n")
+        return EXIT_OK
+    if shutil.which(args.tool) is None:
+        stderr.write(f"gpuconf images mirror: {args.tool} is not on PATH (without --run the commands are printed)\n")
+        return EXIT_ENVIRONMENT
+    for cmd in commands:
+        stdout.write(f"+ {shlex.join(cmd)}\n")
+        stdout.flush()
+        if subprocess.run(cmd, check=False).returncode != 0:
+            stderr.write(f"gpuconf images mirror: failed: {shlex.join(cmd)}\n")
             return EXIT_ENVIRONMENT
     return EXIT_OK

@@ -118,9 +118,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "together); without it they are plain pods that meet at a bootstrap barrier")
     group.addoption("--allow-disruptive", action="store_true", default=False,
                     help="also run checks marked disruptive (they change node state, e.g. a MIG layout)")
+    group.addoption("--label-nodes", action="store_true", default=False,
+                    help="after the run, label each tested node gpuconf.io/verdict=pass|degraded|fail|not-tested and "
+                    "annotate it with the run id, the verdict time and its failed checks (nodes not tested: untouched)")
+    group.addoption("--taint-failed", action="store_true", default=False,
+                    help="with the labels, taint FAIL nodes gpuconf.io/verdict=fail:NoSchedule and untaint nodes that "
+                    "pass or are degraded (implies --label-nodes)")
     group.addoption("--report-dir", metavar="DIR", default=None,
                     help="where runs against a cluster write junit.xml, report.json (CTRF), report.md and "
                     "report.html (default reports/, relative to the invocation directory)")
+    group.addoption("--cncf-evidence", metavar="DIR", default=None,
+                    help="also write CNCF AI conformance evidence into DIR: e2e.log, junit.xml (one testcase per "
+                    "requirement, named after the upstream test) and results.json (gpuconf/report/cncf.py)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -128,6 +137,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {what}")
     config.addinivalue_line("markers", "check(id): the check of gpuconf/data/checks.yaml the test proves (recorded "
                             "in the reports even when the test stops before its verdict)")
+    config.addinivalue_line("markers", "cncf(requirement_id): the CNCF AI conformance requirement the test gives "
+                            "evidence for (gpuconf/data/cncf_requirements.yaml; --cncf-evidence)")
     config.stash[SESSION] = Session()
     _configure_reports(config)
     simulate = config.getoption("--simulate")
@@ -313,12 +324,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if marker is not None and (len(marker.args) != 1 or marker.args[0] not in checks()):
             raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.check{marker.args!r} names no check of "
                                     "gpuconf/data/checks.yaml")
+        _validate_cncf(item)
     if config.getoption("--allow-disruptive"):
         return
     skip = pytest.mark.skip(reason="disruptive (changes node state): give --allow-disruptive to run it")
     for item in items:
         if item.get_closest_marker("disruptive") is not None:
             item.add_marker(skip)
+
+
+def _validate_cncf(item: pytest.Item) -> None:
+    from gpuconf.report.cncf import requirement_ids
+
+    for marker in item.iter_markers("cncf"):
+        if len(marker.args) != 1 or marker.args[0] not in requirement_ids():
+            raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.cncf{marker.args!r} names no requirement of "
+                                    "gpuconf/data/cncf_requirements.yaml")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -335,6 +356,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     node = callspec.params.get("gpu_node") if callspec is not None else None
     if node and "gpuconf.node" not in recorded:
         item.user_properties.append(("gpuconf.node", node))
+    cncf = [str(m.args[0]) for m in item.iter_markers("cncf")]
+    if cncf and "gpuconf.cncf" not in recorded:  # the requirements it gives evidence for (--cncf-evidence)
+        item.user_properties.append(("gpuconf.cncf", ",".join(cncf)))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -388,8 +412,21 @@ class ReportCollector:
         try:
             write_reports(run, [], self.report_dir)
             write_not_started_junit(run, Path(self.config.option.xmlpath or self.report_dir / "junit.xml"))
+            self._write_cncf(run, {})
         except OSError:
             return  # the one line on stderr is the message that matters
+
+    def _write_cncf(self, run: Any, results: Mapping[str, Any]) -> None:
+        """The CNCF AI conformance evidence (--cncf-evidence DIR), from the results by nodeid."""
+        given = self.config.getoption("--cncf-evidence")
+        if not given:
+            return
+        from gpuconf.report.cncf import from_properties, write_evidence
+
+        evidence = [e for nodeid, result in results.items()
+                    if (e := from_properties(result, self.tests[nodeid]["properties"])) is not None]
+        write_evidence(run, evidence, Path(self.config.invocation_params.dir, given),
+                       options={"--kueue-queue": self.config.getoption("--kueue-queue")})
 
     def _intended(self) -> str | None:
         simulate, kubeconfig = self.config.getoption("--simulate"), self.config.getoption("--kubeconfig")
@@ -405,15 +442,20 @@ class ReportCollector:
 
         state = self.config.stash.get(SESSION, None)
         handle = state.handle if state is not None else None
+        exitstatus = session.exitstatus = _sign_off(self.config, [from_test_report(
+            nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"]) for nodeid, t in self.tests.items()],
+            int(exitstatus), self.config.pluginmanager.get_plugin("terminalreporter"))  # before the cluster closes
         run = RunRecord(provenance=handle.provenance if handle is not None else None, started=self.started,
                         finished=time.time(), exit_status=int(exitstatus),
                         interrupted=int(exitstatus) == int(pytest.ExitCode.INTERRUPTED),
                         run_id=state.run.run_id if state is not None and state.run is not None else None)
-        results = [from_test_report(nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"])
-                   for nodeid, t in self.tests.items()]
+        by_nodeid = {nodeid: from_test_report(nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"])
+                     for nodeid, t in self.tests.items()}
+        results = list(by_nodeid.values())
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         try:
             write_reports(run, results, self.report_dir)
+            self._write_cncf(run, by_nodeid)
         except OSError as exc:
             if reporter is not None:
                 reporter.write_line(str(exc), red=True)
@@ -421,13 +463,56 @@ class ReportCollector:
         if reporter is not None:
             reporter.write("\n")
             reporter.write_line(f"gpuconf: reports in {self.report_dir}")
+            if self.config.getoption("--cncf-evidence"):
+                reporter.write_line(f"gpuconf: CNCF evidence in {self.config.getoption('--cncf-evidence')}")
+
+
+def _sign_off(config: pytest.Config, results: list[Any], exitstatus: int, reporter: Any) -> int:
+    """--label-nodes/--taint-failed: sign off each node of the run's inventory that has a check result
+    (gpuconf.cluster.signoff). Only a run that finished (all passed, or some failed) signs off; the
+    exit status becomes 12/11 when RBAC refused the patches or the API server was gone."""
+    from datetime import UTC, datetime
+
+    from gpuconf.cluster import ForbiddenError, UnreachableError
+    from gpuconf.cluster.signoff import NodeSignOff, sign_off
+    from gpuconf.report.model import DEGRADED, FAIL, node_verdicts
+
+    taint = bool(config.getoption("--taint-failed"))
+    state = config.stash.get(SESSION, None)
+    if not (taint or config.getoption("--label-nodes")) or state is None or state.handle is None:
+        return exitstatus
+
+    def say(line: str, red: bool = False) -> None:
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line(line, red=red)
+
+    if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        say(f"gpuconf: nodes not signed off: the run did not finish (exit status {exitstatus})", red=True)
+        return exitstatus
+    tested = {n.name for n in state.inventory.gpu_nodes} if state.inventory is not None else set()
+    signoffs = [NodeSignOff(node, verdict, tuple(r.check for r in results
+                                                 if r.node == node and r.outcome in (FAIL, DEGRADED)))
+                for node, verdict in node_verdicts(results).items() if node in tested]
+    done = sign_off(state.handle.cluster, signoffs, run_id=state.run.run_id if state.run is not None else None,
+                    when=datetime.now(UTC), taint_failed=taint)
+    say("gpuconf: nodes signed off: " + (", ".join(
+        f"{r.node} {r.verdict}" + (f" (taint {r.taint})" if r.taint else "") for r in done if r.error is None)
+        or "none"))
+    for r in done:
+        if r.error is not None:
+            say(f"gpuconf: {r.node} not signed off: {r.error}", red=True)
+            if isinstance(r.error, ForbiddenError | UnreachableError) and exitstatus in (0, 1):
+                exitstatus = EXIT_FORBIDDEN if isinstance(r.error, ForbiddenError) else EXIT_UNREACHABLE
+    return exitstatus
 
 
 def _configure_reports(config: pytest.Config) -> None:
     """Reports are written for runs against a cluster, or wherever --report-dir says; JUnit comes from
     pytest itself (--junitxml), pointed at <report-dir>/junit.xml unless the user gave one."""
     given = config.getoption("--report-dir")
-    if not (given or config.getoption("--simulate") or config.getoption("--kubeconfig")):
+    if not (given or config.getoption("--simulate") or config.getoption("--kubeconfig")
+            or config.getoption("--cncf-evidence")):
         return
     if hasattr(config, "workerinput"):  # an xdist worker: the controller writes the reports
         return

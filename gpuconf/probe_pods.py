@@ -25,6 +25,8 @@ PRIORITY_CLASS = "gpuconf-probe"
 #: GPU nodes are commonly tainted so only GPU work lands there; probes are GPU work.
 DEFAULT_TOLERATIONS: tuple[dict[str, str], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    # gpuconf's own sign-off taint (--taint-failed): a failed node must be retestable, or it never passes.
+    {"key": "gpuconf.io/verdict", "operator": "Equal", "value": "fail", "effect": "NoSchedule"},
 )
 #: The port rank 0 of a multi-process NCCL job serves the unique id on.
 NCCL_BOOTSTRAP_PORT = 29500

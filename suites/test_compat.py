@@ -41,12 +41,14 @@ def skip_unprobed(run: compat.CompatRun, check: str, node: str, record_property)
         judge(not_tested(check, node, run.skipped[node]), record_property)
 
 
+@pytest.mark.cncf("driver_runtime_management")
 @pytest.mark.check("runtime.require-cuda-enforced")
 def test_require_cuda_enforced(gpu_node, compat_run, record_property):
     skip_unprobed(compat_run, "runtime.require-cuda-enforced", gpu_node, record_property)
     judge(compat.evaluate_require_enforced(gpu_node, compat_run.canaries, compat_run.pools), record_property)
 
 
+@pytest.mark.cncf("driver_runtime_management")
 @pytest.mark.check("compat.outcome-matches-prediction")
 def test_outcome_matches_prediction(gpu_node, compat_run, record_property):
     skip_unprobed(compat_run, "compat.outcome-matches-prediction", gpu_node, record_property)
@@ -54,6 +56,7 @@ def test_outcome_matches_prediction(gpu_node, compat_run, record_property):
                                           unpredictable=compat_run.unpredictable.get(gpu_node)), record_property)
 
 
+@pytest.mark.cncf("driver_runtime_management")
 @pytest.mark.check("compat.forward-compat-runs")
 def test_forward_compat_runs(gpu_node, compat_run, record_property):
     skip_unprobed(compat_run, "compat.forward-compat-runs", gpu_node, record_property)

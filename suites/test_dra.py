@@ -236,6 +236,7 @@ def _claims_left(ctx: RunContext, names: set[str], wait_s: float) -> tuple[tuple
 # The checks
 
 
+@pytest.mark.cncf("driver_runtime_management")
 @pytest.mark.check("dra.attributes-match-hardware")
 def test_attributes_match_hardware(gpu_node: str, gpu_inventory: Inventory, dra_facts: DraFacts, dra_run: DraRun,
                                    record_property: Record) -> None:
@@ -244,6 +245,7 @@ def test_attributes_match_hardware(gpu_node: str, gpu_inventory: Inventory, dra_
                                                     gpu_inventory.node(gpu_node).labels), record_property)
 
 
+@pytest.mark.cncf("dra_support")
 @pytest.mark.check("dra.no-double-publication")
 def test_no_double_publication(request: pytest.FixtureRequest, gpu_node: str, gpu_inventory: Inventory,
                                dra_facts: DraFacts, record_property: Record) -> None:
@@ -256,6 +258,7 @@ def test_no_double_publication(request: pytest.FixtureRequest, gpu_node: str, gp
     judge(checks.evaluate_no_double_publication(gpu_node, devices, capacity, plugin_view), record_property)
 
 
+@pytest.mark.cncf("dra_support")
 @pytest.mark.check("dra.claim-allocates-the-probed-device")
 def test_claim_allocates_the_probed_device(gpu_node: str, dra_facts: DraFacts, dra_run: DraRun,
                                            record_property: Record) -> None:
@@ -267,6 +270,7 @@ def test_claim_allocates_the_probed_device(gpu_node: str, dra_facts: DraFacts, d
         min_gib=dra_run.thresholds[gpu_node]), record_property)
 
 
+@pytest.mark.cncf("dra_support")
 @pytest.mark.check("dra.unsatisfiable-selector-pending")
 def test_unsatisfiable_selector_pending(gpu_node: str, dra_facts: DraFacts, dra_run: DraRun,
                                        record_property: Record) -> None:
@@ -276,6 +280,7 @@ def test_unsatisfiable_selector_pending(gpu_node: str, dra_facts: DraFacts, dra_
           record_property)
 
 
+@pytest.mark.cncf("dra_support")
 @pytest.mark.check("dra.distinct-claims-distinct-devices")
 def test_distinct_claims_distinct_devices(gpu_node: str, dra_facts: DraFacts, dra_run: DraRun,
                                           record_property: Record) -> None:
@@ -284,6 +289,7 @@ def test_distinct_claims_distinct_devices(gpu_node: str, dra_facts: DraFacts, dr
                                           devices), record_property)
 
 
+@pytest.mark.cncf("dra_support")
 @pytest.mark.check("dra.selector-steers-scheduling")
 def test_selector_steers_scheduling(dra_facts: DraFacts, dra_run: DraRun, record_property: Record) -> None:
     if dra_run.steering is None:
@@ -298,6 +304,7 @@ def test_selector_steers_scheduling(dra_facts: DraFacts, dra_run: DraRun, record
         record_property)
 
 
+@pytest.mark.cncf("secure_accelerator_access")
 @pytest.mark.check("dra.shared-claim-same-device")
 def test_shared_claim_same_device(gpu_node: str, dra_facts: DraFacts, dra_run: DraRun,
                                   record_property: Record) -> None:
@@ -309,6 +316,7 @@ def test_shared_claim_same_device(gpu_node: str, dra_facts: DraFacts, dra_run: D
                                        devices), record_property)
 
 
+@pytest.mark.cncf("dra_support")
 @pytest.mark.check("dra.claim-reserved-then-deleted")
 def test_claim_reserved_then_deleted(gpu_node: str, dra_facts: DraFacts, dra_run: DraRun,
                                      record_property: Record) -> None:
@@ -317,6 +325,7 @@ def test_claim_reserved_then_deleted(gpu_node: str, dra_facts: DraFacts, dra_run
     judge(checks.evaluate_claim_lifecycle(gpu_node, claims, dra_run.left, dra_run.left_error), record_property)
 
 
+@pytest.mark.cncf("dra_support")
 @pytest.mark.check("dra.count-with-match-attribute")
 def test_count_with_match_attribute(gpu_node: str, dra_facts: DraFacts, dra_run: DraRun,
                                     record_property: Record) -> None:

@@ -38,23 +38,27 @@ def test_gpu_count_matches(gpu_node, gpu_inventory, whole_node_probes, expect_pr
                                     expected=declared_gpu_count(expect_profile, node)), record_property)
 
 
+@pytest.mark.cncf("driver_runtime_management")
 @pytest.mark.check("labels.gfd-matches-hardware")
 def test_labels_match_hardware(gpu_node, gpu_inventory, whole_node_probes, record_property):
     judge(checks.evaluate_labels_match_hardware(view(gpu_inventory, gpu_node),
                                                 probe_report(whole_node_probes, gpu_node)), record_property)
 
 
+@pytest.mark.cncf("driver_runtime_management")
 @pytest.mark.check("driver.version-uniform-in-pool")
 def test_driver_version_uniform_in_pool(gpu_node, gpu_inventory, record_property):
     verdicts = checks.evaluate_driver_uniform([view(gpu_inventory, n.name) for n in gpu_inventory.gpu_nodes])
     judge(next(v for v in verdicts if v.node == gpu_node), record_property)
 
 
+@pytest.mark.cncf("driver_runtime_management")
 @pytest.mark.check("driver.nvml-initializes")
 def test_nvml_initializes(gpu_node, whole_node_probes, record_property):
     judge(checks.evaluate_nvml_initializes(gpu_node, probe_report(whole_node_probes, gpu_node)), record_property)
 
 
+@pytest.mark.cncf("driver_runtime_management")
 @pytest.mark.check("runtime.cuda-device-nodes-present")
 def test_cuda_device_nodes_present(gpu_node, whole_node_probes, record_property):
     judge(checks.evaluate_cuda_device_nodes(gpu_node, probe_report(whole_node_probes, gpu_node)), record_property)

@@ -69,6 +69,7 @@ def seen(probes: Observations, node: str, role: str, container: str = "probe") -
     return checks.sighting(outcome, container) if outcome is not None else None
 
 
+@pytest.mark.cncf("secure_accelerator_access")
 @pytest.mark.check("isolation.no-request-sees-no-gpu")
 def test_no_request_sees_no_gpu(gpu_node, isolation_probes, record_property):
     sighting = seen(isolation_probes, gpu_node, "none")
@@ -76,6 +77,7 @@ def test_no_request_sees_no_gpu(gpu_node, isolation_probes, record_property):
     judge(checks.evaluate_no_request_sees_no_gpu(gpu_node, sighting), record_property)
 
 
+@pytest.mark.cncf("secure_accelerator_access")
 @pytest.mark.check("isolation.envvar-without-request-gets-no-gpu")
 def test_envvar_without_request_gets_no_gpu(gpu_node, isolation_probes, record_property):
     sighting = seen(isolation_probes, gpu_node, "envvar")
@@ -83,6 +85,7 @@ def test_envvar_without_request_gets_no_gpu(gpu_node, isolation_probes, record_p
     judge(checks.evaluate_envvar_without_request(gpu_node, sighting), record_property)
 
 
+@pytest.mark.cncf("secure_accelerator_access")
 @pytest.mark.check("isolation.sees-only-allocated")
 def test_sees_only_allocated(gpu_node, gpu_inventory, isolation_probes, record_property):
     needs_gpu_resource(gpu_inventory, gpu_node)
@@ -93,6 +96,7 @@ def test_sees_only_allocated(gpu_node, gpu_inventory, isolation_probes, record_p
                                               one_per_container=mps(gpu_inventory, gpu_node)), record_property)
 
 
+@pytest.mark.cncf("secure_accelerator_access")
 @pytest.mark.check("isolation.concurrent-pods-disjoint")
 def test_concurrent_pods_disjoint(gpu_node, gpu_inventory, isolation_probes, record_property):
     needs_gpu_resource(gpu_inventory, gpu_node)
@@ -104,6 +108,7 @@ def test_concurrent_pods_disjoint(gpu_node, gpu_inventory, isolation_probes, rec
         together=together), record_property)
 
 
+@pytest.mark.cncf("secure_accelerator_access")
 @pytest.mark.check("isolation.only-requesting-container-sees-gpu")
 def test_only_requesting_container_sees_gpu(gpu_node, gpu_inventory, isolation_probes, record_property):
     needs_gpu_resource(gpu_inventory, gpu_node)

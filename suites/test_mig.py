@@ -105,6 +105,7 @@ def observed_gpus(run: MigRun, node: GpuNode) -> int:
     return len(parents) + whole
 
 
+@pytest.mark.cncf("gpu_sharing")
 @pytest.mark.check("mig.layout-matches-config")
 def test_layout_matches_config(gpu_node: str, gpu_inventory: Inventory, mig_run: MigRun, mig_parted: MigConfigs,
                                record_property: Callable[[str, object], None]) -> None:
@@ -119,6 +120,7 @@ def test_layout_matches_config(gpu_node: str, gpu_inventory: Inventory, mig_run:
                                                 declared=declared), record_property)
 
 
+@pytest.mark.cncf("gpu_sharing")
 @pytest.mark.check("mig.instance-isolated")
 def test_instance_isolated(gpu_node: str, gpu_inventory: Inventory, mig_run: MigRun,
                            record_property: Callable[[str, object], None]) -> None:
@@ -129,6 +131,7 @@ def test_instance_isolated(gpu_node: str, gpu_inventory: Inventory, mig_run: Mig
     judge(checks.evaluate_instance_isolated(gpu_node, seen, model=model), record_property)
 
 
+@pytest.mark.cncf("gpu_sharing")
 @pytest.mark.check("mig.not-also-full-gpu")
 def test_not_also_full_gpu(request: pytest.FixtureRequest, gpu_node: str, gpu_inventory: Inventory, mig_run: MigRun,
                            record_property: Callable[[str, object], None]) -> None:

@@ -346,6 +346,7 @@ def checks_failing(run: Pairwise) -> list[str]:
             if checks.evaluate_pairwise("nccl.pairwise-completes", n, run.completion).outcome is Outcome.FAIL]
 
 
+@pytest.mark.cncf("gang_scheduling")
 @pytest.mark.check("nccl.multinode-completes")
 def test_multinode_completes(multinode, record_property):
     if multinode.job is None:

@@ -4,7 +4,8 @@ the product label says the GPUs are shared, and more pods than the node has GPUs
 one GPU each) run at once and verify their kernel. One campaign launches every such pod of every
 node together; the node's own GPU UUIDs come from the whole-node probes the inventory suite shares.
 On MPS nodes a second campaign launches a one-replica pod that measures its largest allocation
-(the client's memory limit) and a pod asking two replicas, which the device plugin must refuse.
+(the client's memory limit) and the SMs its kernel reaches (the client's active thread
+percentage), and a pod asking two replicas, which the device plugin must refuse.
 Nodes that do not share their GPUs are not tested, with the reason. The decisions are in
 gpuconf.checks.sharing."""
 
@@ -108,7 +109,7 @@ MpsPods = dict[str, tuple[PodOutcome | None, PodOutcome | None]]  # node -> (one
 @pytest.fixture(scope="module")
 def mps_pods(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> MpsPods:
     """On every MPS node, in one campaign: a one-replica pod whose probe measures its largest
-    allocation, and a pod asking two replicas (when the node has them to give)."""
+    allocation and the SMs its kernel reaches, and a pod asking two replicas (when the node has them to give)."""
     config = request.config
     pods, where = [], {}
     for node in gpu_inventory.gpu_nodes:
@@ -134,6 +135,7 @@ def mps_pods(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> MpsPod
     return out
 
 
+@pytest.mark.cncf("gpu_sharing")
 @pytest.mark.check("sharing.replicas-match-config")
 def test_replicas_match_config(gpu_node: str, gpu_inventory: Inventory, node_uuids: UuidViews,
                                expect_profile: ExpectProfile | None, record_property: Record) -> None:
@@ -144,6 +146,7 @@ def test_replicas_match_config(gpu_node: str, gpu_inventory: Inventory, node_uui
         record_property)
 
 
+@pytest.mark.cncf("gpu_sharing")
 @pytest.mark.check("sharing.oversubscription-runs")
 def test_oversubscription_runs(gpu_node: str, gpu_inventory: Inventory, node_uuids: UuidViews,
                                oversubscription: dict[str, list[checks.Run] | str], record_property: Record) -> None:
@@ -157,11 +160,13 @@ def test_oversubscription_runs(gpu_node: str, gpu_inventory: Inventory, node_uui
                                                 strategy=f.strategy), record_property)
 
 
+@pytest.mark.cncf("gpu_sharing")
 @pytest.mark.check("sharing.product-label-shared")
 def test_product_label_shared(gpu_node: str, gpu_inventory: Inventory, record_property: Record) -> None:
     judge(checks.evaluate_product_label_shared(facts(gpu_inventory, gpu_node)), record_property)
 
 
+@pytest.mark.cncf("gpu_sharing")
 @pytest.mark.check("sharing.mps-client-limits")
 def test_mps_client_limits(gpu_node: str, gpu_inventory: Inventory, record_property: Record,
                            request: pytest.FixtureRequest) -> None:
@@ -180,6 +185,24 @@ def test_mps_client_limits(gpu_node: str, gpu_inventory: Inventory, record_prope
           record_property)
 
 
+@pytest.mark.cncf("gpu_sharing")
+@pytest.mark.check("sharing.mps-thread-limit")
+def test_mps_thread_limit(gpu_node: str, gpu_inventory: Inventory, record_property: Record,
+                          request: pytest.FixtureRequest) -> None:
+    f = facts(gpu_inventory, gpu_node)
+    cid = "sharing.mps-thread-limit"
+    why = checks.mps_plan(f)
+    if why is not None:
+        judge(not_tested(cid, gpu_node, why), record_property)
+        return
+    one, _ = request.getfixturevalue("mps_pods").get(gpu_node, (None, None))
+    if one is None:
+        judge(not_tested(cid, gpu_node, f"no one-replica MPS pod was launched on {gpu_node}"), record_property)
+        return
+    judge(checks.evaluate_mps_thread_limit(f, sighting(one)), record_property)
+
+
+@pytest.mark.cncf("gpu_sharing")
 @pytest.mark.check("sharing.rejects-multi-replica-request")
 def test_rejects_multi_replica_request(gpu_node: str, gpu_inventory: Inventory, record_property: Record,
                                        request: pytest.FixtureRequest) -> None:

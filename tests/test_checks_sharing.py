@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -18,11 +19,13 @@ from gpuconf.checks.sharing import (
     Run,
     SharingFacts,
     evaluate_mps_client_limits,
+    evaluate_mps_thread_limit,
     evaluate_oversubscription_runs,
     evaluate_product_label_shared,
     evaluate_rejects_multi_replica_request,
     evaluate_replicas_match_config,
     mps_plan,
+    mps_sm_bound,
     oversubscription_plan,
     pod_name,
     sharing_facts,
@@ -38,7 +41,7 @@ from gpuconf.verdict import Outcome, Verdict, checks
 
 NODE = "t4-0"
 SHARING_CHECKS = {"sharing.replicas-match-config", "sharing.oversubscription-runs", "sharing.product-label-shared",
-                  "sharing.mps-client-limits", "sharing.rejects-multi-replica-request"}
+                  "sharing.mps-client-limits", "sharing.mps-thread-limit", "sharing.rejects-multi-replica-request"}
 LABELLED = "label nvidia.com/gpu.count"
 PROBED = "whole-node probe (distinct UUIDs)"
 
@@ -380,8 +383,7 @@ def test_an_mps_client_held_to_memory_over_replicas_passes() -> None:
     assert v.outcome is Outcome.PASS, v.message()
     assert v.summary.startswith("pod mps-limit-a100-0-0 is an MPS client (/mps/nvidia.com/gpu/pipe) whose largest "
                                 "allocation on GPU-")
-    assert "about memory / replicas = 20.00 GiB (the active thread percentage, 25% by config, is not observable" \
-        in v.summary
+    assert "about memory / replicas = 20.00 GiB (its share of the SMs: sharing.mps-thread-limit)" in v.summary
 
 
 def test_an_mps_client_without_a_memory_limit_fails_naming_the_starvation() -> None:
@@ -426,6 +428,88 @@ def test_the_mps_limit_check_skips_other_nodes_and_a_probe_that_did_not_measure(
     gone = evaluate_mps_client_limits(facts_of(n), Sighting("pod x", None, "pod x produced no probe output"),
                                       memory_mib=A100_MIB)
     assert gone.outcome is Outcome.FAIL and gone.summary.startswith("the one-replica MPS pod on a100-0 did not report")
+
+
+# -------------------------------------------------------------------------------------------------
+# sharing.mps-thread-limit (a100-mps: the emulated A100 reports 132 SMs, 4 replicas: 25% = 33 SMs)
+
+
+def with_census(seen: Sighting, distinct: int, **changes: Any) -> Sighting:
+    """The client's probe as if its SM census had seen ``distinct`` SMs (and ``changes``)."""
+    assert seen.report is not None
+    device = seen.report.devices[0]
+    assert device.sm_occupancy is not None
+    census = replace(device.sm_occupancy, distinct_sms=distinct, **changes)
+    return replace(seen, report=replace(seen.report, devices=(replace(device, sm_occupancy=census),)))
+
+
+def test_the_thread_check_is_in_the_catalog_as_degraded() -> None:
+    c = checks()["sharing.mps-thread-limit"]
+    assert (c.severity, c.suite) == ("degraded", "suites/test_sharing.py")
+    assert "sharing.mps-thread-limit" in checks()["sharing.mps-client-limits"].requirement
+
+
+@pytest.mark.parametrize(("sms", "replicas", "bound"), [
+    (132, 4, (25, 33, 37)), (108, 4, (25, 27, 30)), (40, 2, (50, 20, 22)), (132, 16, (6, 8, 10)),
+    (132, 3, (33, 44, 49)), (132, 2, (50, 66, 73))])
+def test_the_sm_bound_is_the_share_plus_whole_tpcs(sms: int, replicas: int, bound: tuple[int, int, int]) -> None:
+    assert mps_sm_bound(sms, replicas) == bound
+
+
+def test_an_mps_client_on_a_quarter_of_the_sms_passes() -> None:
+    n = mps_node()
+    seen = mps_client(n)
+    assert seen.report is not None
+    census = seen.report.devices[0].sm_occupancy
+    assert census is not None and (census.multiprocessors, census.distinct_sms) == (132, 33)
+    v = evaluate_mps_thread_limit(facts_of(n), seen)
+    assert v.outcome is Outcome.PASS, v.message()
+    assert v.summary.startswith("pod mps-limit-a100-0-0 (one of 4 MPS replicas of GPU-")
+    assert v.summary.endswith("ran its kernel on 33 of 132 SMs, within 25% (100 / replicas: 33 SMs, at most 37)")
+    assert evaluate_mps_thread_limit(facts_of(n), with_census(seen, 37)).outcome is Outcome.PASS  # whole TPCs
+
+
+def test_an_mps_client_on_every_sm_is_degraded_naming_the_missing_thread_limit() -> None:
+    n = mps_node()
+    v = evaluate_mps_thread_limit(facts_of(n), with_census(mps_client(n), 132))
+    assert v.outcome is Outcome.DEGRADED and v.node == MPS_NODE
+    assert v.summary.endswith("ran its kernel on every one of the GPU's 132 SMs, more than 25% (about 33, at most "
+                              "37): the MPS daemon applies no per-client thread limit, so one client's kernels can "
+                              "take the SMs of every other replica")
+    assert v.expected == "at most 37 distinct SMs: 25% (100 / 4 replicas) of 132 SMs is 33, plus 4 for whole TPCs"
+    assert v.observed == "132 distinct SMs of 132"
+    just_over = evaluate_mps_thread_limit(facts_of(n), with_census(mps_client(n), 38))
+    assert just_over.outcome is Outcome.DEGRADED and "ran its kernel on 38 of the GPU's 132 SMs" in just_over.summary
+
+
+def test_the_memory_fault_leaves_the_thread_limit_alone() -> None:
+    n = mps_node("mps-memory-limit-unset")
+    v = evaluate_mps_thread_limit(facts_of(n), mps_client(n))
+    assert v.outcome is Outcome.PASS, v.message()
+
+
+def test_the_thread_check_skips_what_it_cannot_measure() -> None:
+    v = evaluate_mps_thread_limit(facts_of(sim_node()), Sighting("pod x", None, "never ran"))
+    assert v.outcome is Outcome.NOT_TESTED and "does not share its GPUs through MPS" in v.summary
+    n = mps_node()
+    f = facts_of(n)
+    unmeasured = evaluate_mps_thread_limit(f, mps_client(n, env={}))
+    assert unmeasured.outcome is Outcome.NOT_TESTED
+    assert unmeasured.summary.startswith("the cuda-probe in pod mps-limit-a100-0-0 reports no SM census")
+    gone = evaluate_mps_thread_limit(f, Sighting("pod x", None, "pod x produced no probe output"))
+    assert gone.outcome is Outcome.NOT_TESTED and gone.summary == (
+        "the one-replica MPS pod on a100-0 did not report (pod x produced no probe output): sharing.mps-client-limits "
+        "reports it")
+    no_pipe = evaluate_mps_thread_limit(f, mps_client(n, pipe=False))
+    assert no_pipe.outcome is Outcome.NOT_TESTED and "has no CUDA_MPS_PIPE_DIRECTORY" in no_pipe.summary
+    seen = mps_client(n)
+    absent = with_census(seen, 0, ok=False, absent_reason="not measured: cudaSetDevice returned 46")
+    v = evaluate_mps_thread_limit(f, absent)
+    assert v.outcome is Outcome.NOT_TESTED and v.summary.endswith("not measured: cudaSetDevice returned 46")
+    small = evaluate_mps_thread_limit(replace(f, replicas=2), with_census(seen, 132))
+    assert small.outcome is Outcome.DEGRADED  # 50%: at most 73 of 132
+    v = evaluate_mps_thread_limit(f, with_census(seen, 3, multiprocessors=3))  # 25% of 3 is 1 SM, + 2 is all
+    assert v.outcome is Outcome.NOT_TESTED and "cannot be told from one on every SM" in v.summary
 
 
 def rejected_outcome(n: SimNode, count: int = 2) -> PodOutcome:

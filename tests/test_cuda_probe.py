@@ -417,3 +417,20 @@ def test_with_a_gpu_measure_alloc_brackets_the_largest_allocation(probe):
         if la["smallest_failed_bytes"] is not None:
             assert la["smallest_failed_bytes"] - la["largest_ok_bytes"] <= la["resolution_bytes"]
             assert la["last_failure"]["name"] == "cudaErrorMemoryAllocation"
+
+
+@needs_driver
+def test_with_a_gpu_measure_alloc_counts_the_sms_a_spinning_kernel_reaches(probe):
+    plain = run_probe(probe, "--timeout", "60").doc()
+    assert all("sm_occupancy" not in dev for dev in plain["devices"])
+    r = run_probe(probe, "--timeout", "60", "--measure-alloc")
+    doc = r.doc()
+    assert r.code == 0, doc["exit_reason"]
+    for dev in doc["devices"]:
+        so = dev["sm_occupancy"]
+        sms = dev["multiprocessors"]
+        assert so["ok"] and so["result"]["code"] == 0 and so["unrecorded_blocks"] == 0, so
+        assert (so["blocks"], so["threads_per_block"], so["multiprocessors"]) == (32 * sms, 32, sms)
+        assert 0 < so["distinct_sms"] <= so["max_smid"] + 1 and so["kernel_ms"] > 0
+        if "CUDA_MPS_PIPE_DIRECTORY" not in doc["env"]:
+            assert so["distinct_sms"] == sms, so  # no MPS limit: the blocks reach every SM

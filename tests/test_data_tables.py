@@ -24,6 +24,7 @@ TABLES = [
     "mig_profiles",
     "nccl_floors",
     "cuda_images",
+    "cncf_requirements",
 ]
 
 

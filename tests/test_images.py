@@ -93,3 +93,77 @@ def test_build_without_docker_is_one_line_and_exit_3(monkeypatch):
 def test_images_without_a_subcommand_is_a_usage_error():
     code, _, err = run(["images"])
     assert code == 2 and "required" in err
+
+
+# --- gpuconf images mirror ---------------------------------------------------------------------
+
+DEVEL = ["12.9.1", "13.0.2", "13.2.0"]  # the devel images a zero-registry run pulls (probe_images.yaml)
+
+
+def test_the_matrix_cudas_are_the_devel_images_these_tests_expect():
+    assert sorted({p.cuda for p in images.matrix()}) == DEVEL
+
+
+def test_mirror_prints_one_skopeo_copy_per_public_devel_image_keeping_its_path():
+    code, out, err = run(["images", "mirror", "--registry", "reg.example.com/ai/"])
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        f"skopeo copy --all docker://docker.io/nvidia/cuda:{v}-devel-ubuntu24.04 "
+        f"docker://reg.example.com/ai/nvidia/cuda:{v}-devel-ubuntu24.04" for v in DEVEL]
+
+
+def test_mirror_with_crane_from_a_registry_copies_the_prebuilt_probe_images():
+    code, out, _ = run(["images", "mirror", "--registry", "reg.example.com/ai", "--tool", "crane",
+                        "--from", "build.example.com:5000/ci"])
+    assert code == 0
+    assert out.splitlines() == [
+        *(f"crane copy build.example.com:5000/ci/gpuconf/cuda-probe:0.1.0-cuda{v} "
+          f"reg.example.com/ai/gpuconf/cuda-probe:0.1.0-cuda{v}" for v in DEVEL),
+        "crane copy build.example.com:5000/ci/gpuconf/nccl-probe:0.1.0-cuda13.0.2 "
+        "reg.example.com/ai/gpuconf/nccl-probe:0.1.0-cuda13.0.2"]
+
+
+def test_mirror_copies_a_pinned_image_by_its_digest(monkeypatch):
+    data = dict(tables.load("probe_images"))
+    data["images"] = {k: dict(v) for k, v in data["images"].items()}
+    data["images"]["nccl-probe"]["digests"] = {"0.1.0-cuda13.0.2": "sha256:" + "a" * 64}
+    monkeypatch.setattr(images, "_data", lambda: data)
+    commands = images.mirror_commands("dst.io", tool="skopeo", source_registry="src.io")
+    assert commands[-1] == ["skopeo", "copy", "--all", "docker://src.io/gpuconf/nccl-probe@sha256:" + "a" * 64,
+                            "docker://dst.io/gpuconf/nccl-probe:0.1.0-cuda13.0.2"]
+
+
+def test_mirror_run_without_the_tool_is_one_line_and_exit_3(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    code, out, err = run(["images", "mirror", "--registry", "r.io", "--tool", "crane", "--run"])
+    assert (code, out) == (3, "")
+    assert err == "gpuconf images mirror: crane is not on PATH (without --run the commands are printed)\n"
+
+
+def test_mirror_run_runs_every_command_with_the_tool_on_path(monkeypatch, tmp_path):
+    calls = tmp_path / "calls"
+    tool = tmp_path / "skopeo"
+    tool.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code, out, _ = run(["images", "mirror", "--registry", "r.io", "--run"])
+    assert code == 0
+    assert calls.read_text().splitlines() == [
+        f"copy --all docker://docker.io/nvidia/cuda:{v}-devel-ubuntu24.04 docker://r.io/nvidia/cuda:{v}-devel-ubuntu24.04"
+        for v in DEVEL]
+    assert out.count("+ skopeo copy") == len(DEVEL)
+
+
+def test_mirror_with_a_failing_copy_stops_and_names_it(monkeypatch, tmp_path):
+    tool = tmp_path / "crane"
+    tool.write_text("#!/bin/sh\nexit 1\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    code, out, err = run(["images", "mirror", "--registry", "r.io", "--tool", "crane", "--run"])
+    assert code == 3 and out.count("+ crane copy") == 1
+    assert err.startswith("gpuconf images mirror: failed: crane copy docker.io/nvidia/cuda:12.9.1-devel-ubuntu24.04")
+
+
+def test_mirror_rejects_a_registry_with_a_scheme():
+    code, _, err = run(["images", "mirror", "--registry", "https://r.io"])
+    assert code == 2 and "no scheme" in err

@@ -142,3 +142,24 @@ def test_the_optional_largest_allocation_parses_measured_or_absent_and_defaults_
     assert absent is not None and absent.absent_reason == "not measured: cudaSetDevice returned 46"
     assert report.env["CUDA_MPS_PIPE_DIRECTORY"] == "/mps/nvidia.com/gpu/pipe"
     assert all(d.largest_alloc is None for d in parse_cuda_probe(healthy_two_gpu_document()).devices)
+
+
+def test_the_optional_sm_census_parses_measured_or_absent_and_defaults_to_none() -> None:
+    doc = json.loads(healthy_two_gpu_document())
+    ok = {"code": 0, "name": "cudaSuccess", "message": "no error"}
+    doc["devices"][0]["sm_occupancy"] = {
+        "ok": True, "blocks": 4224, "threads_per_block": 32, "spin_cycles": 100000, "multiprocessors": 132,
+        "distinct_sms": 34, "max_smid": 131, "unrecorded_blocks": 0, "kernel_ms": 0.31,
+        "result": {"call": "sm_occupancy(device 0)", **ok}}
+    doc["devices"][1]["sm_occupancy"] = {"available": False, "reason": "not measured: cudaSetDevice returned 46"}
+    report = parse_cuda_probe(json.dumps(doc), exit_code=0)
+    so = report.devices[0].sm_occupancy
+    assert so is not None and (so.ok, so.blocks, so.multiprocessors, so.distinct_sms, so.kernel_ms) == (
+        True, 4224, 132, 34, 0.31) and so.result is not None and so.result.ok
+    absent = report.devices[1].sm_occupancy
+    assert absent is not None and absent.absent_reason == "not measured: cudaSetDevice returned 46"
+    assert not absent.ok and absent.distinct_sms is None
+    assert all(d.sm_occupancy is None for d in parse_cuda_probe(healthy_two_gpu_document()).devices)
+    doc["devices"][0]["sm_occupancy"]["smids"] = [0, 1]  # the schema allows no other fields
+    with pytest.raises(ProbeParseError):
+        parse_cuda_probe(json.dumps(doc))

@@ -105,34 +105,50 @@ def unrouted(path: str) -> bool:
     return (parts[:1] == ["api"] and len(parts) > 2) or (parts[:1] == ["apis"] and len(parts) > 3)
 
 
+def copy_suites(base: Path, names: str = "test_*.py") -> None:
+    suites = base / "suites"
+    suites.mkdir()
+    for suite in sorted((ROOT / "suites").glob(names)):
+        (suites / suite.name).write_text(suite.read_text())
+    (suites / "conftest.py").write_text(RECORDER)
+
+
+def record(base: Path, profile: str, *options: str) -> list[ApiRequest]:
+    """Run base/suites on ``profile`` with the Job's options and ``options``; the resource requests it made."""
+    log = base / f"{profile}.jsonl"
+    log.touch()
+    # A subprocess: the cluster (threads, TLS, the cryptography bindings) must not share this interpreter.
+    run = subprocess.run([sys.executable, "-m", "pytest", "suites", "-p", "gpuconf.plugin", "--simulate", profile,
+                          *job_args(), *options, "--report-dir", str(base / profile), "-q", "-p", "no:cacheprovider"],
+                         cwd=base, env={**os.environ, "GPUCONF_RBAC_LOG": str(log)}, capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert run.returncode == 0, f"{profile}: the suites failed:\n{run.stdout[-3000:]}\n{run.stderr[-2000:]}"
+    requests: list[ApiRequest] = []
+    for line in log.read_text().splitlines():
+        verb, group, resource, subresource, namespace, name, path = json.loads(line)
+        assert resource or not unrouted(path), f"{profile}: {verb} {path} reached no resource"
+        if resource:
+            requests.append(ApiRequest(verb, group, resource, subresource, namespace, name))
+    assert requests, f"{profile}: no request recorded"
+    return requests
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[ApiRequest]]:
     """Run every suite on each profile; the resource requests each run made, by profile."""
     base = tmp_path_factory.mktemp("rbac")
-    suites = base / "suites"
-    suites.mkdir()
-    for suite in sorted((ROOT / "suites").glob("test_*.py")):
-        (suites / suite.name).write_text(suite.read_text())
-    (suites / "conftest.py").write_text(RECORDER)
-    out: dict[str, list[ApiRequest]] = {}
-    for profile in PROFILES:
-        log = base / f"{profile}.jsonl"
-        log.touch()
-        # A subprocess: the cluster (threads, TLS, the cryptography bindings) must not share this interpreter.
-        run = subprocess.run([sys.executable, "-m", "pytest", "suites", "-p", "gpuconf.plugin", "--simulate", profile,
-                              *job_args(), "--report-dir", str(base / profile), "-q", "-p", "no:cacheprovider"],
-                             cwd=base, env={**os.environ, "GPUCONF_RBAC_LOG": str(log)}, capture_output=True,
-                             text=True, timeout=300, check=False)
-        assert run.returncode == 0, f"{profile}: the suites failed:\n{run.stdout[-3000:]}\n{run.stderr[-2000:]}"
-        requests: list[ApiRequest] = []
-        for line in log.read_text().splitlines():
-            verb, group, resource, subresource, namespace, name, path = json.loads(line)
-            assert resource or not unrouted(path), f"{profile}: {verb} {path} reached no resource"
-            if resource:
-                requests.append(ApiRequest(verb, group, resource, subresource, namespace, name))
-        assert requests, f"{profile}: no request recorded"
-        out[profile] = requests
-    return out
+    copy_suites(base)
+    return {profile: record(base, profile) for profile in PROFILES}
+
+
+@pytest.fixture(scope="module")
+def signed_off(tmp_path_factory: pytest.TempPathFactory) -> list[ApiRequest]:
+    """The node sign-off's requests: --label-nodes/--taint-failed are opt-in (not in the Job's args),
+    so one inventory run with them, where the sign-off's own requests are the only ones on nodes
+    besides the inventory's list."""
+    base = tmp_path_factory.mktemp("rbac-signoff")
+    copy_suites(base, "test_inventory.py")
+    return record(base, "healthy-h100", "--taint-failed")
 
 
 # -------------------------------------------------------------------------------------------------
@@ -147,8 +163,17 @@ def test_the_runner_role_allows_every_request_the_suites_make(recorded: dict[str
         f"  {request}: {rule}" for request, rule in denied)
 
 
-def test_every_granted_verb_is_used_or_explained(recorded: dict[str, list[ApiRequest]]) -> None:
-    everything = [r for requests in recorded.values() for r in requests]
+def test_the_runner_role_allows_the_node_sign_off(signed_off: list[ApiRequest]) -> None:
+    denied = missing(runner_policy(), signed_off)
+    assert not denied, "the runner's RBAC lacks (add to manifests/runner/):\n" + "\n".join(
+        f"  {request}: {rule}" for request, rule in denied)
+    assert {r for r in signed_off if r.resource == "nodes" and r.verb != "list"} == {
+        ApiRequest("patch", "", "nodes", name="h100-0"), ApiRequest("patch", "", "nodes", name="h100-1")}
+
+
+def test_every_granted_verb_is_used_or_explained(recorded: dict[str, list[ApiRequest]],
+                                                 signed_off: list[ApiRequest]) -> None:
+    everything = [r for requests in recorded.values() for r in requests] + signed_off
     unused = unused_grants(runner_policy(), everything)
     assert not unused, ("granted but no run used it (remove it, or give the reason in "
                         "gpuconf.rbac.REAL_CLUSTER_ONLY):\n" + "\n".join(f"  {g}" for g in unused))

@@ -14,7 +14,9 @@ an active thread percentage of 100 / replicas, points each allocated container a
 (NVIDIA/k8s-device-plugin#929). The memory limit does not show in cudaMemGetInfo (free and total
 stay the device's); an allocation beyond it fails with cudaErrorMemoryAllocation, so the
 cuda-probe's ``--measure-alloc`` bisection (its largest single allocation) is what shows it. The
-thread percentage has no client-side view the probe can trust, so it is not checked.
+thread percentage confines a client's kernels to about that share of the SMs while
+cudaDeviceProp.multiProcessorCount may still report the whole device, so the probe's SM census
+(the same switch: a kernel of 32 x SMs spinning blocks recording ``%smid``) is what shows it.
 """
 
 from __future__ import annotations
@@ -34,17 +36,21 @@ __all__ = [
     "MEASURE_ALLOC_ENV",
     "MPS_LIMIT_OVER",
     "MPS_LIMIT_UNDER",
+    "MPS_SM_SLACK",
+    "MPS_SM_SLACK_FRACTION",
     "PLUGIN_REFUSAL",
     "SHARED_RESOURCES",
     "Run",
     "SharingFacts",
     "evaluate_mps_client_limits",
+    "evaluate_mps_thread_limit",
     "evaluate_oversubscription_runs",
     "evaluate_rejects_multi_replica_request",
     "mps_plan",
     "evaluate_product_label_shared",
     "evaluate_replicas_match_config",
     "in_scope",
+    "mps_sm_bound",
     "oversubscription_plan",
     "pod_name",
     "sharing_facts",
@@ -471,10 +477,87 @@ def evaluate_mps_client_limits(f: SharingFacts, seen: Sighting, *, memory_mib: i
                       f"{device.uuid}, less than {MPS_LIMIT_UNDER:.0%} of memory / replicas = {_gib(limit)}: the MPS "
                       "limit is smaller than the labelled replicas give", expected=expected, observed=observed,
                       evidence=tuple(evidence))
-    share = math.floor(100 / replicas)
     return passed(cid, node, f"{seen.where} is an MPS client ({pipe}) whose largest allocation on {device.uuid} is "
-                  f"{_gib(la.largest_ok_bytes)}, about memory / replicas = {_gib(limit)} (the active thread "
-                  f"percentage, {share}% by config, is not observable from a client)", evidence=tuple(evidence))
+                  f"{_gib(la.largest_ok_bytes)}, about memory / replicas = {_gib(limit)} (its share of the SMs: "
+                  "sharing.mps-thread-limit)", evidence=tuple(evidence))
+
+
+#: The SMs a client may be seen on beyond ceil(SMs x percentage / 100): the hardware provisions
+#: SMs in whole TPCs (2 SMs on Volta and later) and the MPS server rounds the percentage to them,
+#: so a few SMs above the exact share are the limit working; at least MPS_SM_SLACK SMs, else
+#: MPS_SM_SLACK_FRACTION of the share. A client without a limit runs on every SM, 4 x the share
+#: at 4 replicas and 2 x at 2, far beyond it.
+MPS_SM_SLACK = 2
+MPS_SM_SLACK_FRACTION = 0.10
+
+
+def mps_sm_bound(multiprocessors: int, replicas: int) -> tuple[int, int, int]:
+    """(active thread percentage, the SMs it gives, the most SMs a limited client may be seen on)
+    for a device of ``multiprocessors`` SMs shared ``replicas`` ways: the device plugin sets
+    100 / replicas (integer division) per client."""
+    percentage = 100 // replicas
+    share = math.ceil(multiprocessors * percentage / 100)
+    return percentage, share, share + max(MPS_SM_SLACK, math.ceil(share * MPS_SM_SLACK_FRACTION))
+
+
+def evaluate_mps_thread_limit(f: SharingFacts, seen: Sighting) -> Verdict:
+    """A pod asking one MPS replica runs its kernels on about 100 / replicas percent of the GPU's
+    SMs: the distinct SM ids of the cuda-probe's SM census (``--measure-alloc``) are at most
+    ceil(SMs x percentage / 100) plus MPS_SM_SLACK (or MPS_SM_SLACK_FRACTION of that share).
+    A pod that did not report or is no MPS client is sharing.mps-client-limits' failure, not
+    tested here."""
+    cid = "sharing.mps-thread-limit"
+    node = f.node
+    why = mps_plan(f)
+    if why is not None:
+        return not_tested(cid, node, why)
+    replicas = f.replicas or 1
+    if seen.report is None:
+        return not_tested(cid, node, f"the one-replica MPS pod on {node} did not report ({seen.failure}): "
+                          "sharing.mps-client-limits reports it")
+    report = seen.report
+    pipe = report.env.get("CUDA_MPS_PIPE_DIRECTORY")
+    if not report.init.ok or len(report.devices) != 1 or not pipe:
+        what = (f"could not start CUDA ({report.init})" if not report.init.ok
+                else f"sees {len(report.devices)} devices" if len(report.devices) != 1
+                else "has no CUDA_MPS_PIPE_DIRECTORY (no client of the device plugin's MPS control daemon)")
+        return not_tested(cid, node, f"{seen.where} {what}: sharing.mps-client-limits reports it")
+    device = report.devices[0]
+    so = device.sm_occupancy
+    if so is None:
+        return not_tested(cid, node, f"the cuda-probe in {seen.where} reports no SM census (a probe without "
+                          "--measure-alloc's sm_occupancy): the MPS thread limit shows only in the SMs a kernel uses")
+    if so.absent_reason is not None:
+        return not_tested(cid, node, f"{seen.where} did not measure the SMs its kernels use: {so.absent_reason}")
+    if not so.ok or so.distinct_sms is None:
+        return not_tested(cid, node, f"the SM census kernel in {seen.where} on {device.uuid} did not complete: "
+                          f"{so.result}")
+    sms = so.multiprocessors
+    if not sms:
+        return not_tested(cid, node, f"the multiprocessor count of {device.uuid} is unknown: nothing to divide "
+                          "into replicas")
+    percentage, share, bound = mps_sm_bound(sms, replicas)
+    env_pct = report.env.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
+    evidence = (f"{seen.where}: CUDA_MPS_PIPE_DIRECTORY={pipe}"
+                + (f", CUDA_MPS_ACTIVE_THREAD_PERCENTAGE={env_pct} (only lowers the daemon's)" if env_pct else ""),
+                f"labels: {f.labels_text()}",
+                f"{seen.where} on {device.uuid}: {so.blocks} blocks ran on {so.distinct_sms} distinct SMs of "
+                f"multiProcessorCount {sms} in {so.kernel_ms if so.kernel_ms is not None else '?'} ms")
+    if bound >= sms:
+        return not_tested(cid, node, f"{percentage}% of {sms} SMs is {share} SMs: with the allowance for whole TPCs "
+                          f"(up to {bound}) a limited client cannot be told from one on every SM")
+    expected = (f"at most {bound} distinct SMs: {percentage}% (100 / {replicas} replicas) of {sms} SMs is {share}, "
+                f"plus {bound - share} for whole TPCs")
+    observed = f"{so.distinct_sms} distinct SMs of {sms}"
+    if so.distinct_sms > bound:
+        every = "every one" if so.distinct_sms >= sms else f"{so.distinct_sms}"
+        return failed(cid, node, f"{seen.where} (one of {replicas} MPS replicas of {device.uuid}) ran its kernel on "
+                      f"{every} of the GPU's {sms} SMs, more than {percentage}% (about {share}, at most {bound}): the "
+                      "MPS daemon applies no per-client thread limit, so one client's kernels can take the SMs of "
+                      "every other replica", expected=expected, observed=observed, evidence=evidence)
+    return passed(cid, node, f"{seen.where} (one of {replicas} MPS replicas of {device.uuid}) ran its kernel on "
+                  f"{so.distinct_sms} of {sms} SMs, within {percentage}% (100 / replicas: {share} SMs, at most "
+                  f"{bound})", evidence=evidence)
 
 
 def evaluate_rejects_multi_replica_request(f: SharingFacts, outcome: PodOutcome | None) -> Verdict:

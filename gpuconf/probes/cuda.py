@@ -13,7 +13,7 @@ from gpuconf.probes.errors import ProbeParseError
 from gpuconf.probes.schema import parse_document
 
 __all__ = ["EXIT_CODES", "SCHEMA_ID", "CudaCall", "CudaProbeReport", "DeviceReport", "LargestAlloc", "NvmlGpu",
-           "parse_cuda_probe"]
+           "SmOccupancy", "parse_cuda_probe"]
 
 SCHEMA_ID = "gpuconf.cuda-probe/v1"
 
@@ -84,6 +84,32 @@ def _largest_alloc(obj: dict[str, Any] | None) -> LargestAlloc | None:
 
 
 @dataclass(frozen=True)
+class SmOccupancy:
+    """The probe's ``--measure-alloc`` SM census on one device: a kernel of ``blocks`` spinning
+    blocks recorded the SM each ran on; ``distinct_sms`` of the device's ``multiprocessors``
+    (cudaDeviceProp.multiProcessorCount) ran them. Under MPS the control daemon's active thread
+    percentage confines a client's kernels to about that share of the SMs. ``absent_reason``: why
+    the device was not measured (the other facts are then 0/None)."""
+
+    ok: bool
+    blocks: int
+    multiprocessors: int | None
+    distinct_sms: int | None
+    kernel_ms: float | None
+    result: CudaCall | None
+    absent_reason: str | None = None
+
+
+def _sm_occupancy(obj: dict[str, Any] | None) -> SmOccupancy | None:
+    if obj is None:
+        return None
+    if obj.get("available") is False:
+        return SmOccupancy(False, 0, None, None, None, None, absent_reason=str(obj["reason"]))
+    return SmOccupancy(bool(obj["ok"]), int(obj.get("blocks", 0)), obj.get("multiprocessors"),
+                       obj.get("distinct_sms"), obj.get("kernel_ms"), _call(obj["result"]))
+
+
+@dataclass(frozen=True)
 class DeviceReport:
     """One CUDA device. Facts are None when cudaGetDeviceProperties failed (see ``properties``)."""
 
@@ -101,6 +127,7 @@ class DeviceReport:
     ptx_jit: CudaCall
     properties: CudaCall | None = None
     largest_alloc: LargestAlloc | None = None  # only when the probe ran with --measure-alloc
+    sm_occupancy: SmOccupancy | None = None  # only when the probe ran with --measure-alloc
 
 
 @dataclass(frozen=True)
@@ -170,6 +197,7 @@ def parse_cuda_probe(stdout: str, *, exit_code: int | None = None, source: str =
             ptx_jit=_call(d["ptx_jit"]["result"]),
             properties=_call(d["properties"]) if "properties" in d else None,
             largest_alloc=_largest_alloc(d.get("largest_alloc")),
+            sm_occupancy=_sm_occupancy(d.get("sm_occupancy")),
         )
         for d in doc["devices"]
     )

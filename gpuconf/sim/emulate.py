@@ -26,7 +26,7 @@ from gpuconf.compat.versions import CudaVersion
 from gpuconf.sim.profile import SimGpu, SimMigInstance, SimNode
 
 __all__ = ["PROBE_VERSION", "CreateResult", "Visible", "create_container", "cuda_probe_run", "largest_alloc_doc",
-           "nccl_probe_run"]
+           "nccl_probe_run", "sm_occupancy_doc"]
 
 PROBE_VERSION = "0.1.0"
 #: What containerd/runc print around a failing prestart hook (research/require-cuda.md §2).
@@ -137,10 +137,39 @@ def _fits(node: SimNode, v: Visible, total: int, env: Mapping[str, str]) -> int:
     limit, memory / replicas in whole MiB as the daemon sets it, less the client's context;
     otherwise what the context leaves free. An MPS limit never shows in cudaMemGetInfo."""
     sharing = node.device_plugin.sharing
-    if (v.mig is None and sharing.strategy == "mps" and sharing.mps_memory_limit and sharing.replicas > 1
-            and env.get("CUDA_MPS_PIPE_DIRECTORY")):
+    if sharing.mps_memory_limit and _mps_client(node, v, env):
         return (v.gpu.memory_mib // sharing.replicas - _MPS_CLIENT_MIB) * _MIB
     return total - _CONTEXT_MIB * _MIB
+
+
+#: The probe's SM census (probes/cuda-probe/probe.cu run_sm_occupancy): blocks per SM, threads, spin.
+_SM_BLOCKS_PER_SM, _SM_THREADS, _SM_SPIN_CYCLES = 32, 32, 100000
+
+
+def _mps_client(node: SimNode, v: Visible, env: Mapping[str, str]) -> bool:
+    """The container is a client of the device plugin's MPS control daemon on a full GPU shared
+    more than one way (CUDA_MPS_PIPE_DIRECTORY set)."""
+    sharing = node.device_plugin.sharing
+    return (v.mig is None and sharing.strategy == "mps" and sharing.replicas > 1
+            and bool(env.get("CUDA_MPS_PIPE_DIRECTORY")))
+
+
+def sm_occupancy_doc(multiprocessors: int, percentage: int | None, sfx: str) -> dict[str, Any]:
+    """The probe's ``sm_occupancy`` on a device of ``multiprocessors`` SMs for a client whose
+    active thread percentage is ``percentage`` (None: no limit): its blocks reach every SM, or
+    ceil(SMs x percentage / 100) of them. cudaDeviceProp.multiProcessorCount stays the device's."""
+    blocks = _SM_BLOCKS_PER_SM * max(multiprocessors, 1)
+    reach = multiprocessors if percentage is None else min(multiprocessors, -(-multiprocessors * percentage // 100))
+    waves = -(-blocks // (reach * _SM_BLOCKS_PER_SM)) if reach else 0
+    return {"ok": True, "blocks": blocks, "threads_per_block": _SM_THREADS, "spin_cycles": _SM_SPIN_CYCLES,
+            "multiprocessors": multiprocessors, "distinct_sms": reach, "max_smid": reach - 1 if reach else None,
+            "unrecorded_blocks": 0, "kernel_ms": round(0.07 * waves, 3), "result": _ok(f"sm_occupancy{sfx}")}
+
+
+def _thread_percentage(node: SimNode, v: Visible, env: Mapping[str, str]) -> int | None:
+    """An MPS client's active thread percentage: the device plugin's daemon sets 100 / replicas
+    (``set_default_active_thread_percentage``, integer division); None outside MPS."""
+    return 100 // node.device_plugin.sharing.replicas if _mps_client(node, v, env) else None
 
 
 def _device(index: int, node: SimNode, v: Visible, sfx: str, *, ptx_ok: bool, kernel_ms: float) -> dict[str, Any]:
@@ -273,6 +302,8 @@ def cuda_probe_run(node: SimNode, *, visible: Sequence[Visible], image_cuda: Cud
         for d, v in zip(devices, present, strict=True):
             total = d["total_memory_bytes"]
             d["largest_alloc"] = largest_alloc_doc(total, _fits(node, v, total, env), f"(device {d['index']})")
+            d["sm_occupancy"] = sm_occupancy_doc(d["multiprocessors"], _thread_percentage(node, v, env),
+                                                 f"(device {d['index']})")
     doc.update(init=_ok("cudaFree(0)", 120.0), devices=devices,
                device_count={"value": len(devices), "result": _ok("cudaGetDeviceCount")})
     if not ptx_ok:

@@ -589,6 +589,82 @@ void run_largest_alloc(int dev, size_t total, Json* la) {
   });
 }
 
+// Which SMs one client's kernels may occupy: a kernel of kSmBlocksPerSm x multiProcessorCount
+// blocks, each spinning kSmSpinCycles clock cycles (tens of microseconds, so blocks overlap and
+// every SM the client may use receives some) and recording the %smid it ran on. Under MPS the
+// control daemon's active thread percentage (set_default_active_thread_percentage) confines a
+// client's kernels to about that share of the SMs, while cudaDeviceProp.multiProcessorCount may
+// still report the whole device: the distinct SM ids are the client-side view of the limit.
+constexpr int kSmBlocksPerSm = 32;
+constexpr int kSmThreads = 32;
+constexpr long long kSmSpinCycles = 100000;
+
+__global__ void sm_occupancy_kernel(unsigned* smids, long long spin_cycles) {
+  if (threadIdx.x != 0) return;
+  unsigned id = 0;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  const long long t0 = clock64();
+  while (clock64() - t0 < spin_cycles) {
+  }
+  smids[blockIdx.x] = id;
+}
+
+void run_sm_occupancy(int dev, int multiprocessors, Json* so) {
+  const std::string sfx = "(device " + std::to_string(dev) + ")";
+  const int blocks = kSmBlocksPerSm * std::max(multiprocessors, 1);
+  const size_t bytes = static_cast<size_t>(blocks) * sizeof(unsigned);
+  std::vector<unsigned> ids(static_cast<size_t>(blocks), UINT_MAX);
+  unsigned* d = nullptr;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  std::string reason;
+  StepRunner r(so, &reason);
+  r.step("cudaMalloc" + sfx, [&] { return cudaMalloc(&d, bytes); });
+  r.step("cudaMemset" + sfx, [&] { return cudaMemset(d, 0xff, bytes); });
+  r.step("cudaEventCreate" + sfx, [&] { return cudaEventCreate(&e0); });
+  r.step("cudaEventCreate" + sfx, [&] { return cudaEventCreate(&e1); });
+  r.step("cudaEventRecord" + sfx, [&] { return cudaEventRecord(e0); });
+  r.step("cudaLaunchKernel(sm_occupancy)" + sfx, [&] {
+    sm_occupancy_kernel<<<blocks, kSmThreads>>>(d, kSmSpinCycles);
+    return cudaGetLastError();
+  });
+  r.step("cudaEventRecord" + sfx, [&] { return cudaEventRecord(e1); });
+  r.step("cudaEventSynchronize" + sfx, [&] { return cudaEventSynchronize(e1); });
+  float kernel_ms = 0;
+  r.step("cudaEventElapsedTime" + sfx, [&] { return cudaEventElapsedTime(&kernel_ms, e0, e1); });
+  r.step("cudaMemcpy(DeviceToHost)" + sfx, [&] { return cudaMemcpy(ids.data(), d, bytes, cudaMemcpyDeviceToHost); });
+  const bool ran = !r.failed();
+  std::vector<unsigned> seen;
+  long long unrecorded = 0;
+  if (ran) {
+    for (unsigned id : ids) {
+      if (id == UINT_MAX) {
+        ++unrecorded;
+      } else {
+        seen.push_back(id);
+      }
+    }
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+  }
+  if (e0) guarded("cudaEventDestroy" + sfx, nullptr, [&] { return cudaEventDestroy(e0); });
+  if (e1) guarded("cudaEventDestroy" + sfx, nullptr, [&] { return cudaEventDestroy(e1); });
+  if (d) guarded("cudaFree" + sfx, nullptr, [&] { return cudaFree(d); });
+  locked([&] {
+    so->set("ok", ran && unrecorded == 0);
+    so->set("blocks", blocks);
+    so->set("threads_per_block", kSmThreads);
+    so->set("spin_cycles", kSmSpinCycles);
+    so->set("multiprocessors", multiprocessors);
+    if (ran) {
+      so->set("distinct_sms", static_cast<int>(seen.size()));
+      so->set("max_smid", seen.empty() ? Json(nullptr) : Json(static_cast<int>(seen.back())));
+      so->set("unrecorded_blocks", unrecorded);
+      so->set("kernel_ms", static_cast<double>(kernel_ms));
+      so->set("result", cuda_result("sm_occupancy" + sfx, cudaSuccess, 0.0));
+    }
+  });
+}
+
 bool name_says_mig(const std::string& name) {
   return name.find(" MIG ") != std::string::npos || name.rfind("MIG ", 0) == 0;
 }
@@ -1015,7 +1091,8 @@ const char* kUsage =
     "                     env GPUCONF_PROBE_TIMEOUT)\n"
     "  --elements N       vector-add size in floats (default 1048576, at most 268435456)\n"
     "  --measure-alloc    also find each device's largest single allocation (an MPS client's\n"
-    "                     memory limit); env GPUCONF_PROBE_MEASURE_ALLOC=1\n"
+    "                     memory limit) and the SMs a kernel of this client occupies (its\n"
+    "                     active thread percentage); env GPUCONF_PROBE_MEASURE_ALLOC=1\n"
     "  --verbose          diagnostics on stderr\n"
     "  --help             this text\n"
     "\n"
@@ -1332,6 +1409,21 @@ std::pair<int, std::string> run(const Options& opt) {
           locked([&] { dev->set("largest_alloc", Json::absent("not measured: " + why)); });
         } else {
           run_largest_alloc(i, prop.totalGlobalMem, la);
+        }
+        // Then which SMs this client's kernels may occupy (an MPS active thread percentage).
+        Json* so = nullptr;
+        locked([&] {
+          Json o = Json::object();
+          o.set("ok", false);
+          o.set("result", not_run_result("sm_occupancy" + sfx, "not run yet"));
+          so = &dev->set("sm_occupancy", std::move(o));
+        });
+        if (pe != cudaSuccess || se != cudaSuccess) {
+          const std::string why = pe != cudaSuccess ? "cudaGetDeviceProperties returned " + describe(pe)
+                                                    : "cudaSetDevice returned " + describe(se);
+          locked([&] { dev->set("sm_occupancy", Json::absent("not measured: " + why)); });
+        } else {
+          run_sm_occupancy(i, prop.multiProcessorCount, so);
         }
       }
       if (!out.vector_ok) {

@@ -171,7 +171,7 @@ def test_a_pod_without_gpus_gets_no_device():
 
 # --- MPS clients and the largest-allocation bisection --------------------------------------------
 
-from gpuconf.sim.emulate import largest_alloc_doc  # noqa: E402
+from gpuconf.sim.emulate import largest_alloc_doc, sm_occupancy_doc  # noqa: E402
 
 _MIB = 1 << 20
 _MPS_PIPE = {"CUDA_MPS_PIPE_DIRECTORY": "/mps/nvidia.com/gpu/pipe"}
@@ -208,7 +208,30 @@ def test_without_the_pipe_or_the_daemons_limit_a_client_reaches_the_whole_gpu():
         assert la is not None and free - la.resolution_bytes < la.largest_ok_bytes <= free, n.name
 
 
+def test_an_mps_clients_kernel_reaches_its_thread_percentage_of_the_sms_and_others_every_sm() -> None:
+    _, report = run(node("a100-mps", "a100-0"), env={**official_env("13.0.2"), **_MPS_PIPE, **_MEASURE})
+    so = report.devices[0].sm_occupancy
+    sms = report.raw["devices"][0]["multiprocessors"]  # multiProcessorCount: the whole device's
+    assert so is not None and so.ok and (so.multiprocessors, so.distinct_sms, so.blocks) == (sms, 33, 32 * sms)
+    # the memory fault is about memory: the daemon still sets the thread percentage
+    client = {**_MPS_PIPE, **_MEASURE}
+    for n, env, want in [(node("a100-mps", "a100-0"), _MEASURE, sms),
+                         (node("a100-mps", "a100-0", [{"id": "mps-memory-limit-unset"}]), client, 33),
+                         (node("healthy-h100", "h100-0"), client, sms)]:
+        _, report = run(n, env={**official_env("13.0.2"), **env})
+        so = report.devices[0].sm_occupancy
+        assert so is not None and so.distinct_sms == want, n.name
+
+
+def test_the_sm_census_rounds_the_share_up_and_never_exceeds_the_device() -> None:
+    assert sm_occupancy_doc(132, 6, "(device 0)")["distinct_sms"] == 8  # 16 replicas: 7.92 SMs
+    assert sm_occupancy_doc(108, 33, "(device 0)")["distinct_sms"] == 36  # 3 replicas: 35.64 SMs
+    assert sm_occupancy_doc(40, None, "(device 0)")["distinct_sms"] == 40
+    assert sm_occupancy_doc(40, 100, "(device 0)")["distinct_sms"] == 40
+
+
 def test_without_the_switch_the_document_is_unchanged():
     _, report = run(node("a100-mps", "a100-0"))
     assert report.devices[0].largest_alloc is None and "largest_alloc" not in report.raw["devices"][0]
+    assert report.devices[0].sm_occupancy is None and "sm_occupancy" not in report.raw["devices"][0]
     assert not any(k.startswith("CUDA_MPS_") for k in report.env)

@@ -1,0 +1,242 @@
+"""CNCF AI conformance evidence (--cncf-evidence): the requirement table agrees with the suites'
+@pytest.mark.cncf markers, each requirement's status follows from its checks, and a simulated run
+writes e2e.log, junit.xml and results.json that say pass, or fail when a fault breaks isolation."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from gpuconf.paths import project_root
+from gpuconf.report import cncf
+from gpuconf.report.model import CheckResult, RunRecord
+from gpuconf.verdict import checks
+
+pytest_plugins = ["pytester"]
+
+ROOT = project_root()
+SECURE = "secure_accelerator_access"
+#: The reference suite's test names (kubernetes-sigs/ai-conformance test/README.md), by requirement.
+UPSTREAM = {
+    SECURE: "TestSecureAcceleratorAccess",
+    "gang_scheduling": "TestGangScheduling",
+    "cluster_autoscaling": "TestAcceleratorClusterAutoscaling",
+    "robust_controller": "TestRobustCRDControllerOperation",
+    "workload_sandboxing": "TestWorkloadSandboxing",
+    "driver_runtime_management": "TestAcceleratorDriverRuntimeManagement",
+    "accelerator_metrics": "TestAcceleratorPerformanceMetrics",
+}
+V137 = {"driver_runtime_management": "SHOULD", "gpu_sharing": "SHOULD", "virtualized_accelerator": "SHOULD",
+        "ai_inference": "MUST", "advanced_inference_ingress": "SHOULD", "high_performance_networking": "SHOULD",
+        "disaggregated_inference": "SHOULD", "gang_scheduling": "MUST", "cluster_autoscaling": "MUST",
+        "pod_autoscaling": "MUST", "accelerator_metrics": "MUST", "ai_service_metrics": "MUST",
+        SECURE: "MUST", "workload_sandboxing": "SHOULD", "robust_controller": "MUST"}
+
+
+def suite_markers() -> set[tuple[str, str]]:
+    """(requirement, check) for every suite test carrying @pytest.mark.cncf."""
+    pairs = set()
+    for path in sorted((ROOT / "suites").glob("test_*.py")):
+        for fn in ast.parse(path.read_text()).body:
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            calls = [d for d in fn.decorator_list if isinstance(d, ast.Call)]
+            marks = {name: [ast.literal_eval(d.args[0]) for d in calls if ast.unparse(d.func).endswith(name)]
+                     for name in ("mark.check", "mark.cncf")}
+            pairs |= {(req, check) for req in marks["mark.cncf"] for check in marks["mark.check"]}
+    return pairs
+
+
+# --- the table ---------------------------------------------------------------------------------
+
+def test_the_table_lists_every_v1_37_requirement_with_its_level_and_upstream_test():
+    current = {r.id: r for r in cncf.requirements() if not r.retired_in}
+    assert {k: r.level for k, r in current.items()} == V137
+    assert {k: r.upstream_test for k, r in current.items() if r.upstream_test} == UPSTREAM
+    assert current[SECURE].kar == "KAR-0049" and current["driver_runtime_management"].kar == "KAR-0001"
+
+
+def test_dra_support_is_listed_as_retired_in_1_36():
+    (dra,) = [r for r in cncf.requirements() if r.retired_in]
+    assert (dra.id, dra.retired_in, dra.level) == ("dra_support", "1.36", "MUST")
+
+
+def test_accelerator_metrics_is_listed_as_not_covered():
+    (metrics,) = [r for r in cncf.requirements() if r.id == "accelerator_metrics"]
+    assert metrics.checks == () and "issue 9" in (metrics.not_covered or "")
+
+
+def test_the_suites_markers_and_the_table_name_the_same_requirement_check_pairs():
+    table = {(r.id, c) for r in cncf.requirements() for c in r.checks}
+    assert suite_markers() == table
+
+
+def test_every_check_the_table_names_is_catalogued():
+    assert {c for r in cncf.requirements() for c in r.checks} <= set(checks())
+
+
+def test_an_unknown_requirement_on_a_marker_is_a_usage_error(pytester: pytest.Pytester):
+    pytester.makepyfile(test_x="""
+import pytest
+
+@pytest.mark.cncf("gpu_magic")
+@pytest.mark.check("smoke.vector-add-every-gpu")
+def test_x():
+    pass
+""")
+    result = pytester.runpytest("-p", "gpuconf.plugin")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "@pytest.mark.cncf('gpu_magic',) names no requirement" in result.stderr.str()
+
+
+# --- statuses ----------------------------------------------------------------------------------
+
+def result(check: str, outcome: str, node: str = "n0", message: str | None = None) -> CheckResult:
+    return CheckResult(check, node, outcome, f"suites/x.py::t[{node}]", 0.5, message=message)
+
+
+def status_of(results: list[tuple[str, CheckResult]], requirement: str, **options: object) -> cncf.RequirementStatus:
+    evidence = [cncf.CncfResult((req,), r) for req, r in results]
+    statuses = {s.requirement.id: s for s in cncf.evaluate(evidence, options=options)}
+    return statuses[requirement]
+
+
+def test_a_requirement_whose_checks_all_pass_passes_and_names_checks_and_nodes():
+    s = status_of([(SECURE, result("isolation.no-request-sees-no-gpu", "pass", "n0")),
+                   (SECURE, result("isolation.sees-only-allocated", "pass", "n1")),
+                   (SECURE, result("isolation.sees-only-allocated", "not-tested", "n2"))], SECURE)
+    assert (s.status, s.reason) == ("pass", "2 checks passed on 2 node(s)")
+    assert s.checks == ["isolation.no-request-sees-no-gpu", "isolation.sees-only-allocated"]
+    assert s.nodes == ["n0", "n1", "n2"]
+
+
+def test_one_failing_or_degraded_check_fails_the_requirement():
+    s = status_of([(SECURE, result("isolation.no-request-sees-no-gpu", "pass")),
+                   (SECURE, result("isolation.envvar-without-request-gets-no-gpu", "fail", "n3"))], SECURE)
+    assert (s.status, s.reason) == ("fail", "1 of 2 checks failed: isolation.envvar-without-request-gets-no-gpu on n3")
+    degraded = status_of([("gpu_sharing", result("sharing.replicas-match-config", "degraded"))], "gpu_sharing")
+    assert degraded.status == "fail"
+
+
+def test_a_requirement_none_of_whose_checks_ran_is_skipped_with_the_reason():
+    s = status_of([(SECURE, result("isolation.no-request-sees-no-gpu", "not-tested", message="no nodes"))], SECURE)
+    assert (s.status, s.reason) == ("skip", "no check ran: no nodes")
+    unselected = status_of([], "gpu_sharing")
+    assert unselected.status == "skip" and unselected.reason.startswith("not run: this run selected none of its")
+
+
+def test_a_requirement_gpuconf_does_not_cover_is_skipped_as_not_covered():
+    s = status_of([], "accelerator_metrics")
+    assert (s.status, s.reason) == ("skip", "not covered: no accelerator metrics suite yet (issue 9)")
+
+
+def test_the_multinode_job_is_gang_evidence_only_with_a_kueue_queue():
+    job = [("gang_scheduling", result("nccl.multinode-completes", "pass"))]
+    without = status_of(job, "gang_scheduling")
+    assert without.status == "skip" and "without --kueue-queue" in without.reason
+    assert status_of(job, "gang_scheduling", **{"--kueue-queue": "team-a"}).status == "pass"
+
+
+def test_a_run_that_could_not_start_skips_every_requirement_with_its_error():
+    statuses = cncf.evaluate([], options={}, error="cannot reach the API server")
+    assert {s.status for s in statuses} == {"skip"}
+    assert all(s.reason == "the run could not start: cannot reach the API server" for s in statuses)
+
+
+# --- the files ---------------------------------------------------------------------------------
+
+RUN = RunRecord("simulated:x", 1_764_000_000.0, 1_764_000_010.0, 1, run_id="r1")
+
+
+def test_junit_has_one_testcase_per_current_requirement_named_after_the_upstream_test(tmp_path: Path):
+    evidence = [cncf.CncfResult((SECURE,), result("isolation.no-request-sees-no-gpu", "fail", "n0", "leaked"))]
+    cncf.write_evidence(RUN, evidence, tmp_path, options={})
+    root = ET.parse(tmp_path / "junit.xml").getroot()
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    assert set(cases) == {UPSTREAM.get(r, r) for r in V137}  # no testcase for the retired dra_support
+    failure = cases["TestSecureAcceleratorAccess"].find("failure")
+    assert failure is not None and "isolation.no-request-sees-no-gpu on n0: leaked" in (failure.text or "")
+    (suite,) = root.iter("testsuite")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("15", "1", "14")
+
+
+def test_results_json_lists_each_requirement_with_level_status_checks_and_nodes(tmp_path: Path):
+    evidence = [cncf.CncfResult(("dra_support",), result("dra.selector-steers-scheduling", "pass", "n0"))]
+    cncf.write_evidence(RUN, evidence, tmp_path, options={})
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert doc["schema"] == "gpuconf.cncf-evidence/1" and doc["version"] == "1.37"
+    assert [r["id"] for r in doc["requirements"]] == list(V137)
+    (retired,) = doc["retired"]
+    assert retired | {"results": None} == {
+        "id": "dra_support", "area": "accelerators", "level": "MUST", "status": "pass",
+        "reason": "1 checks passed on 1 node(s)", "testcase": "dra_support", "upstream_test": None, "kar": None,
+        "checks": ["dra.selector-steers-scheduling"], "nodes": ["n0"], "removed_in": "1.36", "results": None}
+
+
+# --- a simulated run ---------------------------------------------------------------------------
+
+def isolation_run(pytester: pytest.Pytester, profile: str) -> tuple[pytest.RunResult, Path]:
+    suites = pytester.mkdir("suites")
+    (suites / "test_isolation.py").write_text((ROOT / "suites" / "test_isolation.py").read_text())
+    evidence = pytester.path / "evidence"
+    result = pytester.runpytest_subprocess("suites", "-p", "gpuconf.plugin", "--simulate", profile,
+                                           "--cncf-evidence", "evidence", "-p", "no:cacheprovider")
+    return result, evidence
+
+
+def find_case(evidence: Path, name: str) -> ET.Element:
+    (case,) = [c for c in ET.parse(evidence / "junit.xml").getroot().iter("testcase") if c.get("name") == name]
+    return case
+
+
+def test_a_healthy_simulated_isolation_run_proves_secure_accelerator_access(pytester: pytest.Pytester):
+    result, evidence = isolation_run(pytester, "healthy-h100")
+    assert result.ret == 0, result.stdout.str()
+    case = find_case(evidence, "TestSecureAcceleratorAccess")
+    assert case.find("failure") is None and case.find("skipped") is None
+    doc = json.loads((evidence / "results.json").read_text())
+    (secure,) = [r for r in doc["requirements"] if r["id"] == SECURE]
+    assert (secure["status"], secure["level"], secure["nodes"]) == ("pass", "MUST", ["h100-0", "h100-1"])
+    assert len(secure["checks"]) == 5
+    log = (evidence / "e2e.log").read_text()
+    assert "PASS  secure_accelerator_access  isolation.envvar-without-request-gets-no-gpu  h100-0  (" in log
+    assert "PASS  TestSecureAcceleratorAccess (secure_accelerator_access, MUST): 10 checks passed" in log
+
+
+def test_the_envvar_leak_fault_fails_secure_accelerator_access(pytester: pytest.Pytester):
+    text = (ROOT / "gpuconf" / "data" / "sim_profiles" / "healthy-h100.yaml").read_text()
+    profile = pytester.path / "leak.yaml"
+    fault = "\nfaults:\n  - {id: envvar-leak, pool: h100, node: 0}\n"
+    profile.write_text(re.sub(r"^faults:.*$", "", text, flags=re.M) + fault)
+    result, evidence = isolation_run(pytester, str(profile))
+    assert result.ret == 1, result.stdout.str()
+    failure = find_case(evidence, "TestSecureAcceleratorAccess").find("failure")
+    assert failure is not None
+    # the fault's check and its declared cascade (tests/test_suite_fault_matrix.py CASCADES), on h100-0 only
+    assert failure.get("message") == ("3 of 10 checks failed: isolation.no-request-sees-no-gpu on h100-0; "
+                                      "isolation.envvar-without-request-gets-no-gpu on h100-0; "
+                                      "isolation.only-requesting-container-sees-gpu on h100-0")
+    assert "NVIDIA_VISIBLE_DEVICES=all sees 8 GPUs" in (failure.text or "")
+    log = (evidence / "e2e.log").read_text()
+    assert "FAIL  secure_accelerator_access  isolation.envvar-without-request-gets-no-gpu  h100-0  (" in log
+    doc = json.loads((evidence / "results.json").read_text())
+    assert [r["status"] for r in doc["requirements"] if r["id"] == SECURE] == ["fail"]
+
+
+def test_a_run_that_cannot_start_still_writes_the_evidence_all_skipped(pytester: pytest.Pytester):
+    pytester.makepyfile(test_suite="def test_node(gpu_node):\n    pass\n")
+    kubeconfig = pytester.path / "kubeconfig"
+    kubeconfig.write_text("{{{ not: yaml")
+    result = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--kubeconfig", str(kubeconfig),
+                                           "--cncf-evidence", "evidence")
+    assert result.ret == 10
+    doc = json.loads((pytester.path / "evidence" / "results.json").read_text())
+    assert {r["status"] for r in doc["requirements"]} == {"skip"}
+    assert all(r["reason"].startswith("the run could not start: ") for r in doc["requirements"])
+    assert "not YAML" in doc["error"]
+    assert (pytester.path / "evidence" / "e2e.log").read_text().count("the run could not start") >= 2
