@@ -165,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     from gpuconf.images_cli import add_images_parser
     from gpuconf.predict_cli import add_predict_parser
     from gpuconf.report_cli import add_report_parser
+    from gpuconf.results_cli import add_results_parser
     from gpuconf.sim_cli import add_sim_parser
 
     add_predict_parser(sub)
@@ -172,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sim_parser(sub)
     add_diagnose_parser(sub)
     add_report_parser(sub)
+    add_results_parser(sub)
     return parser
 
 

@@ -10,6 +10,7 @@ with the reason. State lives in ``config.stash`` (style.md), never in globals.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -584,6 +585,45 @@ def judge(verdict: Any, record_property: Any) -> None:
     if verdict.outcome in (Outcome.FAIL, Outcome.DEGRADED):
         prefix = "DEGRADED: " if verdict.outcome is Outcome.DEGRADED else ""
         pytest.fail(prefix + verdict.message() + _diagnosis(verdict, record_property), pytrace=False)
+
+
+def record_metrics(record_property: Any, **values: float | None) -> None:
+    """Record measured figures as ``gpuconf.metric.<name>`` properties: report.json carries them and
+    `gpuconf report diff` compares them run to run (gpuconf.report.diff.METRICS says which way is
+    worse). A None value (not measured) is left out; the name carries the unit (kernel_ms, pull_s)."""
+    import math
+
+    from gpuconf.report.model import METRIC_PREFIX, format_metric
+
+    for name, value in values.items():
+        if value is not None and math.isfinite(value):
+            record_property(METRIC_PREFIX + name, format_metric(value))
+
+
+#: The kubelet's Pulled event after a pull (pkg/kubelet/images/image_manager.go): the pull time is
+#: the first duration, Go's time.Duration text ("1.234s", "1m2.5s", "850ms").
+_PULLED = re.compile(r'Successfully pulled image "[^"]*" in ((?:\d+(?:\.\d+)?(?:ns|us|µs|μs|ms|h|m|s))+)')
+_GO_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def pulled_seconds(message: str) -> float | None:
+    """The pull time a Pulled event message gives, in seconds; None for "already present on machine"
+    (no pull to time) and for a message in another wording."""
+    match = _PULLED.search(message)
+    if match is None:
+        return None
+    return sum(float(n) * _GO_UNIT[unit] for n, unit in re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|μs|ms|h|m|s)",
+                                                                    match.group(1)))
+
+
+def probe_pod_metrics(outcome: PodOutcome) -> dict[str, float | None]:
+    """A probe pod's figures for the diff: ``pull_s``, the kubelet's pull times of its images summed
+    (pulls on a node are serialized; None when every image was already present: nothing was pulled),
+    and ``to_running_s``, creation to its first app container's start (None where it never started)."""
+    pulls = [s for e in outcome.events if e.reason == "Pulled" and (s := pulled_seconds(e.message)) is not None]
+    created, started = outcome.timings.created, outcome.timings.started
+    return {"pull_s": round(sum(pulls), 6) if pulls else None,
+            "to_running_s": (started - created).total_seconds() if created and started else None}
 
 
 def _diagnosis(verdict: Any, record_property: Any) -> str:

@@ -39,12 +39,13 @@ def add_report_parser(sub: Any) -> None:
                             description="Work with the reports a suite run writes (report.json).")
     actions = report.add_subparsers(dest="report_command", required=True, metavar="diff", parser_class=type(report))
     p = actions.add_parser(
-        "diff", help="compare two runs: new failures, fixes, node verdicts, busbw regressions",
+        "diff", help="compare two runs: new failures, fixes, node verdicts, metric regressions",
         description="Compare two suite runs' report.json (a file, or the run directory holding it): new "
         "failures (a check failing or degraded on a node where it passed, was not tested or did not run), "
         "fixed ones, those still failing, checks that appeared or disappeared, node verdict changes, and "
-        "NCCL busbw regressions (the mean over messages >= 1 GiB, lower by more than the tolerance). "
-        "Kernel time, image pull time and time to Running are not in report.json and are not compared. "
+        "metric regressions: NCCL busbw (the mean over messages >= 1 GiB) lower, and the smoke check's "
+        "kernel_ms, pull_s and to_running_s higher, by more than the tolerance and an absolute floor "
+        "(0.01 ms, 1 s). "
         "Exit 0 when nothing gates, 1 on new failures or regressions (see --fail-on), 2 on bad input.")
     p.add_argument("old", metavar="OLD", help="the baseline: report.json or its run directory")
     p.add_argument("new", metavar="NEW", help="the run to judge: report.json or its run directory")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks.smoke import evaluate_vector_add
-from gpuconf.plugin import judge, probe_report, whole_node_request
+from gpuconf.plugin import judge, probe_pod_metrics, probe_report, record_metrics, whole_node_request
 
 pytestmark = pytest.mark.smoke
 
@@ -27,9 +27,13 @@ def test_vector_add_on_every_gpu(gpu_node, gpu_inventory, whole_node_probes, rec
         pytest.skip(f"{gpu_node} advertises MIG devices as nvidia.com/gpu (strategy single): one CUDA process "
                     "enumerates one MIG device, so a whole-node probe cannot exercise them; the mig suite does")
     count = node.labels.get("nvidia.com/gpu.count", "")
-    verdict = evaluate_vector_add(gpu_node, probe_report(whole_node_probes, gpu_node), requested=requested,
-                                  replicas=replicas, physical=int(count) if count.isdigit() and not note else None,
-                                  note=note)
+    report = probe_report(whole_node_probes, gpu_node)
+    verdict = evaluate_vector_add(gpu_node, report, requested=requested, replicas=replicas,
+                                  physical=int(count) if count.isdigit() and not note else None, note=note)
     for line in verdict.evidence:
         record_property("gpuconf.gpu", line)
+    # for `gpuconf report diff`: the node's slowest GPU, and how long the whole-node probe pod took to pull and start
+    times = [d.kernel_ms for d in report.devices if d.kernel_ms is not None]
+    record_metrics(record_property, kernel_ms=max(times) if times else None,
+                   **probe_pod_metrics(whole_node_probes[gpu_node]))
     judge(verdict, record_property)

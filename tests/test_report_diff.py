@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from gpuconf.cli import main
-from gpuconf.report.diff import diff_reports, large_message_busbw, load_report
+from gpuconf.report.diff import (
+    METRICS,
+    ReportDiff,
+    diff_reports,
+    large_message_busbw,
+    load_report,
+    render_json,
+    render_text,
+)
 from gpuconf.report.model import CheckResult, RunRecord
 from gpuconf.report.writers import write_json
 
@@ -296,8 +304,119 @@ def test_the_readme_diff_commands_parse() -> None:
     from gpuconf.cli import build_parser
 
     commands = [line for line in README.splitlines() if line.startswith("gpuconf report diff ")]
-    assert len(commands) == 2
+    assert len(commands) >= 2  # the diff section and the in-cluster runner section show it
     for line in commands:
         argv = shlex.split(line.split(">>", 1)[0].split("#", 1)[0])[1:]
         args = build_parser().parse_args(argv)
         assert (args.command, args.report_command) == ("report", "diff")
+
+
+# -- measured figures: kernel time, pull time, time to Running (report.json extra.metrics) ------------
+
+
+def measured(node: str, **metrics: float) -> CheckResult:
+    return CheckResult(SMOKE, node, "pass", f"suites/test_smoke.py::test_vector_add_on_every_gpu[{node}]", 0.5,
+                       metrics=metrics)
+
+
+def metric_diff(tmp_path: Path, old: dict[str, float], new: dict[str, float],
+                tolerance: float = 0.1) -> ReportDiff:
+    a = load_report(write_json(record("a"), [measured("h100-0", **old)], tmp_path / "a.json"))
+    b = load_report(write_json(record("b"), [measured("h100-0", **new)], tmp_path / "b.json"))
+    return diff_reports(a, b, tolerance=tolerance)
+
+
+def test_report_json_metrics_are_read_per_check_and_node(tmp_path: Path) -> None:
+    path = write_json(record("a"), [measured("h100-0", kernel_ms=0.04, pull_s=12.0), measured("h100-1")],
+                      tmp_path / "a.json")
+    assert load_report(path).metrics == {(SMOKE, "h100-0"): {"kernel_ms": 0.04, "pull_s": 12.0}}
+
+
+def test_slower_kernels_pulls_and_starts_are_regression_lines_and_gate(tmp_path: Path) -> None:
+    old = write_json(record("a"), [measured("h100-0", kernel_ms=0.04, pull_s=20.0, to_running_s=30.0),
+                                   measured("h100-1", kernel_ms=0.04, pull_s=20.0, to_running_s=30.0)],
+                     tmp_path / "a.json")
+    new = write_json(record("b"), [measured("h100-0", kernel_ms=0.052, pull_s=26.0, to_running_s=45.5),
+                                   measured("h100-1", kernel_ms=0.04, pull_s=20.0, to_running_s=30.0)],
+                     tmp_path / "b.json")
+    status, out, _ = cli(old, new, "--fail-on", "regressions")
+    assert status == 1
+    assert out.splitlines()[2:] == [
+        "metric regressions (tolerance 10%) (3):",
+        f"  h100-0 {SMOKE}: kernel_ms 0.040 -> 0.052 (+30.0%)",
+        f"  h100-0 {SMOKE}: pull_s 20.00 -> 26.00 (+30.0%)",
+        f"  h100-0 {SMOKE}: to_running_s 30.00 -> 45.50 (+51.7%)",
+        "summary: 0 new failures, 0 fixed, 0 still failing, 3 metric regressions (6 compared)",
+    ]
+    assert cli(old, new, "--fail-on", "failures")[0] == 0
+    doc = json.loads(cli(old, new, "--json")[1])
+    assert doc["metric_regressions"][0] == {"check": SMOKE, "node": "h100-0", "metric": "kernel_ms", "unit": "ms",
+                                            "old": 0.04, "new": 0.052, "change": 0.3}
+    assert cli(new, old)[0] == 0  # faster is an improvement, never a regression
+
+
+@pytest.mark.parametrize(("old", "new", "regressed"), [
+    pytest.param({"kernel_ms": 0.040}, {"kernel_ms": 0.049}, False, id="kernel +22% but under the 0.01 ms floor"),
+    pytest.param({"kernel_ms": 0.040}, {"kernel_ms": 0.051}, True, id="kernel +27% and over the floor"),
+    pytest.param({"kernel_ms": 0.200}, {"kernel_ms": 0.215}, False, id="kernel over the floor, within tolerance"),
+    pytest.param({"pull_s": 2.0}, {"pull_s": 2.9}, False, id="pull +45% but under the 1 s floor"),
+    pytest.param({"pull_s": 2.0}, {"pull_s": 3.5}, True, id="pull +75% and over the floor"),
+    pytest.param({"pull_s": 20.0}, {"pull_s": 21.5}, False, id="pull over the floor, within tolerance"),
+    pytest.param({"to_running_s": 0.0}, {"to_running_s": 0.9}, False, id="start from 0, under the floor"),
+    pytest.param({"to_running_s": 0.0}, {"to_running_s": 3.0}, True, id="start from 0, over the floor"),
+    pytest.param({"to_running_s": 3.0, "pull_s": 1.0}, {"to_running_s": 60.0}, False,
+                 id="start after a pull against one without: not the same figure"),
+    pytest.param({"to_running_s": 3.0}, {"to_running_s": 60.0, "pull_s": 55.0}, False,
+                 id="start without a pull against one after a pull: not the same figure"),
+    pytest.param({"to_running_s": 3.0, "pull_s": 1.0}, {"to_running_s": 60.0, "pull_s": 1.1}, True,
+                 id="start after a pull in both runs"),
+    pytest.param({"kernel_ms": 0.052}, {"kernel_ms": 0.040}, False, id="a faster kernel is no regression"),
+])
+def test_each_figure_regresses_upward_beyond_both_the_tolerance_and_its_floor(
+        tmp_path: Path, old: dict[str, float], new: dict[str, float], regressed: bool) -> None:
+    assert bool(metric_diff(tmp_path, old, new).regressions) is regressed
+
+
+def test_a_start_from_zero_says_so_instead_of_a_percentage(tmp_path: Path) -> None:
+    diff = metric_diff(tmp_path, {"to_running_s": 0.0}, {"to_running_s": 3.0})
+    assert render_text(diff).splitlines()[2] == "metric regressions (tolerance 10%) (1):"
+    assert render_text(diff).splitlines()[3] == f"  h100-0 {SMOKE}: to_running_s 0.00 -> 3.00 (from 0)"
+    assert render_json(diff)["metric_regressions"][0]["change"] is None
+
+
+def test_the_tolerance_applies_to_every_figure(tmp_path: Path) -> None:
+    old, new = {"kernel_ms": 0.04, "pull_s": 20.0}, {"kernel_ms": 0.052, "pull_s": 26.0}  # both +30%
+    assert len(metric_diff(tmp_path, old, new, tolerance=0.25).regressions) == 2
+    assert metric_diff(tmp_path, old, new, tolerance=0.35).regressions == []
+
+
+def test_a_figure_of_unknown_direction_is_not_compared_and_said_so(tmp_path: Path) -> None:
+    diff = metric_diff(tmp_path, {"mystery": 1.0, "kernel_ms": 0.04}, {"mystery": 9.0, "kernel_ms": 0.04})
+    assert (diff.metrics_compared, diff.regressions, diff.unknown_metrics) == (1, [], ["mystery"])
+    assert "mystery: no known direction (not a figure the diff knows)" in render_json(diff)["not_compared"]
+
+
+def test_every_figure_has_a_direction_a_floor_and_a_unit_its_name_ends_with() -> None:
+    assert set(METRICS) == {"kernel_ms", "pull_s", "to_running_s"}
+    for name, spec in METRICS.items():
+        assert spec.higher_is_worse and spec.floor > 0 and name.endswith(f"_{spec.unit}")
+
+
+def test_a_smoke_run_records_the_figures_and_diffs_against_itself_with_nothing_regressed(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    suites = pytester.mkdir("suites")
+    (suites / "test_smoke.py").write_text((ROOT / "suites" / "test_smoke.py").read_text())
+    res = pytester.runpytest_subprocess("suites/test_smoke.py", "-p", "gpuconf.plugin", "--simulate", "healthy-h100",
+                                        "--report-dir", str(tmp_path / "run"), "-p", "no:cacheprovider")
+    assert res.ret == 0, res.outlines[-20:]
+    doc = json.loads((tmp_path / "run" / "report.json").read_text())
+    metrics = {t["extra"]["node"]: t["extra"]["metrics"] for t in doc["results"]["tests"]}
+    assert set(metrics) == {"h100-0", "h100-1"}
+    for figures in metrics.values():
+        assert set(figures) == {"kernel_ms", "pull_s", "to_running_s"}  # the simulated node pulls the probe image
+        assert figures["kernel_ms"] > 0 and figures["pull_s"] > 0 and figures["to_running_s"] >= 0
+    junit = (tmp_path / "run" / "junit.xml").read_text()
+    assert 'name="gpuconf.metric.kernel_ms"' in junit
+    status, out, _ = cli(tmp_path / "run", tmp_path / "run")
+    assert status == 0 and out.splitlines()[-1] == (
+        "summary: 0 new failures, 0 fixed, 0 still failing, 0 metric regressions (6 compared)")

@@ -251,3 +251,78 @@ def test_a_measured_curve_is_drawn_inline_in_html_and_kept_in_json(tmp_path):
     assert "http://" not in html and "https://" not in html
     doc = json.loads(write_json(run(), [r], tmp_path / "report.json").read_text())
     assert doc["results"]["tests"][0]["extra"]["curve"] == [list(p) for p in points]
+
+
+# -- measured figures (gpuconf.metric.* properties -> report.json extra.metrics) ---------------------
+
+def test_metric_properties_become_the_results_metrics_and_bad_values_are_left_out():
+    from gpuconf.report.model import parse_metrics
+
+    props = {"gpuconf.check": "smoke.vector-add-every-gpu", "gpuconf.node": "h100-0", "gpuconf.outcome": "pass",
+             "gpuconf.metric.kernel_ms": "0.04", "gpuconf.metric.pull_s": 12.5, "gpuconf.metric.to_running_s": "nan",
+             "gpuconf.metric.odd": "fast", "gpuconf.metric.": "1", "gpuconf.metric.flag": True, "gpuconf.gpu": "1.0"}
+    r = from_test_report("suites/test_smoke.py::test_vector_add_on_every_gpu[h100-0]", "passed", 1.0, props, None)
+    assert r.metrics == {"kernel_ms": 0.04, "pull_s": 12.5}
+    assert parse_metrics({}) == {} and result("a", "pass").metrics == {}
+    assert hash(r) == hash(r)  # a result stays hashable with its metrics
+
+
+def test_metrics_are_kept_in_json_and_left_out_when_there_are_none(tmp_path):
+    from dataclasses import replace
+
+    measured = replace(result("h100-0", "pass"), metrics={"kernel_ms": 0.04, "to_running_s": 3.0})
+    doc = json.loads(write_json(run(), [measured, result("h100-1", "pass")], tmp_path / "report.json").read_text())
+    jsonschema.validate(doc, CTRF_SCHEMA)
+    extras = [t["extra"] for t in doc["results"]["tests"]]
+    assert extras[0]["metrics"] == {"kernel_ms": 0.04, "to_running_s": 3.0} and "metrics" not in extras[1]
+
+
+def test_record_metrics_writes_one_property_per_measured_figure():
+    from gpuconf.plugin import record_metrics
+    from gpuconf.report.model import parse_metrics
+
+    recorded: list[tuple[str, object]] = []
+    record_metrics(lambda k, v: recorded.append((k, v)), kernel_ms=0.0425, pull_s=None, to_running_s=float("inf"))
+    assert recorded == [("gpuconf.metric.kernel_ms", "0.0425")]
+    assert parse_metrics(dict(recorded)) == {"kernel_ms": 0.0425}
+
+
+@pytest.mark.parametrize(("message", "seconds"), [
+    ('Successfully pulled image "nvidia/cuda:13.0.2-devel" in 1.234s (2.5s including waiting). Image size: 9 bytes.',
+     1.234),
+    ('Successfully pulled image "x" in 1m2.5s (1m2.5s including waiting)', 62.5),
+    ('Successfully pulled image "x" in 850ms', 0.85),
+    ('Successfully pulled image "x" in 1h0m0.5s', 3600.5),
+    ('Container image "x" already present on machine', None),
+    ('Container image "x" already present on machine and can be accessed by the pod', None),
+    ('Pulling image "x"', None),
+])
+def test_the_pull_time_is_read_from_the_kubelets_pulled_message(message, seconds):
+    from gpuconf.plugin import pulled_seconds
+
+    assert pulled_seconds(message) == (None if seconds is None else pytest.approx(seconds))
+
+
+def _probe_outcome(*pulled: str, started: str | None = "2025-01-01T00:00:42Z"):
+    from gpuconf.cluster.outcomes import make_outcome
+
+    state = {"terminated": {"exitCode": 0, "startedAt": started, "finishedAt": "2025-01-01T00:00:50Z"}} if started \
+        else {"waiting": {"reason": "ContainerCreating"}}
+    pod = {"metadata": {"name": "inventory-h100-0", "creationTimestamp": "2025-01-01T00:00:00Z"},
+           "spec": {"nodeName": "h100-0", "containers": [{"name": "probe", "image": "x"}]},
+           "status": {"phase": "Succeeded" if started else "Pending",
+                      "containerStatuses": [{"name": "probe", "image": "x", "state": state}]}}
+    events = [{"reason": "Pulled", "message": m, "firstTimestamp": "2025-01-01T00:00:30Z",
+               "metadata": {"resourceVersion": str(i)}} for i, m in enumerate(pulled)]
+    return make_outcome(pod, events, logs={}, missing_logs={})
+
+
+def test_the_probe_pods_pull_time_and_time_to_running():
+    from gpuconf.plugin import probe_pod_metrics
+
+    pulled = _probe_outcome('Successfully pulled image "a" in 20.5s (20.5s including waiting)',
+                            'Successfully pulled image "b" in 1.25s (21.75s including waiting)')
+    assert probe_pod_metrics(pulled) == {"pull_s": 21.75, "to_running_s": 42.0}
+    cached = _probe_outcome('Container image "a" already present on machine')
+    assert probe_pod_metrics(cached) == {"pull_s": None, "to_running_s": 42.0}  # nothing pulled: no pull time
+    assert probe_pod_metrics(_probe_outcome(started=None)) == {"pull_s": None, "to_running_s": None}

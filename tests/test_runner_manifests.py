@@ -18,6 +18,7 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
+from gpuconf.cluster import results
 from gpuconf.cluster.campaign import make_priority_class
 from gpuconf.rbac import load_manifests
 
@@ -180,8 +181,9 @@ def test_the_reports_go_to_the_results_volume(where: str, spec: dict[str, Any]) 
 @pytest.mark.parametrize("where, spec", runner_pods(), ids=["job", "cronjob"])
 def test_the_runner_uses_the_shipped_kubeconfig_and_probe_namespace(where: str, spec: dict[str, Any]) -> None:
     args = runner_args(spec)
-    [role] = by_kind("Role")
-    assert args["namespace"] == role["metadata"]["namespace"]
+    [binding] = by_kind("RoleBinding")
+    [role] = [r for r in by_kind("Role") if r["metadata"]["name"] == binding["roleRef"]["name"]]
+    assert args["namespace"] == role["metadata"]["namespace"] == binding["metadata"]["namespace"]
     assert args["namespace"] in {d["metadata"]["name"] for d in by_kind("Namespace")}
     [container] = spec["containers"]
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
@@ -206,6 +208,48 @@ def test_the_shipped_priority_class_is_the_one_a_run_would_create() -> None:
     shipped, made = one("PriorityClass"), make_priority_class()
     assert {k: v for k, v in shipped.items() if k != "metadata"} == {k: v for k, v in made.items() if k != "metadata"}
     assert shipped["metadata"] == made["metadata"]
+
+
+# -------------------------------------------------------------------------------------------------
+# `gpuconf results`: its reader pod and its Role
+
+
+def reader_pod() -> dict[str, Any]:
+    return results.make_reader_pod("gpuconf-results-fetch-x", mode="fetch", run="gpuconf-abcde")
+
+
+def test_the_results_reader_pod_is_valid_and_passes_the_restricted_pod_security_standard() -> None:
+    pod = reader_pod()
+    assert schema_errors(pod) == []
+    assert restricted_violations(pod["spec"]) == []
+    assert pod["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_the_results_reader_reads_the_runner_volume_as_the_runner_with_the_runner_image() -> None:
+    """Its defaults are the shipped runner's: namespace, PVC, image (nothing new to mirror) and user
+    (the reports are written 0600 by the runner)."""
+    [pvc] = by_kind("PersistentVolumeClaim")
+    assert (results.DEFAULT_NAMESPACE, results.DEFAULT_PVC) == (pvc["metadata"]["namespace"], pvc["metadata"]["name"])
+    [(_, spec), _] = runner_pods()
+    [runner] = spec["containers"]
+    pod = reader_pod()["spec"]
+    [reader] = pod["containers"]
+    assert reader["image"] == runner["image"] == results.RUNNER_IMAGE
+    assert pod["securityContext"]["runAsUser"] == spec["securityContext"]["runAsUser"]
+    [mount] = reader["volumeMounts"]
+    [volume] = pod["volumes"]
+    assert mount == {"name": volume["name"], "mountPath": results.MOUNT_PATH, "readOnly": True}
+    assert volume["persistentVolumeClaim"] == {"claimName": pvc["metadata"]["name"], "readOnly": True}
+    assert runner_args(spec)["report-dir"].startswith(results.MOUNT_PATH + "/")
+
+
+def test_the_results_reader_role_is_in_the_runner_namespace_and_bound_to_nobody() -> None:
+    [role] = [r for r in by_kind("Role") if r["metadata"]["name"] == "gpuconf-results-reader"]
+    assert role["metadata"]["namespace"] == one("PersistentVolumeClaim")["metadata"]["namespace"]
+    bindings = by_kind("RoleBinding") + by_kind("ClusterRoleBinding")
+    assert all(b["roleRef"]["name"] != role["metadata"]["name"] for b in bindings)
+    [pvc_rule] = [r for r in role["rules"] if r["resources"] == ["persistentvolumeclaims"]]
+    assert pvc_rule["resourceNames"] == [results.DEFAULT_PVC]
 
 
 # -------------------------------------------------------------------------------------------------

@@ -3,14 +3,16 @@ checks appeared or disappeared, which node verdicts changed and which measured f
 
 Pure apart from :func:`load_report`: a report is read into a :class:`Report`, two of them are compared
 by :func:`diff_reports` into a :class:`ReportDiff`, and the renderers turn that into text, JSON or
-Markdown. The diff covers what report.json holds: outcomes per check and node, per-node verdicts and
-the NCCL busbw curves. Figures that only reach junit.xml (the smoke check's per-GPU kernel time, the
-``gpuconf.gpu`` properties) or no report at all (image pull time, time to Running) are not compared.
+Markdown. The diff covers what report.json holds: outcomes per check and node, per-node verdicts, the
+NCCL busbw curves and the measured figures of :data:`METRICS` (``extra.metrics``: the smoke check's
+slowest-GPU kernel time, the whole-node probe pod's image pull time and time to Running), each
+compared in the direction that is worse, beyond a relative tolerance and an absolute floor.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,19 +22,51 @@ from typing import Any
 from gpuconf.errors import EXIT_OK, EXIT_REJECTED, UsageError
 from gpuconf.report.model import CLUSTER, DEGRADED, FAIL, NOT_TESTED, PASS, worst
 
-__all__ = ["ABSENT", "FAIL_ON", "LARGE_MESSAGE", "NOT_COMPARED", "Change", "CheckCount", "MetricChange", "NodeChange",
-           "Report", "ReportDiff", "diff_reports", "exit_status", "large_message_busbw", "load_report",
-           "parse_report", "render_json", "render_markdown", "render_text"]
+__all__ = ["ABSENT", "FAIL_ON", "LARGE_MESSAGE", "METRICS", "NOT_COMPARED", "Change", "CheckCount", "MetricChange",
+           "MetricSpec", "NodeChange", "Report", "ReportDiff", "diff_reports", "exit_status", "large_message_busbw",
+           "load_report", "parse_report", "render_json", "render_markdown", "render_text"]
 
 #: The outcome of a check (or the verdict of a node) a report does not hold at all.
 ABSENT = "absent"
 #: Messages of at least this many bytes make the "large-message" busbw figure the diff compares.
 LARGE_MESSAGE = 2**30
 FAIL_ON = ("failures", "regressions", "any")
-#: What a nightly comparison might want but report.json does not carry (said in --json and the docs).
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """How a measured figure of report.json (``extra.metrics``) is compared."""
+
+    unit: str
+    higher_is_worse: bool
+    #: A change smaller than this (in ``unit``) is noise, whatever the tolerance says.
+    floor: float
+    digits: int  # decimals in a line of the diff
+    #: Compared only when this other figure is present in both runs or in neither (else they measured different things).
+    alike: str | None = None
+
+
+#: The figures the diff compares (names as gpuconf.plugin.record_metrics records them). NCCL busbw,
+#: where lower is worse, is compared from the curves. The floors keep noise from gating CI:
+#: - kernel_ms is the vector-add kernel of a few tens of microseconds on an idle GPU; launch jitter and
+#:   clock ramp-up move it by microseconds run to run, so a change under 0.01 ms (10 us) is not a finding.
+#: - pull_s and to_running_s: the API stamps creation and container start in whole seconds and a
+#:   registry's latency wanders by a second or so, so a change under 1 s is below what can be measured.
+#: to_running_s includes the pull: it is compared only between runs that both pulled the image or both
+#: found it present (pull_s present in both or in neither), else a warm cache would pass for a speed-up.
+METRICS: Mapping[str, MetricSpec] = {
+    "kernel_ms": MetricSpec("ms", higher_is_worse=True, floor=0.01, digits=3),
+    "pull_s": MetricSpec("s", higher_is_worse=True, floor=1.0, digits=2),
+    "to_running_s": MetricSpec("s", higher_is_worse=True, floor=1.0, digits=2, alike="pull_s"),
+}
+#: What a nightly comparison might want but the diff does not compare (said in --json and the docs).
 NOT_COMPARED = (
-    "kernel time: the smoke check's per-GPU kernel_ms reaches junit.xml (gpuconf.gpu properties), not report.json",
-    "image pull time and time to Running: no report records them",
+    "per-GPU kernel time: only each node's slowest GPU (kernel_ms) is compared; the per-GPU figures reach junit.xml "
+    "(gpuconf.gpu properties)",
+    "image pull time (pull_s) where either run found the image already present on the node: nothing was pulled",
+    "time to Running (to_running_s) between a run that pulled the image and one that found it present",
+    "pull time and time to Running of pods other than the whole-node probe: no suite records them",
+    "changes below the absolute floors: 0.01 ms of kernel time, 1 s of pull time or time to Running",
 )
 _FAILING = (FAIL, DEGRADED)
 Key = tuple[str, str]  # (check id, node key)
@@ -52,6 +86,7 @@ class Report:
     nodes: Mapping[str, str]  # per-node verdicts as the run wrote them
     error: str | None = None  # why the run could not start (then it holds no results)
     interrupted: bool = False
+    metrics: Mapping[Key, Mapping[str, float]] = field(default_factory=dict)  # extra.metrics by (check, node)
 
     @property
     def label(self) -> str:
@@ -95,11 +130,14 @@ class MetricChange:
     unit: str
     old: float
     new: float
+    digits: int = 1  # decimals in a line of the diff
 
     @property
     def change(self) -> float:
-        """Relative change, new against old (-0.2 = 20% lower)."""
-        return (self.new - self.old) / self.old if self.old else 0.0
+        """Relative change, new against old (-0.2 = 20% lower); infinite from a baseline of 0."""
+        if not self.old:
+            return 0.0 if self.new == self.old else math.copysign(math.inf, self.new)
+        return (self.new - self.old) / self.old
 
 
 @dataclass(frozen=True)
@@ -116,6 +154,8 @@ class ReportDiff:
     node_changes: list[NodeChange] = field(default_factory=list)
     metrics_compared: int = 0
     regressions: list[MetricChange] = field(default_factory=list)
+    #: Figures both runs hold whose direction the diff does not know (not in METRICS): not compared.
+    unknown_metrics: list[str] = field(default_factory=list)
 
 
 # --- reading ------------------------------------------------------------------------------------
@@ -156,6 +196,13 @@ def _curve(value: Any) -> tuple[tuple[int, float], ...]:
     return tuple(out)
 
 
+def _metrics(value: Any) -> dict[str, float]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): float(v) for k, v in value.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+
+
 def parse_report(doc: Any, *, source: str) -> Report:
     """A parsed report.json (CTRF with a ``gpuconf`` section, see gpuconf.report.writers)."""
     if not isinstance(doc, dict):
@@ -168,6 +215,7 @@ def parse_report(doc: Any, *, source: str) -> Report:
     seen: dict[Key, list[str]] = {}
     messages: dict[Key, str] = {}
     curves: dict[Key, tuple[tuple[int, float], ...]] = {}
+    metrics: dict[Key, dict[str, float]] = {}
     for index, test in enumerate(results["tests"]):
         if not isinstance(test, dict):
             raise _not_gpuconf(source, f"results.tests[{index}] is not an object")
@@ -185,12 +233,14 @@ def parse_report(doc: Any, *, source: str) -> Report:
         curve = _curve(extra.get("curve"))
         if curve and key not in curves:
             curves[key] = curve
+        for name, value in _metrics(extra.get("metrics")).items():
+            metrics.setdefault(key, {}).setdefault(name, value)  # the first test of a (check, node) wins
     nodes = meta.get("nodes")
     return Report(source=source, run_id=_text(meta.get("run_id")), provenance=_text(meta.get("provenance")),
                   started=_text(meta.get("started")), outcomes={k: worst(v) for k, v in seen.items()},
                   messages=messages, curves=curves,
                   nodes={str(k): str(v) for k, v in nodes.items()} if isinstance(nodes, dict) else {},
-                  error=_text(meta.get("error")), interrupted=meta.get("interrupted") is True)
+                  error=_text(meta.get("error")), interrupted=meta.get("interrupted") is True, metrics=metrics)
 
 
 def _text(value: Any) -> str | None:
@@ -257,7 +307,30 @@ def diff_reports(old: Report, new: Report, *, tolerance: float = 0.1) -> ReportD
         metric = MetricChange(key[0], key[1], a[1], "GB/s", a[0], b[0])
         if metric.change < -tolerance:  # lower busbw is worse
             out.regressions.append(metric)
-    return replace(out, metrics_compared=compared)
+    unknown: set[str] = set()
+    for key in sorted(set(old.metrics) & set(new.metrics), key=lambda k: (k[1], k[0])):
+        was, now = old.metrics[key], new.metrics[key]
+        for name in sorted(set(was) & set(now)):
+            spec = METRICS.get(name)
+            if spec is None:
+                unknown.add(name)
+                continue
+            if spec.alike is not None and (spec.alike in was) != (spec.alike in now):
+                continue
+            compared += 1
+            if _worse(spec, was[name], now[name], tolerance):
+                out.regressions.append(MetricChange(key[0], key[1], name, spec.unit, was[name], now[name],
+                                                    spec.digits))
+    return replace(out, metrics_compared=compared, unknown_metrics=sorted(unknown))
+
+
+def _worse(spec: MetricSpec, old: float, new: float, tolerance: float) -> bool:
+    """Worse by more than the floor and by more than ``tolerance`` of the old figure (any amount beyond
+    the floor from a baseline of 0, where a fraction of it says nothing)."""
+    loss = new - old if spec.higher_is_worse else old - new
+    if loss <= spec.floor:
+        return False
+    return old <= 0 or loss / old > tolerance
 
 
 def exit_status(diff: ReportDiff, fail_on: str = "any") -> int:
@@ -286,7 +359,9 @@ def _count_line(c: CheckCount, verb: str = "") -> str:
 
 
 def _metric_line(m: MetricChange) -> str:
-    return f"{m.node} {m.check}: {m.metric} {m.old:.1f} -> {m.new:.1f} {m.unit} ({m.change:+.1%})"
+    unit = "" if not m.unit or m.metric.endswith(f"_{m.unit}") else f" {m.unit}"  # kernel_ms says its unit
+    change = f"{m.change:+.1%}" if math.isfinite(m.change) else "from 0"
+    return f"{m.node} {m.check}: {m.metric} {m.old:.{m.digits}f} -> {m.new:.{m.digits}f}{unit} ({change})"
 
 
 def _groups(diff: ReportDiff) -> list[tuple[str, list[str]]]:
@@ -357,7 +432,9 @@ def render_json(diff: ReportDiff, *, fail_on: str = "any") -> dict[str, Any]:
         "node_changes": [{"node": n.node, "old": n.old, "new": n.new} for n in diff.node_changes],
         "metrics_compared": diff.metrics_compared,
         "metric_regressions": [{"check": m.check, "node": m.node, "metric": m.metric, "unit": m.unit, "old": m.old,
-                                "new": m.new, "change": round(m.change, 6)} for m in diff.regressions],
-        "not_compared": list(NOT_COMPARED),
+                                "new": m.new, "change": round(m.change, 6) if math.isfinite(m.change) else None}
+                               for m in diff.regressions],
+        "not_compared": list(NOT_COMPARED) + [f"{name}: no known direction (not a figure the diff knows)"
+                                               for name in diff.unknown_metrics],
         "exit_status": exit_status(diff, fail_on),
     }

@@ -3,18 +3,22 @@ and pure rules; the plugin builds it from pytest reports, the writers render it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CLUSTER", "CheckResult", "OUTCOMES", "RunRecord", "from_test_report", "node_verdicts", "remediation",
-           "worst"]
+__all__ = ["CLUSTER", "METRIC_PREFIX", "CheckResult", "OUTCOMES", "RunRecord", "format_metric", "from_test_report",
+           "node_verdicts", "parse_metrics", "remediation", "worst"]
 
 PASS, DEGRADED, FAIL, NOT_TESTED = "pass", "degraded", "fail", "not-tested"
 OUTCOMES = (PASS, DEGRADED, FAIL, NOT_TESTED)
 #: The node a result without one is filed under (cluster-wide checks, or a run without nodes).
 CLUSTER = "(cluster)"
 _RANK = {FAIL: 3, DEGRADED: 2, PASS: 1}
+#: A measured figure a test records for `gpuconf report diff`: ``gpuconf.metric.<name>`` = a number
+#: (gpuconf.plugin.record_metrics); the name carries the unit (kernel_ms, pull_s, to_running_s).
+METRIC_PREFIX = "gpuconf.metric."
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,8 @@ class CheckResult:
     message: str | None = None
     #: A measured curve (the NCCL suite's busbw per message size): ((bytes, GB/s), ...).
     curve: tuple[tuple[int, float], ...] = ()
+    #: Measured figures by name (``gpuconf.metric.*`` properties): {"kernel_ms": 0.04, "pull_s": 12.5, ...}.
+    metrics: Mapping[str, float] = field(default_factory=dict, hash=False)
 
     @property
     def node_key(self) -> str:
@@ -94,7 +100,29 @@ def from_test_report(nodeid: str, pytest_outcome: str, duration: float, properti
     message = longrepr.strip() if longrepr else None
     return CheckResult(check, str(node) if node is not None else None, outcome, nodeid, duration,
                        opt("gpuconf.expected"), opt("gpuconf.observed"), message or None,
-                       parse_curve(opt("gpuconf.curve")))
+                       parse_curve(opt("gpuconf.curve")), parse_metrics(properties))
+
+
+def format_metric(value: float) -> str:
+    """A ``gpuconf.metric.*`` property value: the number in full (repr keeps every digit)."""
+    return repr(float(value))
+
+
+def parse_metrics(properties: Mapping[str, Any]) -> dict[str, float]:
+    """The ``gpuconf.metric.<name>`` properties as numbers; a value that is not a finite number (or a
+    property without a name) is left out rather than guessed at."""
+    out: dict[str, float] = {}
+    for key, value in properties.items():
+        name = str(key).removeprefix(METRIC_PREFIX)
+        if not str(key).startswith(METRIC_PREFIX) or not name or isinstance(value, bool):
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(number):
+            out[name] = number
+    return out
 
 
 def format_curve(points: Iterable[tuple[int, float]]) -> str:

@@ -80,6 +80,8 @@ def ctrf_document(run: RunRecord, results: Sequence[CheckResult]) -> dict[str, A
                              FAIL, DEGRADED) else None}
         if r.curve:
             test["extra"]["curve"] = [[x, y] for x, y in r.curve]
+        if r.metrics:  # what `gpuconf report diff` compares besides the curve
+            test["extra"]["metrics"] = {name: float(value) for name, value in r.metrics.items()}
         tests.append(test)
     summary = {**counts(results), "start": _ms(run.started), "stop": _ms(run.finished)}
     return {
