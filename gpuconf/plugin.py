@@ -65,9 +65,11 @@ MARKERS = {
     "nccl": "multi-GPU and multi-node NCCL all-reduce",
     "scheduling": "what the scheduler does with GPU requests; the RuntimeClass",
     "sharing": "time-slicing and MPS: replicas, oversubscription",
-    "slow": "long-running checks (burn-in tiers)",
+    "slow": "the burn-in tier: long-running checks; runs only with --burn-in",
     "smoke": "the quick tier: every GPU runs a verified kernel",
 }
+#: Rounds of each burn-in check when --burn-in is given without a number.
+BURN_IN_ROUNDS = 3
 #: The CUDA of the probe every suite uses unless it tests a matrix (the current major's baseline).
 DEFAULT_PROBE_CUDA = "13.0.2"
 
@@ -119,6 +121,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "together); without it they are plain pods that meet at a bootstrap barrier")
     group.addoption("--allow-disruptive", action="store_true", default=False,
                     help="also run checks marked disruptive (they change node state, e.g. a MIG layout)")
+    group.addoption("--burn-in", dest="burn_in", metavar="ROUNDS", nargs="?", type=int, const=BURN_IN_ROUNDS,
+                    default=None, help="also run the burn-in tier, the checks marked slow: ROUNDS consecutive "
+                    f"rounds of each (default {BURN_IN_ROUNDS}); give it after the paths, or as --burn-in=N")
     group.addoption("--label-nodes", action="store_true", default=False,
                     help="after the run, label each tested node gpuconf.io/verdict=pass|degraded|fail|not-tested and "
                     "annotate it with the run id, the verdict time and its failed checks (nodes not tested: untouched)")
@@ -317,7 +322,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A check marker must name a catalogued check; checks marked disruptive change node state: they
-    run only with --allow-disruptive."""
+    run only with --allow-disruptive; checks marked slow are the burn-in tier: they run only with
+    --burn-in."""
     from gpuconf.verdict import checks
 
     for item in items:
@@ -326,12 +332,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.check{marker.args!r} names no check of "
                                     "gpuconf/data/checks.yaml")
         _validate_cncf(item)
-    if config.getoption("--allow-disruptive"):
-        return
-    skip = pytest.mark.skip(reason="disruptive (changes node state): give --allow-disruptive to run it")
+    rounds = config.getoption("burn_in")
+    if rounds is not None and rounds < 1:
+        raise pytest.UsageError(f"--burn-in {rounds}: give at least one round")
+    gates = [(name, pytest.mark.skip(reason=reason)) for name, reason, on in (
+        ("disruptive", "disruptive (changes node state): give --allow-disruptive to run it",
+         config.getoption("--allow-disruptive")),
+        ("slow", "burn-in: give --burn-in to run it", rounds is not None)) if not on]
     for item in items:
-        if item.get_closest_marker("disruptive") is not None:
-            item.add_marker(skip)
+        for name, skip in gates:
+            if item.get_closest_marker(name) is not None:
+                item.add_marker(skip)
 
 
 def _validate_cncf(item: pytest.Item) -> None:

@@ -191,6 +191,8 @@ def make_nccl_probe_pod(
     schedule_budget_s: int | None = None,
     kueue_queue: str | None = None,
     gang: str | None = None,
+    iters: int | None = None,
+    warmup: int | None = None,
 ) -> dict[str, Any]:
     """An nccl-probe pod: the all-reduce sweep over the ``gpu_count`` GPUs it is given, in one
     process, or as ``rank`` of a ``world_size``-rank job whose rank 0 serves the NCCL unique id at
@@ -205,9 +207,15 @@ def make_nccl_probe_pod(
 
     ``kueue_queue`` (a LocalQueue) with ``gang`` (the job's name) makes the ranks one Kueue pod group
     (queue-name and pod-group-name labels, pod-group-total-count annotation = ``world_size``): Kueue
-    admits all of them or none, so a rank never holds a node's GPUs while its peers wait."""
+    admits all of them or none, so a rank never holds a node's GPUs while its peers wait.
+
+    ``iters`` and ``warmup`` (the probe's ``--iters``/``--warmup``, default 20 and 5 per size;
+    sizes from 256 MiB run ``max(1, iters/4)``) lengthen the sweep, as the burn-in tier does."""
     if gpu_count < 1:
         raise ValueError("an nccl-probe pod asks for at least one GPU")
+    if iters is not None and iters < 1 or warmup is not None and warmup < 0:
+        raise ValueError(f"the nccl-probe times at least one iteration and warms up zero or more: iters {iters}, "
+                         f"warmup {warmup}")
     if kueue_queue is not None and (gang is None or world_size is None):
         raise ValueError("a Kueue pod group needs the job's name (gang) and its world_size")
     multi = (rank, world_size, id_addr)
@@ -224,6 +232,8 @@ def make_nccl_probe_pod(
         kueue_labels = {"kueue.x-k8s.io/queue-name": kueue_queue, "kueue.x-k8s.io/pod-group-name": str(gang)}
         kueue_annotations = {"kueue.x-k8s.io/pod-group-total-count": str(world_size)}
     args = ["--timeout", str(step_timeout_s)]
+    args += ["--warmup", str(warmup)] if warmup is not None else []
+    args += ["--iters", str(iters)] if iters is not None else []
     if rank is not None:
         args += ["--rank", str(rank), "--world-size", str(world_size), "--id-addr", str(id_addr),
                  "--bootstrap-timeout", str(bootstrap_timeout_s)]

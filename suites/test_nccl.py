@@ -10,7 +10,12 @@ names rank 0, whose address every rank is given): the pairwise pass pairs the no
 the intra-node pass (0,1), (2,3)... within like hardware, all pairs at once; an odd node out and
 each node of a failing pair are re-paired with nodes of passing pairs, so a node is named only
 when the re-pairing isolates it. Last, one job across the nodes still standing (--nccl-nodes of
-them, by default all, at most 16). The decisions are in gpuconf.checks.nccl."""
+them, by default all, at most 16).
+
+The burn-in tier (marked slow, run only with --burn-in ROUNDS) repeats the intra-node all-reduce
+with --iters 200 on every node that passed it, ROUNDS campaigns one after the other: every round
+completes correctly and none dips more than 10% below the node's best. The decisions are in
+gpuconf.checks.nccl."""
 
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ from gpuconf.checks import nccl as checks
 from gpuconf.cluster import GpuNode, Inventory, PodOutcome, list_active_pods, run_campaign
 from gpuconf.compat import tables
 from gpuconf.compat.tables import NcclFloor
-from gpuconf.plugin import ClusterHandle, judge, run_context
+from gpuconf.plugin import ClusterHandle, judge, record_metrics, run_context
 from gpuconf.probe_pods import NCCL_JOB_LABEL, make_nccl_job_service, make_nccl_probe_pod, nccl_rank0_address
 from gpuconf.probes import ProbeParseError
 from gpuconf.probes.nccl import NcclProbeReport, parse_nccl_probe
@@ -352,3 +357,82 @@ def test_multinode_completes(multinode, record_property):
     if multinode.job is None:
         pytest.skip(multinode.why_not)
     judge(checks.evaluate_multinode(multinode.job, multinode.slowest), record_property)
+
+
+# -------------------------------------------------------------------------------------------------
+# Burn-in (the slow tier, --burn-in ROUNDS): the intra-node all-reduce again and again
+
+#: Timed iterations per message size in a burn-in round (the probe's default is 20).
+BURN_IN_ITERS = 200
+
+
+@dataclass
+class BurnIn:
+    excluded: dict[str, str] = field(default_factory=dict)  # node -> why it takes no burn-in rounds
+    rounds: dict[str, list[checks.BurnInRound]] = field(default_factory=dict)
+
+
+def burn_in_round(number: int, outcome: PodOutcome | None) -> checks.BurnInRound:
+    if outcome is None:
+        return checks.BurnInRound(number, None, "its pod was not created")
+    text = outcome.logs.get("probe")
+    if text is None:
+        return checks.BurnInRound(number, None, " ".join(
+            x for x in ("no output:", outcome.phase, outcome.reason, outcome.message) if x))
+    try:
+        return checks.BurnInRound(number, parse_nccl_probe(text, exit_code=outcome.container("probe").exit_code,
+                                                           source=f"burn-in round {number} nccl-probe"))
+    except ProbeParseError as exc:
+        return checks.BurnInRound(number, None, str(exc))
+
+
+@pytest.fixture(scope="module")
+def burn_in(request: pytest.FixtureRequest, gpu_inventory: Inventory, intra_node: IntraNode) -> BurnIn:
+    """ROUNDS campaigns one after the other, each one all-GPU nccl-probe (--iters 200) on every node
+    whose intra-node all-reduce completed correctly, all nodes together."""
+    config = request.config
+    ctx = run_context(config)
+    rounds = int(config.getoption("burn_in") or 1)
+    runtime_class = "nvidia" if any(rc.name == "nvidia" for rc in gpu_inventory.runtime_classes) else None
+    out = BurnIn()
+    nodes = []
+    for node in gpu_inventory.gpu_nodes:
+        if not_an_nccl_node(node):
+            continue
+        why = intra_node_failure(intra_node, node.name)
+        if why is not None:
+            out.excluded[node.name] = f"{node.name} is excluded from the burn-in: {why}"
+        else:
+            nodes.append(node)
+            out.rounds[node.name] = []
+    for number in range(1, rounds + 1):
+        if not nodes:
+            break
+        pods = [make_nccl_probe_pod(name=f"nccl-bi{number}-{node.name}", namespace=ctx.namespace, run_id=ctx.run_id,
+                                    check="nccl", node=node.name, gpu_count=whole_gpus(node),
+                                    registry=config.getoption("--registry"), runtime_class=runtime_class,
+                                    iters=BURN_IN_ITERS) for node in nodes]
+        outcomes = run_campaign(ctx, pods, timeout=config.getoption("gpuconf_timeout"))
+        for node in nodes:
+            out.rounds[node.name].append(burn_in_round(number, outcomes.get(f"nccl-bi{number}-{node.name}")))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.check("nccl.burn-in-stable")
+def test_burn_in_stable(gpu_node, gpu_inventory, burn_in, record_property):
+    nccl_node(gpu_inventory, gpu_node)
+    if gpu_node in burn_in.excluded:
+        pytest.skip(burn_in.excluded[gpu_node])
+    rounds = burn_in.rounds[gpu_node]
+    verdict = checks.evaluate_burn_in_stable(gpu_node, rounds)
+    for line in verdict.evidence:  # every round's figure, in junit.xml also when the check passes
+        record_property("gpuconf.burn-in", line)
+    # report.json carries each round's figure; `gpuconf report diff` compares the curve of the node's slowest round
+    record_metrics(record_property, **{f"burn_in_round{r.number}_busbw_gbps": r.report.large_message_avg_busbw_gbps
+                                       for r in rounds if r.report is not None})
+    measured = [r.report for r in rounds if r.report is not None and r.report.large_message_avg_busbw_gbps is not None]
+    if measured:
+        slowest = min(measured, key=lambda d: d.large_message_avg_busbw_gbps or 0.0)
+        record_property("gpuconf.curve", format_curve((size.bytes, size.busbw_gbps) for size in slowest.sizes))
+    judge(verdict, record_property)

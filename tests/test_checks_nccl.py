@@ -15,11 +15,12 @@ from gpuconf.sim.profile import expand, load_profile, with_faults
 from gpuconf.verdict import Outcome
 
 
-def probe(profile: str = "healthy-h100", node: str = "h100-0", faults: list[dict] | None = None) -> NcclProbeReport:
+def probe(profile: str = "healthy-h100", node: str = "h100-0", faults: list[dict] | None = None,
+          iters: int = 20) -> NcclProbeReport:
     p = load_profile(profile)
     n = expand(with_faults(p, faults) if faults else p).node(node)
     code, out = nccl_probe_run(n, visible=[Visible(g) for g in n.gpus], image_cuda=parse_cuda("13.0.2"), env={},
-                               started_at="2026-12-01T00:00:00.000Z", hostname=node)
+                               started_at="2026-12-01T00:00:00.000Z", hostname=node, iters=iters)
     return parse_nccl_probe(out, exit_code=code)
 
 
@@ -205,3 +206,75 @@ def test_a_node_short_of_the_gpus_its_pool_has_is_named_by_the_preflight():
     assert verdict.summary.startswith("h100-0 has 7/8 GPUs allocatable (its pool's other nodes have 8)")
     same = checks.evaluate_preflight("h100-1", capacity=8, allocatable=8, holders=[], expected=8)
     assert same.outcome is Outcome.PASS
+
+
+# --- burn-in ----------------------------------------------------------------------------------------
+
+def burn_in_rounds(*busbw: float | None, hung: int | None = None) -> list[checks.BurnInRound]:
+    """Rounds from the emulated healthy H100 document, each with its large-message busbw (None: no
+    document), and round ``hung`` from the nccl-hang document."""
+    healthy, hanging = probe(iters=200), probe(faults=[{"id": "nccl-hang", "pool": "h100", "node": 0}], iters=200)
+    rounds = []
+    for number, figure in enumerate(busbw, start=1):
+        if number == hung:
+            rounds.append(checks.BurnInRound(number, hanging))
+        elif figure is None:
+            rounds.append(checks.BurnInRound(number, None, "no output: Failed DeadlineExceeded"))
+        else:
+            rounds.append(checks.BurnInRound(number, dataclasses.replace(healthy,
+                                                                         large_message_avg_busbw_gbps=figure)))
+    return rounds
+
+
+def test_burn_in_rounds_that_agree_pass_with_every_round_in_the_evidence():
+    verdict = checks.evaluate_burn_in_stable("h100-0", burn_in_rounds(462.0, 455.5, 470.1))
+    assert verdict.outcome is Outcome.PASS, verdict.message()
+    assert verdict.summary == ("3 rounds completed correctly; large-message busbw 455.5..470.1 GB/s, within 10% of "
+                               "the best round")
+    assert verdict.evidence == ("round 1: 462 GB/s large-message busbw (200 iterations a size), exit 0 (ok)",
+                                "round 2: 455.5 GB/s large-message busbw (200 iterations a size), exit 0 (ok)",
+                                "round 3: 470.1 GB/s large-message busbw (200 iterations a size), exit 0 (ok)")
+
+
+def test_a_burn_in_round_that_hangs_fails_naming_the_round():
+    verdict = checks.evaluate_burn_in_stable("h100-0", burn_in_rounds(462.0, 462.0, 462.0, hung=2))
+    assert verdict.outcome is Outcome.FAIL  # a hang is a failure although the check's severity is degraded
+    assert verdict.summary.startswith("1 of 3 burn-in rounds on h100-0 did not complete correctly: round 2: the "
+                                      "all-reduce hung at 1048576 bytes")
+    assert verdict.observed == "2/3 completed"
+    assert verdict.evidence[1].startswith("round 2: no large-message figure (200 iterations a size), exit 6 (timeout: "
+                                          "all_reduce")
+    lost = checks.evaluate_burn_in_stable("h100-0", burn_in_rounds(462.0, None))
+    assert lost.outcome is Outcome.FAIL
+    assert "round 2 produced no nccl-probe document (no output: Failed DeadlineExceeded)" in lost.summary
+
+
+def test_a_burn_in_round_20_percent_slower_is_degraded_naming_the_round():
+    verdict = checks.evaluate_burn_in_stable("h100-0", burn_in_rounds(460.0, 368.0, 458.0))
+    assert verdict.outcome is Outcome.DEGRADED
+    assert verdict.summary == ("large-message busbw on h100-0 dipped more than 10% below its best round (round 1, "
+                               "460 GB/s): round 2 368 GB/s (20% below); an intermittent link, clock or thermal "
+                               "problem")
+    assert verdict.expected == "every round >= 414 GB/s (10% below the best)"
+    assert verdict.observed == "460, 368, 458 GB/s"
+    assert "nvlink -e" in verdict.message()  # the remediation
+    assert checks.evaluate_burn_in_stable("h100-0", []).outcome is Outcome.NOT_TESTED
+
+
+def test_the_burn_in_pod_asks_for_more_iterations_and_the_simulated_probe_runs_them():
+    from gpuconf.probe_pods import make_nccl_probe_pod
+
+    pod = make_nccl_probe_pod(name="nccl-bi1-h100-0", namespace="ns", run_id="r", check="nccl", node="h100-0",
+                              gpu_count=8, iters=200, warmup=10)
+    command = next(c for c in pod["spec"]["containers"] if c["name"] == "probe")["command"]
+    assert command[1:] == ["--timeout", "300", "--warmup", "10", "--iters", "200"]
+    plain = make_nccl_probe_pod(name="x", namespace="ns", run_id="r", check="nccl", node="h100-0", gpu_count=8)
+    assert next(c for c in plain["spec"]["containers"] if c["name"] == "probe")["command"][1:] == ["--timeout", "300"]
+    with pytest.raises(ValueError, match="at least one iteration"):
+        make_nccl_probe_pod(name="x", namespace="ns", run_id="r", check="nccl", node="h100-0", gpu_count=8, iters=0)
+    n = expand(load_profile("healthy-h100")).node("h100-0")
+    code, out = nccl_probe_run(n, visible=[Visible(g) for g in n.gpus], image_cuda=parse_cuda("13.0.2"), env={},
+                               started_at="2026-12-01T00:00:00.000Z", hostname="h100-0", iters=200, warmup=10)
+    doc = parse_nccl_probe(out, exit_code=code).raw
+    assert (doc["args"]["iters"], doc["args"]["warmup"], doc["args"]["iters_large"]) == (200, 10, 50)
+    assert {(s["iters"], s["warmup"]) for s in doc["sweep"]["sizes"]} == {(200, 10), (50, 10)}

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from gpuconf.compat import tables
 from gpuconf.compat.tables import NcclFloor
 from gpuconf.probes.nccl import NcclProbeReport
-from gpuconf.verdict import Verdict, failed, not_tested, passed
+from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
-__all__ = ["PEER_TOLERANCE", "GpuHolder", "JobResult", "PairCall", "RankResult", "combine_job",
-           "evaluate_allreduce_completes", "evaluate_busbw", "evaluate_multinode", "evaluate_pairwise",
-           "evaluate_preflight", "evaluate_transport", "expected_floor", "first_round", "holders_by_node",
-           "pair_busbw_call", "pair_completion_call", "peer_floor", "pool_gpu_counts", "second_round"]
+__all__ = ["BURN_IN_TOLERANCE", "PEER_TOLERANCE", "BurnInRound", "GpuHolder", "JobResult", "PairCall", "RankResult",
+           "combine_job", "evaluate_allreduce_completes", "evaluate_burn_in_stable", "evaluate_busbw",
+           "evaluate_multinode", "evaluate_pairwise", "evaluate_preflight", "evaluate_transport", "expected_floor",
+           "first_round", "holders_by_node", "pair_busbw_call", "pair_completion_call", "peer_floor", "pool_gpu_counts",
+           "second_round"]
 
 #: Parts that come on 8-GPU NVSwitch boards (HGX/DGX) when a node has eight of them.
 _NVSWITCH_PARTS = ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200",
@@ -377,3 +378,73 @@ def evaluate_multinode(job: JobResult, slowest: str | None) -> Verdict:
                       "did not finish", evidence=evidence)
     return passed(cid, None, f"the all-reduce across {where} completed correctly"
                   + (f" at {busbw:g} GB/s" if busbw is not None else ""), evidence=evidence)
+
+
+# -------------------------------------------------------------------------------------------------
+# Burn-in (the slow tier): the intra-node all-reduce, round after round
+
+#: How far below the node's best round a round's large-message busbw may fall before it is a dip.
+BURN_IN_TOLERANCE = 0.10
+
+
+@dataclass(frozen=True)
+class BurnInRound:
+    """One burn-in round on one node: its nccl-probe document, or why there is none."""
+
+    number: int  # from 1, in the order the rounds ran
+    report: NcclProbeReport | None
+    problem: str = ""
+
+
+def _round_line(r: BurnInRound) -> str:
+    if r.report is None:
+        return f"round {r.number}: no document ({r.problem})"
+    busbw = r.report.large_message_avg_busbw_gbps
+    figure = f"{busbw:g} GB/s large-message busbw" if busbw is not None else "no large-message figure"
+    args = r.report.raw.get("args")
+    iters = args.get("iters") if isinstance(args, dict) else None
+    figure += f" ({iters} iterations a size)" if isinstance(iters, int) else ""
+    return f"round {r.number}: {figure}, exit {r.report.exit_code} ({r.report.exit_reason})"
+
+
+def evaluate_burn_in_stable(node: str, rounds: Sequence[BurnInRound], *,
+                            tolerance: float = BURN_IN_TOLERANCE) -> Verdict:
+    """Every round of the node's all-GPU all-reduce completes with correct results (a round that
+    does not is a failure, whatever the check's severity: the node cannot be trusted with a long
+    job), and each round's large-message busbw stays within ``tolerance`` of the node's best
+    round (a dip is an intermittent link, clock or thermal problem: degraded). The evidence lists
+    every round's figure."""
+    cid = "nccl.burn-in-stable"
+    if not rounds:
+        return not_tested(cid, node, f"no burn-in round ran on {node}")
+    evidence = tuple(_round_line(r) for r in rounds)
+    broken: list[str] = []
+    for r in rounds:
+        if r.report is None:
+            broken.append(f"round {r.number} produced no nccl-probe document ({r.problem})")
+            continue
+        completes = evaluate_allreduce_completes(node, r.report)
+        if completes.outcome is not Outcome.PASS:
+            broken.append(f"round {r.number}: {completes.summary}")
+    if broken:
+        return Verdict(cid, node, Outcome.FAIL, f"{len(broken)} of {len(rounds)} burn-in rounds on {node} did not "
+                       "complete correctly: " + "; ".join(broken), expected=f"all {len(rounds)} rounds complete",
+                       observed=f"{len(rounds) - len(broken)}/{len(rounds)} completed", evidence=evidence)
+    figures = [(r.number, r.report.large_message_avg_busbw_gbps) for r in rounds if r.report is not None]
+    missing = [n for n, f in figures if f is None]
+    if missing:
+        return not_tested(cid, node, f"rounds {', '.join(map(str, missing))} on {node} measured no large-message "
+                          "busbw (the sweep reached no large message): nothing to compare")
+    best_round, best = max(((n, f) for n, f in figures if f is not None), key=lambda x: x[1])
+    floor = best * (1 - tolerance)
+    dips = [(n, f) for n, f in figures if f is not None and f < floor]
+    if dips:
+        named = ", ".join(f"round {n} {f:g} GB/s ({(best - f) / best:.0%} below)" for n, f in dips)
+        return failed(cid, node, f"large-message busbw on {node} dipped more than {tolerance:.0%} below its best "
+                      f"round (round {best_round}, {best:g} GB/s): {named}; an intermittent link, clock or thermal "
+                      "problem",
+                      expected=f"every round >= {floor:g} GB/s ({tolerance:.0%} below the best)",
+                      observed=", ".join(f"{f:g}" for _, f in figures) + " GB/s", evidence=evidence)
+    low = min(f for _, f in figures if f is not None)
+    return passed(cid, node, f"{len(rounds)} rounds completed correctly; large-message busbw {low:g}..{best:g} GB/s, "
+                  f"within {tolerance:.0%} of the best round", evidence=evidence)

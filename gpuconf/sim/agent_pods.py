@@ -481,9 +481,12 @@ class Kubelet:
                 c.ticket = self.rendezvous.join(multi, node, visible=visible, image_cuda=c.image.cuda, env=env,
                                                 started_at=rfc3339_milli(now), hostname=hostname, ip=run.ip, now=now)
                 return 0, "", None
+            warmup, iters = _count_arg(args, "--warmup", 5), _count_arg(args, "--iters", 20)
             code, out = emulate.nccl_probe_run(node, visible=visible, image_cuda=c.image.cuda, env=env,
-                                               started_at=rfc3339_milli(now), hostname=hostname)
-            seconds = _timeout_arg(args) if node.interconnect.hang else t.nccl_probe_seconds
+                                               started_at=rfc3339_milli(now), hostname=hostname, warmup=warmup,
+                                               iters=max(iters, 1))
+            # the nominal run time is the default sweep's (20 iterations a size); more iterations take longer
+            seconds = _timeout_arg(args) if node.interconnect.hang else t.nccl_probe_seconds * max(1.0, iters / 20)
             return code, out, t.scaled(seconds)
         annotations = meta.get("annotations") or {}
         if c.init:
@@ -655,6 +658,16 @@ class Kubelet:
         else:
             out["state"] = {"waiting": {"reason": c.waiting}}
         return out
+
+
+def _count_arg(args: list[str], flag: str, default: int) -> int:
+    """An nccl-probe count flag (``--iters N``, ``--warmup=N``); ``default`` when absent or not a number."""
+    for i, a in enumerate(args):
+        value = a.split("=", 1)[1] if a.startswith(flag + "=") else args[i + 1] if a == flag and \
+            i + 1 < len(args) else None
+        if value is not None and value.isdigit():
+            return int(value)
+    return default
 
 
 def _timeout_arg(args: list[str]) -> float:

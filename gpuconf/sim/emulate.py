@@ -333,10 +333,13 @@ def _nccl_curve(peak: float, size: int) -> float:
 
 
 def nccl_probe_run(node: SimNode, *, visible: Sequence[Visible], image_cuda: CudaVersion, env: Mapping[str, str],
-                   started_at: str, hostname: str, max_bytes: int = 4 * _GIB) -> tuple[int, str]:
+                   started_at: str, hostname: str, max_bytes: int = 4 * _GIB, warmup: int = 5,
+                   iters: int = 20) -> tuple[int, str]:
     """(exit code, stdout) of the nccl-probe run over every GPU the pod got, on ``node``'s
     simulated interconnect: the profile's busbw (nccl-slow-link lowers it), a hang when the
-    interconnect hangs (nccl-hang), and the transport NCCL would report."""
+    interconnect hangs (nccl-hang), and the transport NCCL would report. ``warmup`` and ``iters``
+    are the probe's --warmup/--iters (sizes from 256 MiB time ``max(1, iters // 4)``)."""
+    iters_large = max(1, iters // 4)
     runtime = image_cuda.major_minor
     gpus = [v for v in visible if v.gpu.present]
     native = _native(node)
@@ -347,8 +350,8 @@ def nccl_probe_run(node: SimNode, *, visible: Sequence[Visible], image_cuda: Cud
                   "built_with_nccl": "2.27.7", "archs": "sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120 compute_120"},
         "started_at": started_at, "duration_ms": 0.0, "hostname": hostname, "hung": False,
         "args": {"mode": "single-process", "rank": 0, "world_size": 1, "id_addr": None, "bootstrap_only": False,
-                 "min_bytes": 8, "max_bytes": max_bytes, "step_factor": 2, "warmup": 5, "iters": 20,
-                 "iters_large": 5, "iters_large_from_bytes": 256 << 20, "op": "sum", "dtype": "float32",
+                 "min_bytes": 8, "max_bytes": max_bytes, "step_factor": 2, "warmup": warmup, "iters": iters,
+                 "iters_large": iters_large, "iters_large_from_bytes": 256 << 20, "op": "sum", "dtype": "float32",
                  "timeout_s": 300, "bootstrap_timeout_s": 120},
         "env": {k: env.get(k) for k in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NCCL_DEBUG",
                                         "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA",
@@ -395,7 +398,8 @@ def nccl_probe_run(node: SimNode, *, visible: Sequence[Visible], image_cuda: Cud
         algbw = busbw / factor if factor else _nccl_curve(peak, size)
         count = max(size // 4, 1)
         time_us = round(size / (algbw * 1e3), 3) if algbw else 1.0
-        sizes.append({"bytes": size, "count": count, "warmup": 5, "iters": 20 if size < (256 << 20) else 5,
+        sizes.append({"bytes": size, "count": count, "warmup": warmup,
+                      "iters": iters if size < (256 << 20) else iters_large,
                       "time_us": time_us, "time_us_per_gpu": [time_us] * n, "algbw_gbps": round(algbw, 3),
                       "busbw_gbps": round(busbw, 3), "checked_elements": count, "mismatches": 0, "correct": True})
         size *= 2
