@@ -73,24 +73,17 @@ BURN_IN_ROUNDS = 3
 #: The CUDA of the probe every suite uses unless it tests a matrix (the current major's baseline).
 DEFAULT_PROBE_CUDA = "13.0.2"
 
-#: Exit statuses beyond pytest's own (0-5), one per reason a run cannot start (README: exit statuses).
-EXIT_BAD_KUBECONFIG = 10
-EXIT_UNREACHABLE = 11
-EXIT_FORBIDDEN = 12
+#: Exit statuses beyond pytest's own (0-5), one per reason a run cannot start (README: exit statuses);
+#: 10-12 (kubeconfig, unreachable, forbidden) are every cluster command's, from gpuconf.cluster.errors.
 EXIT_NO_GPU_NODES = 13
 EXIT_BAD_EXPECT = 14
 
 
 def _exit_for(exc: ClusterError) -> int:
-    from gpuconf.cluster import ForbiddenError, KubeconfigError, UnreachableError
+    from gpuconf.cluster.errors import access_exit_status
 
-    if isinstance(exc, KubeconfigError):
-        return EXIT_BAD_KUBECONFIG
-    if isinstance(exc, UnreachableError):
-        return EXIT_UNREACHABLE
-    if isinstance(exc, ForbiddenError):
-        return EXIT_FORBIDDEN
-    return pytest.ExitCode.USAGE_ERROR
+    status = access_exit_status(exc)
+    return int(pytest.ExitCode.USAGE_ERROR) if status is None else status
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -486,6 +479,7 @@ def _sign_off(config: pytest.Config, results: list[Any], exitstatus: int, report
     from datetime import UTC, datetime
 
     from gpuconf.cluster import ForbiddenError, UnreachableError
+    from gpuconf.cluster.errors import access_exit_status
     from gpuconf.cluster.signoff import NodeSignOff, sign_off
     from gpuconf.report.model import DEGRADED, FAIL, node_verdicts
 
@@ -515,7 +509,7 @@ def _sign_off(config: pytest.Config, results: list[Any], exitstatus: int, report
         if r.error is not None:
             say(f"gpuconf: {r.node} not signed off: {r.error}", red=True)
             if isinstance(r.error, ForbiddenError | UnreachableError) and exitstatus in (0, 1):
-                exitstatus = EXIT_FORBIDDEN if isinstance(r.error, ForbiddenError) else EXIT_UNREACHABLE
+                exitstatus = access_exit_status(r.error) or exitstatus
     return exitstatus
 
 

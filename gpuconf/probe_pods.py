@@ -7,6 +7,7 @@ the public ``nvidia/cuda:<cuda>-devel`` image; with one, it runs the prebuilt pr
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,8 +17,8 @@ from gpuconf.render import probe_sources, render
 
 __all__ = ["CONTAINERS", "DEFAULT_TOLERATIONS", "NCCL_BOOTSTRAP_PORT", "NCCL_JOB_LABEL", "PRIORITY_CLASS",
            "SCHEDULE_BUDGET_ANNOTATION", "ClaimRequest", "make_cuda_probe_pod", "make_nccl_job_service",
-           "make_nccl_probe_pod", "make_probe_sources_configmap", "make_resource_claim_template", "nccl_rank0_address",
-           "sources_configmap_name"]
+           "make_nccl_probe_pod", "make_probe_sources_configmap", "make_resource_claim_template",
+           "nccl_rank0_address", "probe_pod_name", "sources_configmap_name"]
 
 #: Created once per cluster by the suite: value 0 and ``preemptionPolicy: Never``, so a probe
 #: never evicts anyone's work.
@@ -37,6 +38,20 @@ SCHEDULE_BUDGET_ANNOTATION = "gpuconf.io/schedule-budget-s"
 #: The probe containers' names, in order: the probe, the optional sidecar and the optional
 #: bystander (no GPU, no claim); logs are per name.
 CONTAINERS = ("probe", "sidecar", "bystander")
+
+
+#: Pod names are DNS subdomains of at most 253 characters (node names can be that long too).
+_MAX_POD_NAME = 253
+
+
+def probe_pod_name(prefix: str, role: str, node: str) -> str:
+    """``<prefix>-<role>-<node>``, lower-cased with anything outside ``[a-z0-9.-]`` made ``-`` (MIG
+    profiles carry ``+``), cut and made unique by a hash of the node name when too long."""
+    name = re.sub(r"[^a-z0-9.-]", "-", f"{prefix}-{role}-{node}".lower())
+    if len(name) <= _MAX_POD_NAME:
+        return name
+    digest = hashlib.sha256(node.encode()).hexdigest()[:10]
+    return f"{name[:_MAX_POD_NAME - 11].rstrip('.-')}-{digest}"
 
 
 def sources_configmap_name(probe: str) -> str:

@@ -24,10 +24,7 @@ from gpuconf.errors import EXIT_ENVIRONMENT, EXIT_OK, EXIT_USAGE, UsageError
 
 __all__ = ["EXIT_NOTHING_TO_READ", "add_results_parser", "exit_status_for"]
 
-#: As a suite run's statuses (gpuconf.plugin): kubeconfig, unreachable, forbidden.
-EXIT_BAD_KUBECONFIG = 10
-EXIT_UNREACHABLE = 11
-EXIT_FORBIDDEN = 12
+#: 10-12 as a suite run's (kubeconfig, unreachable, forbidden: gpuconf.cluster.errors.access_exit_status).
 #: No results PVC in the namespace, or ``latest`` on an empty volume (a run's 13 is "no GPU nodes":
 #: in both, the cluster lacks what the command reads).
 EXIT_NOTHING_TO_READ = 13
@@ -45,15 +42,12 @@ _NOTHING_KINDS = frozenset({"no-volume", "no-runs"})
 
 def exit_status_for(exc: Exception) -> int:
     """The exit status of a :mod:`gpuconf.cluster` error (see the module docstring)."""
-    from gpuconf.cluster import ForbiddenError, KubeconfigError, UnreachableError
+    from gpuconf.cluster.errors import access_exit_status
     from gpuconf.cluster.results import ResultsError
 
-    if isinstance(exc, KubeconfigError):
-        return EXIT_BAD_KUBECONFIG
-    if isinstance(exc, UnreachableError):
-        return EXIT_UNREACHABLE
-    if isinstance(exc, ForbiddenError):
-        return EXIT_FORBIDDEN
+    status = access_exit_status(exc)
+    if status is not None:
+        return status
     if isinstance(exc, ResultsError) and exc.kind in _BAD_INPUT_KINDS:
         return EXIT_USAGE
     if isinstance(exc, ResultsError) and exc.kind in _NOTHING_KINDS:

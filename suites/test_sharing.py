@@ -166,20 +166,26 @@ def test_product_label_shared(gpu_node: str, gpu_inventory: Inventory, record_pr
     judge(checks.evaluate_product_label_shared(facts(gpu_inventory, gpu_node)), record_property)
 
 
+def mps_client(request: pytest.FixtureRequest, f: checks.SharingFacts, node: str, cid: str,
+               record: Record) -> PodOutcome:
+    """The node's one-replica MPS client pod, or a not-tested verdict (which ends the test) saying why
+    there is none."""
+    why = checks.mps_plan(f)
+    one, _ = request.getfixturevalue("mps_pods").get(node, (None, None)) if why is None else (None, None)
+    if why is None and one is None:
+        why = f"no one-replica MPS pod was launched on {node}"
+    if one is None:
+        judge(not_tested(cid, node, why or "not an MPS node"), record)
+    assert one is not None  # judge() skips a not-tested verdict
+    return one
+
+
 @pytest.mark.cncf("gpu_sharing")
 @pytest.mark.check("sharing.mps-client-limits")
 def test_mps_client_limits(gpu_node: str, gpu_inventory: Inventory, record_property: Record,
                            request: pytest.FixtureRequest) -> None:
     f = facts(gpu_inventory, gpu_node)
-    cid = "sharing.mps-client-limits"
-    why = checks.mps_plan(f)
-    if why is not None:
-        judge(not_tested(cid, gpu_node, why), record_property)
-        return
-    one, _ = request.getfixturevalue("mps_pods").get(gpu_node, (None, None))
-    if one is None:
-        judge(not_tested(cid, gpu_node, f"no one-replica MPS pod was launched on {gpu_node}"), record_property)
-        return
+    one = mps_client(request, f, gpu_node, "sharing.mps-client-limits", record_property)
     memory = gpu_inventory.node(gpu_node).labels.get("nvidia.com/gpu.memory", "")
     judge(checks.evaluate_mps_client_limits(f, sighting(one), memory_mib=int(memory) if memory.isdigit() else None),
           record_property)
@@ -190,15 +196,7 @@ def test_mps_client_limits(gpu_node: str, gpu_inventory: Inventory, record_prope
 def test_mps_thread_limit(gpu_node: str, gpu_inventory: Inventory, record_property: Record,
                           request: pytest.FixtureRequest) -> None:
     f = facts(gpu_inventory, gpu_node)
-    cid = "sharing.mps-thread-limit"
-    why = checks.mps_plan(f)
-    if why is not None:
-        judge(not_tested(cid, gpu_node, why), record_property)
-        return
-    one, _ = request.getfixturevalue("mps_pods").get(gpu_node, (None, None))
-    if one is None:
-        judge(not_tested(cid, gpu_node, f"no one-replica MPS pod was launched on {gpu_node}"), record_property)
-        return
+    one = mps_client(request, f, gpu_node, "sharing.mps-thread-limit", record_property)
     judge(checks.evaluate_mps_thread_limit(f, sighting(one)), record_property)
 
 

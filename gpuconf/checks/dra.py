@@ -43,7 +43,6 @@ comparison to the other view; with neither view the check is NOT_TESTED, never P
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -54,6 +53,7 @@ from typing import Any
 from gpuconf.checks.isolation import GpuView, Sighting
 from gpuconf.cluster import PodOutcome
 from gpuconf.cluster.claims import claim_pod
+from gpuconf.probe_pods import probe_pod_name
 from gpuconf.probes.cuda import CudaProbeReport
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
@@ -99,18 +99,13 @@ UNSATISFIABLE_SELECTOR = f"device.capacity['{GPU_DRIVER}'].memory.compareTo(quan
 #: How far published and observed memory may differ (NVML's total and CUDA's totalGlobalMem).
 MEMORY_TOLERANCE = 0.01
 
-_MAX_NAME = 253
 #: resource.k8s.io/v1 ``PodResourceClaimAnnotation``: which pod claim a generated claim is for.
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 
 
 def pod_name(role: str, node: str) -> str:
     """``dra-<role>-<node>``, cut and made unique by a hash of the node name when too long."""
-    name = f"dra-{role}-{node}"
-    if len(name) <= _MAX_NAME:
-        return name
-    digest = hashlib.sha256(node.encode()).hexdigest()[:10]
-    return f"{name[:_MAX_NAME - 11].rstrip('.-')}-{digest}"
+    return probe_pod_name("dra", role, node)
 
 
 # -------------------------------------------------------------------------------------------------

@@ -11,12 +11,12 @@ produced no document proves nothing and fails, with the pod's reason and a diagn
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuconf.cluster import PodOutcome
 from gpuconf.diagnose import diagnose
+from gpuconf.probe_pods import probe_pod_name
 from gpuconf.probes import ProbeParseError
 from gpuconf.probes.cuda import CudaProbeReport, parse_cuda_probe
 from gpuconf.verdict import Verdict, failed, not_tested, passed
@@ -37,17 +37,11 @@ __all__ = [
     "sighting",
 ]
 
-#: Pod names are DNS subdomains of at most 253 characters (node names can be that long too).
-_MAX_NAME = 253
 
 
 def pod_name(role: str, node: str) -> str:
     """``iso-<role>-<node>``, cut and made unique by a hash of the node name when too long."""
-    name = f"iso-{role}-{node}"
-    if len(name) <= _MAX_NAME:
-        return name
-    digest = hashlib.sha256(node.encode()).hexdigest()[:10]
-    return f"{name[:_MAX_NAME - 11].rstrip('.-')}-{digest}"
+    return probe_pod_name("iso", role, node)
 
 
 @dataclass(frozen=True)

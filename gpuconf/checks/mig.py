@@ -49,7 +49,6 @@ Decisions:
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -61,6 +60,7 @@ import yaml
 
 from gpuconf.checks.isolation import GpuView, Sighting
 from gpuconf.compat import tables
+from gpuconf.probe_pods import probe_pod_name
 from gpuconf.probes.cuda import CudaProbeReport, DeviceReport
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
@@ -100,7 +100,6 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 #: (A100-40GB 1g.5gb shows 4864 MiB, 0.95; H200 1g.18gb about 16.5 GiB, 0.92), never above.
 MEMORY_TOLERANCE = (0.85, 1.02)
 
-_MAX_NAME = 253
 _CUDA_MIG_NAME = re.compile(r"\bMIG\s+(\S+)\s*$")  # "NVIDIA A100-SXM4-80GB MIG 3g.40gb"
 _COUNT_LABEL = re.compile(r"^nvidia\.com/mig-(.+)\.count$")
 _SINGLE_PRODUCT = re.compile(r"-MIG-(.+?)(?:-SHARED)?$")
@@ -305,12 +304,8 @@ def declared_layout(labels: Mapping[str, str], configs: Mapping[str, list[dict[s
 
 
 def pod_name(role: str, node: str) -> str:
-    """``mig-<role>-<node>`` (``+`` in a profile becomes ``-``), cut and hashed when too long."""
-    name = re.sub(r"[^a-z0-9.-]", "-", f"mig-{role}-{node}".lower())
-    if len(name) <= _MAX_NAME:
-        return name
-    digest = hashlib.sha256(node.encode()).hexdigest()[:10]
-    return f"{name[:_MAX_NAME - 11].rstrip('.-')}-{digest}"
+    """``mig-<role>-<node>``, cut and made unique by a hash of the node name when too long."""
+    return probe_pod_name("mig", role, node)
 
 
 @dataclass(frozen=True)

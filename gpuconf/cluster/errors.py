@@ -6,8 +6,16 @@ status) and a one-line message a user can act on; the client's exception is kept
 
 from __future__ import annotations
 
-__all__ = ["AdmissionDeniedError", "ApiCallError", "ClusterError", "ConflictError", "ForbiddenError",
-           "KubeconfigError", "NotFoundError", "UnreachableError"]
+__all__ = ["EXIT_BAD_KUBECONFIG", "EXIT_FORBIDDEN", "EXIT_UNREACHABLE", "AdmissionDeniedError", "ApiCallError",
+           "ClusterError", "ConflictError", "ForbiddenError", "KubeconfigError", "NotFoundError", "UnreachableError",
+           "access_exit_status"]
+
+#: The exit statuses of every gpuconf command that talks to a cluster, one per reason it cannot
+#: (README: exit statuses): the kubeconfig cannot be used, the API server does not answer, the
+#: credentials or RBAC refuse.
+EXIT_BAD_KUBECONFIG = 10
+EXIT_UNREACHABLE = 11
+EXIT_FORBIDDEN = 12
 
 
 class ClusterError(Exception):
@@ -68,3 +76,14 @@ class ConflictError(ApiCallError):
     """409: AlreadyExists or a stale resourceVersion."""
 
     kind = "conflict"
+
+
+def access_exit_status(exc: BaseException) -> int | None:
+    """The exit status for an error that stops all access to the cluster, or None for another one."""
+    if isinstance(exc, KubeconfigError):
+        return EXIT_BAD_KUBECONFIG
+    if isinstance(exc, UnreachableError):
+        return EXIT_UNREACHABLE
+    if isinstance(exc, ForbiddenError):
+        return EXIT_FORBIDDEN
+    return None
