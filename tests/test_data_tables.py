@@ -25,6 +25,7 @@ TABLES = [
     "nccl_floors",
     "cuda_images",
     "cncf_requirements",
+    "health_thresholds",
 ]
 
 

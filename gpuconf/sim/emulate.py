@@ -306,9 +306,26 @@ def cuda_probe_run(node: SimNode, *, visible: Sequence[Visible], image_cuda: Cud
                                                  f"(device {d['index']})")
     doc.update(init=_ok("cudaFree(0)", 120.0), devices=devices,
                device_count={"value": len(devices), "result": _ok("cudaGetDeviceCount")})
+    broken = [d for d, v in zip(devices, present, strict=True) if v.gpu.xids]
+    for d in broken:
+        # A GPU with a critical Xid it was not reset after still enumerates, but work on it fails.
+        # 999 cudaErrorUnknown: the code the runtime returns when the driver reports a fault it cannot
+        # attribute to the call (what applications print as "CUDA error: unknown error" after Xid 79/119);
+        # NVIDIA's Xid catalog names a GPU reset as the recovery for these Xids.
+        d["vector_add"] = {"ok": False, "verified": False, "elements": 1048576,
+                           "result": _err(_XID_CUDA_ERROR, f"vector_add(device {d['index']})")}
+    if broken:
+        first = broken[0]
+        e = tables.cuda_error(_XID_CUDA_ERROR)
+        return _finish(doc, 5, "vector_add failed on device(s) " + ", ".join(str(d["index"]) for d in broken)
+                       + f"; first: device {first['index']}: vector_add returned {e.code} {e.name}")
     if not ptx_ok:
         return _finish(doc, 7, "PTX JIT failed on every device: 222 cudaErrorUnsupportedPtxVersion")
     return _finish(doc, 0, "ok")
+
+
+#: The CUDA error a kernel on a GPU with an unrecovered critical Xid returns (see cuda_probe_run).
+_XID_CUDA_ERROR = 999
 
 
 def _finish(doc: dict[str, Any], code: int, reason: str) -> tuple[int, str]:
