@@ -72,3 +72,11 @@ def test_every_suite_test_declares_the_check_it_proves():
                     "mark.check")]
                 assert len(marks) == 1, f"{path.name}::{fn.name} has no @pytest.mark.check(...)"
                 assert ast.literal_eval(marks[0].args[0]) in checks(), f"{path.name}::{fn.name}"
+
+
+def test_no_test_module_shares_a_basename_with_a_suite():
+    """`pytest` from the repository root collects tests/ and suites/ together (no __init__.py in
+    either): two modules with one basename would stop collection with an import-file mismatch."""
+    suites = {p.name for p in (ROOT / "suites").glob("test_*.py")}
+    tests = {p.name for p in (ROOT / "tests").glob("test_*.py")}
+    assert not suites & tests
