@@ -48,6 +48,7 @@ class Session:
     inventory: Inventory | None = None
     expect: Any = None  # the --expect profile (gpuconf.expect.ExpectProfile), loaded at session start
     probes: dict[str, PodOutcome] = field(default_factory=dict)
+    cannot_start: bool = False  # the run ended before any test (_cannot_start)
 
 
 SESSION = pytest.StashKey[Session]()
@@ -55,6 +56,7 @@ SESSION = pytest.StashKey[Session]()
 #: The marker registry, one place (``pytest -m smoke`` for the quick tier): what each selects.
 MARKERS = {
     "compat": "the deliberate driver/toolkit mismatch: requirement enforcement, image matrix vs gpuconf predict",
+    "dcgm": "the DCGM diagnostics tier (dcgmi diag per node); runs only with --dcgm-diag LEVEL",
     "disruptive": "changes node state (MIG layout, drains); runs only with --allow-disruptive",
     "dra": "Dynamic Resource Allocation: ResourceSlices, claims, CEL selectors",
     "expect": "the cluster against the declared profile given with --expect",
@@ -114,6 +116,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "together); without it they are plain pods that meet at a bootstrap barrier")
     group.addoption("--allow-disruptive", action="store_true", default=False,
                     help="also run checks marked disruptive (they change node state, e.g. a MIG layout)")
+    group.addoption("--dcgm-diag", dest="dcgm_diag", metavar="LEVEL", type=int, default=None,
+                    help="also run the DCGM diagnostics tier: dcgmi diag -r LEVEL on every idle node with whole GPUs "
+                    "(1 smoke, 2 acceptance, 3 and 4 burn-in; see gpuconf/data/dcgm_diag.yaml for durations)")
     group.addoption("--burn-in", dest="burn_in", metavar="ROUNDS", nargs="?", type=int, const=BURN_IN_ROUNDS,
                     default=None, help="also run the burn-in tier, the checks marked slow: ROUNDS consecutive "
                     f"rounds of each (default {BURN_IN_ROUNDS}); give it after the paths, or as --burn-in=N")
@@ -176,6 +181,16 @@ def _validate_options(config: pytest.Config) -> None:
     timeout = config.getoption("gpuconf_timeout")
     if timeout <= 0:
         raise pytest.UsageError(f"--timeout {timeout:g}: must be a positive number of seconds")
+    rounds = config.getoption("burn_in")
+    if rounds is not None and rounds < 1:
+        raise pytest.UsageError(f"--burn-in {rounds}: give at least one round")
+    nccl_nodes = config.getoption("--nccl-nodes")
+    if nccl_nodes < 0 or nccl_nodes == 1:
+        raise pytest.UsageError(f"--nccl-nodes {nccl_nodes}: give 2 or more nodes (0: every eligible node, "
+                                "at most 16)")
+    level = config.getoption("dcgm_diag")
+    if level is not None and level not in (1, 2, 3, 4):
+        raise pytest.UsageError(f"--dcgm-diag {level}: give a level from 1 to 4 (1 short, 2 medium, 3 long, 4 xlong)")
 
 
 def session(config: pytest.Config) -> Session:
@@ -300,6 +315,7 @@ def _cannot_start(config: pytest.Config, message: str, status: int) -> NoReturn:
     collector = config.pluginmanager.get_plugin("gpuconf-reports")
     if isinstance(collector, ReportCollector):
         collector.write_not_started(message.removeprefix("gpuconf: "), status)
+    config.stash[SESSION].cannot_start = True
     pytest.exit(message, returncode=status)
 
 
@@ -325,13 +341,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.check{marker.args!r} names no check of "
                                     "gpuconf/data/checks.yaml")
         _validate_cncf(item)
-    rounds = config.getoption("burn_in")
-    if rounds is not None and rounds < 1:
-        raise pytest.UsageError(f"--burn-in {rounds}: give at least one round")
     gates = [(name, pytest.mark.skip(reason=reason)) for name, reason, on in (
         ("disruptive", "disruptive (changes node state): give --allow-disruptive to run it",
          config.getoption("--allow-disruptive")),
-        ("slow", "burn-in: give --burn-in to run it", rounds is not None)) if not on]
+        ("slow", "burn-in: give --burn-in to run it", config.getoption("burn_in") is not None)) if not on]
     for item in items:
         for name, skip in gates:
             if item.get_closest_marker(name) is not None:
@@ -366,10 +379,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         item.user_properties.append(("gpuconf.cncf", ",".join(cncf)))
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(SESSION, None)
     if state is None:
         return
+    if state.cannot_start:
+        # pytest printed "Exit: <why>" already; the terminal reporter would repeat it as its closing
+        # banner: one line says why a run cannot start
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and hasattr(reporter, "_keyboardinterrupt_memo"):
+            reporter._keyboardinterrupt_memo = None
     if state.run is not None:
         state.run.__exit__(None, None, None)
     if state.sim is not None:
@@ -569,6 +589,19 @@ def whole_node_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) 
 def expect_profile(request: pytest.FixtureRequest) -> Any:
     """The declared cluster profile given with --expect (gpuconf.expect.ExpectProfile), or None."""
     return request.config.stash[SESSION].expect
+
+
+@pytest.fixture(scope="session")
+def exporter_scrapes(gpu_cluster: ClusterHandle, gpu_inventory: Inventory) -> dict[str, Any]:
+    """Every GPU node's DCGM exporter, found by one cluster-wide pod list and scraped once through
+    the API server's pod proxy, all nodes at once: node name -> gpuconf.checks.metrics.ExporterScrape
+    (per GPU UUID its labels and values, or the error / not-tested reason)."""
+    from gpuconf.checks.metrics import exporter_scrape
+    from gpuconf.cluster.metrics import scrape_nodes
+
+    scrapes = scrape_nodes(gpu_cluster.cluster, [n.name for n in gpu_inventory.gpu_nodes])
+    return {node: exporter_scrape(node, s.pod.ref if s.pod is not None else None, text=s.text, error=s.error,
+                                  forbidden=s.forbidden) for node, s in scrapes.items()}
 
 
 def judge(verdict: Any, record_property: Any) -> None:

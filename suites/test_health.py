@@ -18,3 +18,23 @@ def test_no_uncorrectable_ecc(gpu_node, whole_node_probes, record_property):
     for line in verdict.evidence:
         record_property("gpuconf.gpu", line)
     judge(verdict, record_property)
+
+
+@pytest.mark.check("health.row-remapping-not-failed")
+def test_row_remapping_not_failed(gpu_node, whole_node_probes, record_property):
+    judge(health.evaluate_row_remapping(gpu_node, probe_report(whole_node_probes, gpu_node)), record_property)
+
+
+@pytest.mark.check("health.no-pending-memory-repair")
+def test_no_pending_memory_repair(gpu_node, whole_node_probes, record_property):
+    judge(health.evaluate_no_pending_repair(gpu_node, probe_report(whole_node_probes, gpu_node)), record_property)
+
+
+@pytest.mark.check("health.no-critical-xid")
+def test_no_critical_xid(gpu_node, exporter_scrapes, record_property):
+    scrape = exporter_scrapes.get(gpu_node)
+    if scrape is None:
+        pytest.skip(f"no exporter scrape for {gpu_node}")
+    rows, unavailable = health.last_xids(scrape)
+    judge(health.evaluate_no_critical_xid(gpu_node, rows, source=f"DCGM exporter pod {scrape.pod}",
+                                          unavailable=unavailable), record_property)

@@ -66,9 +66,10 @@ def test_dra_support_is_listed_as_retired_in_1_36():
     assert (dra.id, dra.retired_in, dra.level) == ("dra_support", "1.36", "MUST")
 
 
-def test_accelerator_metrics_is_listed_as_not_covered():
+def test_accelerator_metrics_is_covered_by_the_metrics_suite():
     (metrics,) = [r for r in cncf.requirements() if r.id == "accelerator_metrics"]
-    assert metrics.checks == () and "issue 9" in (metrics.not_covered or "")
+    assert metrics.checks == ("metrics.gpu-metrics-present", "metrics.recommended-metrics-present")
+    assert metrics.not_covered is None
 
 
 def test_the_suites_markers_and_the_table_name_the_same_requirement_check_pairs():
@@ -131,8 +132,8 @@ def test_a_requirement_none_of_whose_checks_ran_is_skipped_with_the_reason():
 
 
 def test_a_requirement_gpuconf_does_not_cover_is_skipped_as_not_covered():
-    s = status_of([], "accelerator_metrics")
-    assert (s.status, s.reason) == ("skip", "not covered: no accelerator metrics suite yet (issue 9)")
+    s = status_of([], "pod_autoscaling")
+    assert (s.status, s.reason) == ("skip", "not covered: gpuconf does not test HPA on custom metrics")
 
 
 def test_the_multinode_job_is_gang_evidence_only_with_a_kueue_queue():

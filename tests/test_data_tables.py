@@ -26,6 +26,8 @@ TABLES = [
     "cuda_images",
     "cncf_requirements",
     "health_thresholds",
+    "xid_codes",
+    "dcgm_diag",
 ]
 
 

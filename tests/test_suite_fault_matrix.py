@@ -51,6 +51,11 @@ CASCADES: dict[str, tuple[set[str], str]] = {
     "visible-devices-all": ({"isolation.no-request-sees-no-gpu", "isolation.envvar-without-request-gets-no-gpu",
                              "isolation.concurrent-pods-disjoint", "isolation.only-requesting-container-sees-gpu"},
                             "the toolkit injects every GPU into every container it touches: no isolation holds"),
+    "xid-errors": ({"smoke.vector-add-every-gpu"}, "CUDA work on a GPU that raised a critical Xid fails until the GPU "
+                   "is reset: its vector-add returns an error"),
+    "ecc-uncorrectable": ({"health.no-pending-memory-repair"},
+                          "an uncorrectable error on an Ampere-or-later GPU remaps its row, applied at the next reset: "
+                          "the pending remap is reported beside the ECC counters"),
 }
 
 Failure = tuple[str, str | None]  # (check id, node); a test that failed before judging: (test name, None)

@@ -19,7 +19,7 @@ Decisions:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,9 +27,18 @@ from gpuconf.compat import tables
 from gpuconf.probes.cuda import CudaProbeReport, NvmlGpu
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
-__all__ = ["ECC_CHECK", "Threshold", "evaluate_no_uncorrectable_ecc", "thresholds"]
+__all__ = [
+    "ECC_CHECK", "PENDING_REPAIR_CHECK", "REMAP_FAILED_CHECK", "XID_CHECK", "Threshold", "Xid",
+    "evaluate_no_critical_xid", "evaluate_no_pending_repair", "evaluate_no_uncorrectable_ecc", "evaluate_row_remapping",
+    "last_xids", "thresholds", "xid_table",
+]
 
 ECC_CHECK = "health.no-uncorrectable-ecc"
+REMAP_FAILED_CHECK = "health.row-remapping-not-failed"
+PENDING_REPAIR_CHECK = "health.no-pending-memory-repair"
+XID_CHECK = "health.no-critical-xid"
+#: The DCGM exporter's last-Xid gauge (a default counter of dcgm-exporter).
+XID_METRIC = "DCGM_FI_DEV_XID_ERRORS"
 
 #: The probe's NVML facts, by the metric names of health_thresholds.yaml.
 _FIELDS: Mapping[str, str] = {
@@ -87,38 +96,153 @@ def _label(gpu: NvmlGpu) -> str:
     return f"GPU {gpu.index} {gpu.uuid or '(no UUID)'}"
 
 
-def evaluate_no_uncorrectable_ecc(node: str, probe: CudaProbeReport,
-                                  limits: Sequence[Threshold] | None = None) -> Verdict:
-    """``health.no-uncorrectable-ecc`` on ``node`` from its whole-node probe."""
-    limits = thresholds(ECC_CHECK) if limits is None else limits
+def _reading(gpu: NvmlGpu, limits: Sequence[Threshold]) -> tuple[dict[str, Any], list[str]]:
+    values = {t.metric: getattr(gpu, _FIELDS[t.metric]) for t in limits}
+    return values, [m for m, v in values.items() if v is None]
+
+
+def _judge(check: str, node: str, probe: CudaProbeReport, limits: Sequence[Threshold], *, what: str, none: str,
+           applies: Callable[[NvmlGpu, Mapping[str, Any]], str | None]) -> Verdict:
+    """Compare every applicable GPU's NVML facts with ``limits`` (a tripped threshold fails the
+    check, at the check's severity: the table's outcome column agrees with it). ``applies`` says why
+    a GPU is not tested (None: it is); ``what`` names the counters in messages."""
     if probe.nvml_absent_reason is not None:
-        return not_tested(ECC_CHECK, node, f"NVML is not available in the probe on {node}: "
-                                           f"{probe.nvml_absent_reason}")
+        return not_tested(check, node, f"NVML is not available in the probe on {node}: {probe.nvml_absent_reason}")
     if not probe.nvml_gpus:
-        return not_tested(ECC_CHECK, node, f"NVML lists no GPU in the probe on {node}")
+        return not_tested(check, node, f"NVML lists no GPU in the probe on {node}")
     evidence: list[str] = []
-    over: list[str] = []
+    over: list[tuple[Threshold, str]] = []
     checked = 0
     for gpu in probe.nvml_gpus:
-        why = _ecc_mode(gpu)
+        values, unread = _reading(gpu, limits)
+        why = applies(gpu, values)
         if why is not None:
             evidence.append(f"{_label(gpu)}: not tested, {why}")
             continue
         checked += 1
-        values = {t.metric: getattr(gpu, _FIELDS[t.metric]) for t in limits}
-        unread = [m for m, v in values.items() if v is None]
-        tripped = [t for t in limits if t.trips(values[t.metric])]
-        over += [f"{_label(gpu)} {t.metric}={values[t.metric]} ({t.rule}: {t.severity})" for t in tripped]
+        over += [(t, f"{_label(gpu)} {t.metric}={values[t.metric]} ({t.rule}: {t.severity})")
+                 for t in limits if t.trips(values[t.metric])]
         evidence.append(f"{_label(gpu)}: " + ", ".join(f"{m}={v}" for m, v in values.items())
                         + (f" (unread: {', '.join(unread)})" if unread else ""))
     if not checked:
-        return not_tested(ECC_CHECK, node, f"no GPU on {node} has ECC enabled: "
-                                           + "; ".join(evidence))
-    expected = "every uncorrectable ECC counter " + ", ".join(f"{t.metric} not {t.rule}" for t in limits)
-    if over:
-        remedies = sorted({t.remediation for t in limits if any(t.metric in o for o in over)})
-        return failed(ECC_CHECK, node, f"{len(over)} uncorrectable ECC counter(s) over threshold on {node}: "
-                      + "; ".join(over), expected=expected, observed="; ".join(over),
-                      evidence=(*evidence, *remedies))
-    return passed(ECC_CHECK, node, f"{checked} GPU(s) on {node} report no uncorrectable ECC error",
-                  expected=expected, observed=f"0 over threshold on {checked} GPU(s)", evidence=tuple(evidence))
+        whys = {line.split(": not tested, ", 1)[-1] for line in evidence}
+        detail = f"all {len(evidence)} GPU(s): {whys.pop()}" if len(whys) == 1 else "; ".join(evidence)
+        return not_tested(check, node, f"no GPU on {node} {none}: {detail}")
+    expected = f"every {what} counter " + ", ".join(f"{t.metric} not {t.rule}" for t in limits)
+    if not over:
+        return passed(check, node, f"{checked} GPU(s) on {node} report no {what} over threshold",
+                      expected=expected, observed=f"0 over threshold on {checked} GPU(s)", evidence=tuple(evidence))
+    lines = [line for _, line in over]
+    remedies = tuple(sorted({t.remediation for t, _ in over}))
+    summary = f"{len(over)} {what} counter(s) over threshold on {node}: " + "; ".join(lines)
+    return failed(check, node, summary, expected=expected, observed="; ".join(lines), evidence=(*evidence, *remedies))
+
+
+def _ecc_applies(gpu: NvmlGpu, values: Mapping[str, Any]) -> str | None:
+    return _ecc_mode(gpu)
+
+
+def _repair_applies(gpu: NvmlGpu, values: Mapping[str, Any]) -> str | None:
+    """None when NVML answered any of the check's queries; otherwise each query's own answer."""
+    if any(v is not None for v in values.values()):
+        return None
+    sections = sorted({metric.split(".")[0] for metric in values})
+    reasons = [str((gpu.raw.get(k) or {}).get("reason") or f"no {k} section") for k in sections
+               if not _readable(gpu.raw.get(k))]
+    return " and ".join(s.replace("_", " ") for s in sections) + " not readable (" + "; ".join(reasons) + ")"
+
+
+def _readable(section: Any) -> bool:
+    return isinstance(section, dict) and section.get("available") is not False
+
+
+def evaluate_no_uncorrectable_ecc(node: str, probe: CudaProbeReport,
+                                  limits: Sequence[Threshold] | None = None) -> Verdict:
+    """``health.no-uncorrectable-ecc`` on ``node`` from its whole-node probe."""
+    limits = thresholds(ECC_CHECK) if limits is None else limits
+    return _judge(ECC_CHECK, node, probe, limits, what="uncorrectable ECC", none="has ECC enabled",
+                  applies=_ecc_applies)
+
+
+def evaluate_row_remapping(node: str, probe: CudaProbeReport, limits: Sequence[Threshold] | None = None) -> Verdict:
+    """``health.row-remapping-not-failed``: no GPU has exhausted its spare rows."""
+    limits = thresholds(REMAP_FAILED_CHECK) if limits is None else limits
+    return _judge(REMAP_FAILED_CHECK, node, probe, limits, what="row-remapping failure",
+                  none="reads row remapping", applies=_repair_applies)
+
+
+def evaluate_no_pending_repair(node: str, probe: CudaProbeReport, limits: Sequence[Threshold] | None = None) -> Verdict:
+    """``health.no-pending-memory-repair``: no GPU waits for a reset to apply a row remap or a
+    page retirement (degraded: running work is unaffected, the repair needs a reset)."""
+    limits = thresholds(PENDING_REPAIR_CHECK) if limits is None else limits
+    return _judge(PENDING_REPAIR_CHECK, node, probe, limits, what="pending memory repair",
+                  none="reads row remapping or page retirement", applies=_repair_applies)
+
+
+@dataclass(frozen=True)
+class Xid:
+    """One row of xid_codes.yaml."""
+
+    code: int
+    name: str
+    severity: str  # isolate | reset | monitor
+    action: str
+
+
+def xid_table() -> dict[int, Xid]:
+    return {r["code"]: Xid(r["code"], r["name"], r["severity"], r["action"])
+            for r in tables.load("xid_codes")["xids"]}
+
+
+def evaluate_no_critical_xid(node: str, last_xids: Sequence[tuple[str, int | None]], *, source: str,
+                             unavailable: str | None = None, table: Mapping[int, Xid] | None = None) -> Verdict:
+    """``health.no-critical-xid`` on ``node``: ``last_xids`` is each GPU's label and its last Xid
+    (0: none; None: the metric is missing for it) as ``source`` reports them; ``unavailable`` is why
+    nothing could be read (not tested)."""
+    if unavailable is not None:
+        return not_tested(XID_CHECK, node, f"the GPUs' last Xid is not readable on {node}: {unavailable}")
+    if not last_xids:
+        return not_tested(XID_CHECK, node, f"{source} lists no GPU on {node}")
+    table = xid_table() if table is None else table
+    evidence: list[str] = []
+    critical: list[str] = []
+    actions: list[str] = []
+    unread = [label for label, value in last_xids if value is None]
+    for label, value in last_xids:
+        if value is None:
+            evidence.append(f"{label}: DCGM_FI_DEV_XID_ERRORS missing")
+        elif value == 0:
+            evidence.append(f"{label}: no Xid")
+        elif (row := table.get(value)) is None:
+            critical.append(f"{label} last Xid {value} (not in gpuconf's Xid table: look it up in NVIDIA's catalog)")
+            evidence.append(f"{label}: Xid {value}, unknown")
+        else:
+            line = f"{label} last Xid {value} {row.name} ({row.severity})"
+            evidence.append(f"{label}: Xid {value} {row.name} ({row.severity}: {row.action})")
+            if row.severity != "monitor":
+                critical.append(line)
+                actions.append(f"Xid {value}: {row.action}")
+    read = len(last_xids) - len(unread)
+    if not read:
+        return not_tested(XID_CHECK, node, f"{source} has no DCGM_FI_DEV_XID_ERRORS for any GPU on {node}")
+    expected = "no GPU's last Xid needs a reset or isolation (gpuconf/data/xid_codes.yaml)"
+    if critical:
+        summary = f"{len(critical)} GPU(s) on {node} raised a critical Xid: " + "; ".join(critical)
+        return failed(XID_CHECK, node, summary, expected=expected, observed="; ".join(critical),
+                      evidence=(f"source: {source}", *evidence, *sorted(set(actions))))
+    return passed(XID_CHECK, node, f"no critical Xid on {read} GPU(s) of {node}"
+                  + (f" ({len(unread)} without the metric)" if unread else ""),
+                  expected=expected, observed=f"{read} GPU(s) read", evidence=(f"source: {source}", *evidence))
+
+
+def last_xids(scrape: Any) -> tuple[list[tuple[str, int | None]], str | None]:
+    """Each GPU's label and last Xid from a node's exporter scrape (gpuconf.checks.metrics.ExporterScrape),
+    ordered by index, or why nothing is readable."""
+    if scrape.error is not None or scrape.not_tested is not None:
+        return [], scrape.error or scrape.not_tested
+    rows: list[tuple[str, int | None]] = []
+    for gpu in sorted(scrape.gpus.values(), key=lambda g: (g.index is None, g.index or 0, g.uuid)):
+        value = gpu.values.get(XID_METRIC)
+        rows.append((f"GPU {gpu.index if gpu.index is not None else '?'} {gpu.uuid}",
+                     None if value is None else int(value)))
+    return rows, None

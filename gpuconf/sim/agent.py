@@ -48,6 +48,7 @@ from typing import Any, cast
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from gpuconf.sim import exporter
 from gpuconf.sim.agent_io import MERGE, AgentApi, WorkQueue
 from gpuconf.sim.agent_logs import LogEndpoint, LogStore, NoSuchContainer
 from gpuconf.sim.agent_model import (
@@ -62,6 +63,7 @@ from gpuconf.sim.agent_model import (
     make_node,
     make_node_status,
     make_runtime_class,
+    pod_ip,
 )
 from gpuconf.sim.agent_pods import Kubelet, NodeRuntime, PodRun, Timings, rfc3339
 from gpuconf.sim.node_facts import resource_slices
@@ -268,6 +270,7 @@ class NodeAgents:
                 namespace = mig_config["metadata"]["namespace"]
                 api.ignoring((409,), api.core.create_namespace, {"metadata": {"name": namespace}})
                 api.ignoring((409,), api.core.create_namespaced_config_map, namespace, mig_config)
+        self._register_exporter_service()
 
     def _register_cluster_policy(self) -> None:
         api = self._api
@@ -318,6 +321,30 @@ class NodeAgents:
                 existing = api.call(api.resource.read_resource_slice, meta["name"])
                 meta["resourceVersion"] = existing["metadata"]["resourceVersion"]
                 api.call(api.resource.replace_resource_slice, meta["name"], rs)
+        self._register_exporter(node)
+
+    def _register_exporter_service(self) -> None:
+        """The DCGM exporter's namespace and Service (its pods come with each node)."""
+        api, d = self._api, exporter.deployment(self.cluster)
+        api.ignoring((409,), api.core.create_namespace, {"metadata": {"name": d.namespace}})
+        api.ignoring((409,), api.core.create_namespaced_service, d.namespace, exporter.make_exporter_service(d))
+
+    def _register_exporter(self, node: SimNode) -> None:
+        """The node's DCGM exporter pod, Running since registration (the DaemonSet's pod started
+        before anything else: it holds the node's first pod address); none under metrics-exporter-absent."""
+        if not node.exporter:
+            return
+        api, d, runtime = self._api, exporter.deployment(self.cluster), self._runtimes[node.name]
+        names = exporter.pod_names(d.name, tuple(n.name for n in self.cluster.nodes))
+        pod = exporter.make_exporter_pod(d, node, names[node.name])
+        if api.ignoring((409,), api.core.create_namespaced_pod, d.namespace, pod) is None:
+            return  # already there (agents restarted against the same cluster): left as it is
+        with runtime.lock:
+            serial = runtime.pods_started
+            runtime.pods_started += 1
+        status = exporter.make_exporter_status(d, ip=pod_ip(runtime.index, serial), started=rfc3339(time.time()))
+        api.call(api.core.patch_namespaced_pod_status, pod["metadata"]["name"], d.namespace, {"status": status},
+                 _content_type=MERGE)
 
     # Leases --------------------------------------------------------------------------------------
 

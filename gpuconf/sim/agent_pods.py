@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gpuconf.sim import emulate, nccl_world
+from gpuconf.sim import dcgm, emulate, nccl_world
 from gpuconf.sim.agent_logs import LogStore
 from gpuconf.sim.agent_model import (
     AdmissionError,
@@ -488,6 +488,11 @@ class Kubelet:
             # the nominal run time is the default sweep's (20 iterations a size); more iterations take longer
             seconds = _timeout_arg(args) if node.interconnect.hang else t.nccl_probe_seconds * max(1.0, iters / 20)
             return code, out, t.scaled(seconds)
+        if not c.init and dcgm.is_dcgm_image(c.image.normalized):
+            level = dcgm.diag_request([str(a) for a in (c.spec.get("command") or []) + (c.spec.get("args") or [])])
+            if level is not None:  # NVIDIA's DCGM image running dcgmi diag (suites/test_dcgm.py)
+                code, out = dcgm.dcgm_diag_run(node, visible=visible, level=level)
+                return code, out, t.scaled(t.cuda_probe_seconds)
         annotations = meta.get("annotations") or {}
         if c.init:
             return 0, "", t.scaled(t.plain_seconds)

@@ -16,6 +16,7 @@ from kubernetes import client
 
 from gpuconf.sim.agent import NodeAgents
 from gpuconf.sim.controllers import ControlPlane
+from gpuconf.sim.exporter import ExporterProvider
 from gpuconf.sim.faults import FaultPlan
 from gpuconf.sim.profile import Profile, SimCluster, expand, load_profile
 from gpuconf.sim.server import FakeApiServer
@@ -48,6 +49,7 @@ class SimulatedCluster:
             options: dict[str, Any] = {} if self._speed is None else {"speed": self._speed}
             self.agents = NodeAgents(self.cluster, self.api_client(), **options)
             self.agents.serve_logs(self.server)
+            self.server.set_proxy_provider(ExporterProvider(self.cluster))  # the DCGM exporters' /metrics
             self.agents.confirm_deletions(self.server)  # graceful pod deletion waits for the kubelet
             self.agents.start()
         except BaseException:

@@ -202,6 +202,7 @@ def _nvml(node: SimNode, visible: Sequence[Visible]) -> dict[str, Any]:
             continue
         seen.add(g.uuid)
         dc = node.model.gpu_class == "data-center"
+        remaps = dc and int(node.model.compute_capability.split(".")[0]) >= 8
         count: dict[str, Any] = {"corrected": 0, "uncorrected": g.ecc_uncorrected}
         gpus.append({
             "index": g.index, "uuid": g.uuid, "name": node.model.name, "pci_bus_id": g.pci_bus_id,
@@ -210,9 +211,14 @@ def _nvml(node: SimNode, visible: Sequence[Visible]) -> dict[str, Any]:
             else _absent("nvmlDeviceGetMigMode: Not Supported"),
             "ecc": {"enabled": True, "pending": False, "volatile": dict(count), "aggregate": dict(count)} if dc
             else _absent("nvmlDeviceGetEccMode: Not Supported"),
-            "retired_pages": _absent("nvmlDeviceGetRetiredPages: Not Supported"),
-            "remapped_rows": {"correctable": 0, "uncorrectable": g.ecc_uncorrected,
-                              "pending": g.ecc_uncorrected > 0, "failure": False} if dc
+            # Ampere and later remap rows; earlier data-center GPUs retire pages (NVML answers Not Supported
+            # to the other query); consumer GPUs have neither
+            "retired_pages": {"single_bit": int(g.remap_pending), "double_bit": g.ecc_uncorrected,
+                              "pending": g.ecc_uncorrected > 0 or g.remap_pending} if dc and not remaps
+            else _absent("nvmlDeviceGetRetiredPages: Not Supported"),
+            "remapped_rows": {"correctable": int(g.remap_pending),
+                              "uncorrectable": g.ecc_uncorrected + int(g.remap_failed),
+                              "pending": g.ecc_uncorrected > 0 or g.remap_pending, "failure": g.remap_failed} if remaps
             else _absent("nvmlDeviceGetRemappedRows: Not Supported"),
         })
     return {"available": True, "library": "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",

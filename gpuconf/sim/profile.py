@@ -711,7 +711,10 @@ class SimGpu:
     mig: tuple[SimMigInstance, ...] = ()  # the instances that really exist
     xids: tuple[int, ...] = ()  # critical Xids logged before the device plugin's current run
     ecc_uncorrected: int = 0  # uncorrectable ECC errors (volatile and aggregate), row remap pending
+    remap_pending: bool = False  # a row remapped after correctable errors, applied at the next reset
+    remap_failed: bool = False  # row remapping failed: the spare rows are exhausted
     dra_attributes: tuple[tuple[str, str], ...] = ()  # ResourceSlice attributes that lie
+    exported: bool = True  # False: the node's DCGM exporter leaves it out (metrics-gpu-missing)
 
     @property
     def dra_pci_bus_id(self) -> str:
@@ -736,6 +739,7 @@ class SimNode:
     dra: DraConfig
     interconnect: Interconnect
     label_overrides: tuple[tuple[str, str], ...] = ()  # GFD labels that lie, applied last
+    exporter: bool = True  # False: no DCGM exporter pod runs on the node (metrics-exporter-absent)
     faults: tuple[str, ...] = ()  # ids of the faults applied here (provenance)
 
     @property
@@ -861,6 +865,10 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
     "plugin-not-registered": lambda n, f: replace(n, device_plugin_registered=False),
     "xid-errors": lambda n, f: _gpu(n, cast(int, f.gpu), xids=(*n.gpus[cast(int, f.gpu)].xids, f.param("xid"))),
     "ecc-uncorrectable": lambda n, f: _gpu(n, cast(int, f.gpu), ecc_uncorrected=f.param("count")),
+    "metrics-gpu-missing": lambda n, f: _gpu(n, cast(int, f.gpu), exported=False),
+    "metrics-exporter-absent": lambda n, f: replace(n, exporter=False),
+    "row-remap-failure": lambda n, f: _gpu(n, cast(int, f.gpu), remap_failed=True),
+    "row-remap-pending": lambda n, f: _gpu(n, cast(int, f.gpu), remap_pending=True),
 }
 
 

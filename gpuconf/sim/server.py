@@ -49,7 +49,7 @@ from gpuconf.sim.resources import ResourceType
 from gpuconf.sim.store import ApiError, Store, Watcher, WatcherClosed
 
 __all__ = ["VERSION_INFO", "FakeApiServer", "LogBook", "LogProvider", "LogRequest", "LogUnavailable",
-           "RequestObserver"]
+           "ProxyProvider", "RequestObserver"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,11 @@ class LogUnavailable(Exception):
 
 #: Produces the full log text of one container; the server applies tailLines and limitBytes.
 LogProvider = Callable[[LogRequest], str]
+
+#: Answers ``GET pods/{name}[:{port}]/proxy[/{path}]`` for a pod: ``(pod, port, path)`` to
+#: ``(status, content type, body)``, or None when nothing listens there (the server then answers as
+#: a real one does when it cannot reach the pod: 503, "error trying to reach service: ...").
+ProxyProvider = Callable[[Mapping[str, Any], str, str], "tuple[int, str, bytes] | None"]
 
 #: Told of every request once it is routed, before faults and handling: what it asks (verb,
 #: group, resource, subresource, namespace, name; resource "" for discovery and unrouted paths)
@@ -161,6 +166,7 @@ class _Route:
     document: Callable[[], Any] | None = None  # discovery: produce the body
     text: str | None = None  # health endpoints
     rt: ResourceType | None = None
+    proxy: tuple[str, str] | None = None  # pods/proxy: (port, path)
 
 
 def _flag(query: Mapping[str, str], key: str) -> bool:
@@ -396,6 +402,8 @@ class _Handler(BaseHTTPRequestHandler):
         verb = info.verb
         if verb == "get" and sub == "log":
             self._serve_log(route, query)
+        elif verb == "get" and sub == "proxy":
+            self._serve_proxy(route)
         elif verb == "get":
             self._send_json(200, store.get(rt, info.name, namespace=ns, copy=False))
         elif verb == "list":
@@ -470,6 +478,22 @@ class _Handler(BaseHTTPRequestHandler):
         details.update(kind=rt.plural, uid=result.object["metadata"].get("uid"))
         self._send_json(200, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                               "details": details})
+
+    def _serve_proxy(self, route: _Route) -> None:
+        api, info = self.server.api, route.info
+        assert route.proxy is not None
+        port, path = route.proxy
+        pod = api.store.get("pods", info.name, namespace=info.namespace, copy=False)
+        answer = api.proxy_provider(pod, port, path)
+        if answer is None:
+            # What kube-apiserver's proxy answers when the dial fails (apimachinery's
+            # proxy transport: "error trying to reach service: %w").
+            ip = (pod.get("status") or {}).get("podIP") or ""
+            target = f"{ip}:{port or 80}"
+            raise ApiError(503, "ServiceUnavailable",
+                           f"error trying to reach service: dial tcp {target}: connect: connection refused", details={})
+        code, content_type, body = answer
+        self._send(code, body, content_type)
 
     def _serve_log(self, route: _Route, query: Mapping[str, str]) -> None:
         api, info = self.server.api, route.info
@@ -589,6 +613,10 @@ class _Handler(BaseHTTPRequestHandler):
             return False
 
 
+def _nothing_listens(pod: Mapping[str, Any], port: str, path: str) -> tuple[int, str, bytes] | None:
+    return None
+
+
 def _openapi_group_versions(table: Any) -> list[str]:
     return [f"apis/{g}/{v}" if g else f"api/{v}" for g, versions in table.group_versions().items() for v in versions]
 
@@ -643,6 +671,7 @@ class FakeApiServer:
         self.faults = faults or FaultPlan()
         self.logs = LogBook()
         self.log_provider: LogProvider = self._default_logs
+        self.proxy_provider: ProxyProvider = _nothing_listens
         self.bookmark_interval = bookmark_interval
         self.watch_timeout = watch_timeout
         self.version = dict(version)
@@ -757,6 +786,11 @@ class FakeApiServer:
         finally:
             self.set_outage(False)
 
+    def set_proxy_provider(self, provider: ProxyProvider | None) -> None:
+        """Answer ``pods/proxy`` GETs from ``provider`` (the simulated exporters); None restores the
+        default, where nothing listens in any pod (503)."""
+        self.proxy_provider = provider or _nothing_listens
+
     def set_log_provider(self, provider: LogProvider | None) -> None:
         """Serve ``pods/log`` from ``provider`` (a node agent); None restores the default:
         :attr:`logs`, then the pod's kubelet endpoint."""
@@ -854,6 +888,8 @@ class FakeApiServer:
             candidate = table.lookup(group, version, rest[2])
             if candidate is not None and candidate.namespaced:
                 namespace, rest = rest[1], rest[2:]
+        if len(rest) >= 3 and rest[0] == "pods" and rest[2] == "proxy" and namespace and not watch:
+            return self._route_pod_proxy(method, path, namespace, rest)
         if not rest or len(rest) > 3:
             raise _not_found()
         rt = table.lookup(group, version, rest[0])
@@ -882,3 +918,13 @@ class FakeApiServer:
         info = RequestInfo(verb, path, group=group, resource=rt.plural, subresource=sub, namespace=namespace,
                            name=name)
         return _Route(info, rt=rt)
+
+    def _route_pod_proxy(self, method: str, path: str, namespace: str, rest: list[str]) -> _Route:
+        """``pods/{name}[:{port}]/proxy[/{path}]``: RBAC sees verb get on pods/proxy (GET only here)."""
+        if method != "GET":
+            raise _method_not_allowed()
+        name, _, port = urllib.parse.unquote(rest[1]).partition(":")
+        rt = self.store.table.lookup("", "v1", "pods")
+        info = RequestInfo("get", path, group="", resource="pods", subresource="proxy", namespace=namespace,
+                           name=name)
+        return _Route(info, rt=rt, proxy=(port, "/".join(urllib.parse.unquote(p) for p in rest[3:])))

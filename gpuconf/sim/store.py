@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpuconf import podsecurity
 from gpuconf.sim import patch as patches
 from gpuconf.sim.resources import (
     Cause,
@@ -75,6 +76,8 @@ PODS = GroupResource("", "pods")
 NAMESPACES = GroupResource("", "namespaces")
 RUNTIME_CLASSES = GroupResource("node.k8s.io", "runtimeclasses")
 CRDS = GroupResource("apiextensions.k8s.io", "customresourcedefinitions")
+#: The namespace label Pod Security admission enforces from.
+_PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 
 #: Decides, for a pod bound to a node and deleted with a grace period, whether a node agent will
 #: confirm the deletion (True: the pod gets deletionTimestamp and stays until someone deletes it
@@ -588,6 +591,7 @@ class Store:
             raise ApiError.invalid(rt, name, causes)
         if rt.storage == PODS:
             self._admit_runtime_class(rt, obj, name)
+            self._admit_pod_security(rt, obj, ns, name)
         bucket = self._bucket(rt.storage, ns)
         if name in bucket:
             raise ApiError.already_exists(rt, name)
@@ -617,6 +621,19 @@ class Store:
         wanted = (pod.get("spec") or {}).get("runtimeClassName")
         if wanted and wanted not in self._objects.get(RUNTIME_CLASSES, {}).get("", {}):
             raise ApiError.forbidden(rt, name, f'pod rejected: RuntimeClass "{wanted}" not found')
+
+    def _admit_pod_security(self, rt: ResourceType, pod: Obj, ns: str, name: str) -> None:
+        """Pod Security admission (on by default): a pod that breaks the `restricted` standard is
+        refused in a namespace labelled ``pod-security.kubernetes.io/enforce: restricted``. Only
+        that level is simulated (a namespace enforcing baseline admits every pod here), and, as on a
+        real cluster, gpuconf's declared exceptions (gpuconf.io/pss-exceptions) count for nothing."""
+        ns_obj = self._objects.get(NAMESPACES, {}).get("", {}).get(ns) or {}
+        if ((ns_obj.get("metadata") or {}).get("labels") or {}).get(_PSA_ENFORCE) != "restricted":
+            return
+        found = podsecurity.violations(pod)
+        if found:
+            raise ApiError.forbidden(rt, name, 'violates PodSecurity "restricted:latest": '
+                                     + "; ".join(f"{v.control} ({v.where}: {v.detail})" for v in found))
 
     def _generate_name(self, rt: ResourceType, ns: str, prefix: str) -> str:
         # names.SimpleNameGenerator: prefix cut to leave room for 5 random characters.

@@ -1,0 +1,61 @@
+"""Accelerator metrics (CNCF AI conformance accelerator_metrics): the DCGM exporter on every GPU
+node publishes per-GPU utilisation and memory (and, recommended, temperature, power and NVLink)
+under the UUIDs of the GPUs the node really has. Every node's exporter is scraped once, all at
+once, through the API server's pod proxy (the ``exporter_scrapes`` fixture); the GPUs are compared
+with the whole-node cuda-probe the inventory suite launches (nothing new runs). The decisions are
+in gpuconf.checks.metrics, the expected families in gpuconf/data/accelerator_metrics.yaml."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpuconf.checks import metrics as checks
+from gpuconf.cluster import GpuNode, Inventory, PodOutcome
+from gpuconf.plugin import judge
+from gpuconf.probes import ProbeParseError
+from gpuconf.probes.cuda import parse_cuda_probe
+
+pytestmark = [pytest.mark.health]
+
+
+def holds_every_gpu(node: GpuNode) -> bool:
+    """Whether the whole-node probe was given every GPU of the node: whole GPUs, not shared, not MIG,
+    none held back as unhealthy (then the probe's GPUs and the exporter's must be the same set)."""
+    labels = node.labels
+    if labels.get("nvidia.com/mig.strategy", "none") != "none":
+        return False
+    if labels.get("nvidia.com/gpu.sharing-strategy", "none") != "none" or labels.get("nvidia.com/gpu.replicas",
+                                                                                        "1") != "1":
+        return False
+    allocatable, capacity = node.gpu_allocatable.get("nvidia.com/gpu", 0), node.gpu_capacity.get("nvidia.com/gpu", 0)
+    return 0 < allocatable == capacity
+
+
+def probe_view(probes: dict[str, PodOutcome], inv: Inventory, node: str) -> tuple[checks.ProbeGpus | None, str | None]:
+    """The GPUs the node's whole-node probe saw, or None and why there are none (the probe's own
+    failures are the inventory and smoke suites' to report)."""
+    outcome = probes.get(node)
+    if outcome is None:
+        return None, f"no whole-node probe ran on {node} (it advertises no nvidia.com/gpu)"
+    text = outcome.logs.get("probe")
+    if text is None:
+        return None, f"the whole-node probe on {node} produced no output ({outcome.phase} {outcome.reason or ''})"
+    try:
+        report = parse_cuda_probe(text, source=f"probe pod on {node}")
+    except ProbeParseError as e:
+        return None, f"the whole-node probe's report on {node} is unreadable ({e})"
+    return checks.probe_gpus(report, complete=holds_every_gpu(inv.node(node))), None
+
+
+@pytest.mark.cncf("accelerator_metrics")
+@pytest.mark.check("metrics.gpu-metrics-present")
+def test_gpu_metrics_present(gpu_node, gpu_inventory, exporter_scrapes, whole_node_probes, record_property):
+    probe, why = probe_view(whole_node_probes, gpu_inventory, gpu_node)
+    judge(checks.evaluate_gpu_metrics_present(gpu_node, exporter_scrapes[gpu_node], probe, probe_reason=why),
+          record_property)
+
+
+@pytest.mark.cncf("accelerator_metrics")
+@pytest.mark.check("metrics.recommended-metrics-present")
+def test_recommended_metrics_present(gpu_node, exporter_scrapes, record_property):
+    judge(checks.evaluate_recommended_metrics_present(gpu_node, exporter_scrapes[gpu_node]), record_property)

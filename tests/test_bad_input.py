@@ -1,0 +1,211 @@
+"""Bad input, as one table: every way a suite run or a ``gpuconf`` command can be started wrong ends
+with one clear line and its documented exit status (README, "Exit statuses"), never a traceback.
+
+Suite runs: 4 usage error (a bad option value, an unknown option or profile), 10 bad kubeconfig,
+11 cluster unreachable, 12 forbidden, 13 no GPU nodes, 14 a malformed --expect file. The commands:
+2 bad input, 10-12 as above for those that reach a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuconf.cli import main
+from gpuconf.sim.server import FakeApiServer
+
+pytest_plugins = ["pytester"]
+
+#: Lines pytest's own argument parser adds around its one error line.
+_ARGPARSE_NOISE = ("ERROR: usage:", "usage:", "inifile:", "rootdir:")
+
+
+def kubeconfig(path: Path, server: str, *, context: str = "c", current: str | None = "c",
+               cluster_ref: str = "c") -> Path:
+    doc: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {"token": "not-a-real-token"}}],
+        "contexts": [{"name": context, "context": {"cluster": cluster_ref, "user": "u"}}],
+    }
+    if current is not None:
+        doc["current-context"] = current
+    path.write_text(json.dumps(doc))
+    return path
+
+
+class _Refusing(BaseHTTPRequestHandler):
+    """An API server that answers every request with one status (401 or 403)."""
+
+    status = 403
+
+    def do_GET(self) -> None:  # noqa: N802 - BaseHTTPRequestHandler's naming
+        reason = "Forbidden" if self.status == 403 else "Unauthorized"
+        body = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason,
+                           "code": self.status,
+                           "message": 'nodes is forbidden: User "system:anonymous" cannot list resource "nodes"'
+                           if self.status == 403 else "Unauthorized"}).encode()
+        self.send_response(self.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's signature
+        pass
+
+
+@pytest.fixture(scope="module")
+def refusing() -> Iterator[Callable[[int], str]]:
+    servers: dict[int, ThreadingHTTPServer] = {}
+
+    def url(status: int) -> str:
+        if status not in servers:
+            handler = type(f"Refusing{status}", (_Refusing,), {"status": status})
+            server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            servers[status] = server
+        return f"http://127.0.0.1:{servers[status].server_address[1]}"
+
+    yield url
+    for server in servers.values():
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def gpu_less() -> Iterator[FakeApiServer]:
+    server = FakeApiServer().start()
+    yield server
+    server.stop()
+
+
+# (case, how to build the arguments from (tmp_path, fake servers), exit status, the line's fragment)
+Build = Callable[[Path, Callable[[int], str], FakeApiServer], list[str]]
+SUITE_CASES: list[tuple[str, Build, int, str]] = [
+    # kubeconfig
+    ("kubeconfig missing", lambda d, r, s: ["--kubeconfig", str(d / "none")], 10, "no such file"),
+    ("kubeconfig not YAML", lambda d, r, s: ["--kubeconfig", str(_write(d / "k", "{{{ not: yaml"))], 10,
+     "not YAML"),
+    ("kubeconfig empty", lambda d, r, s: ["--kubeconfig", str(_write(d / "k", ""))], 10, "kubeconfig"),
+    ("kubeconfig a list", lambda d, r, s: ["--kubeconfig", str(_write(d / "k", "- a\n- b\n"))], 10, "kubeconfig"),
+    ("no current-context", lambda d, r, s: ["--kubeconfig", str(kubeconfig(d / "k", s.url, current=None))], 10,
+     "no current-context"),
+    ("unknown --context", lambda d, r, s: ["--kubeconfig", str(kubeconfig(d / "k", s.url)), "--context", "prod"],
+     10, "unknown context"),
+    ("context names no cluster", lambda d, r, s: ["--kubeconfig", str(kubeconfig(d / "k", s.url,
+                                                                                 cluster_ref="gone"))], 10, "gone"),
+    # the server
+    ("connection refused", lambda d, r, s: ["--kubeconfig", str(kubeconfig(d / "k", "http://127.0.0.1:9"))], 11,
+     "cannot reach the API server"),
+    ("unknown host", lambda d, r, s: ["--kubeconfig", str(kubeconfig(d / "k", "https://api.gpuconf.invalid:6443"))],
+     11, "cannot reach the API server"),
+    ("TLS to a plain-HTTP server", lambda d, r, s: ["--kubeconfig", str(kubeconfig(
+        d / "k", s.url.replace("http://", "https://")))], 11, "cannot reach the API server"),
+    ("credentials rejected (401)", lambda d, r, s: ["--kubeconfig", str(kubeconfig(d / "k", r(401)))], 12,
+     "Unauthorized"),
+    ("RBAC forbids (403)", lambda d, r, s: ["--kubeconfig", str(kubeconfig(d / "k", r(403)))], 12,
+     'cannot list resource "nodes"'),
+    ("no GPU nodes", lambda d, r, s: ["--kubeconfig", str(s.write_kubeconfig(d / "k"))], 13,
+     "the cluster has no GPU nodes"),
+    # --expect
+    ("--expect missing", lambda d, r, s: ["--simulate", "healthy-h100", "--expect", str(d / "none.yaml")], 14,
+     "cannot read"),
+    ("--expect not YAML", lambda d, r, s: ["--simulate", "healthy-h100", "--expect",
+                                           str(_write(d / "e.yaml", "pools: [\n"))], 14, "e.yaml:"),
+    ("--expect breaks the schema", lambda d, r, s: ["--simulate", "healthy-h100", "--expect", str(_write(
+        d / "e.yaml", "schema: 1\npools:\n  - name: h100\n    selector: {a: b}\n    gpu: {count: -1}\n"))], 14,
+     "e.yaml:5:"),
+    # options
+    ("unknown option", lambda d, r, s: ["--simulate", "healthy-h100", "--bogus"], 4,
+     "unrecognized arguments: --bogus"),
+    ("unknown profile", lambda d, r, s: ["--simulate", "nope"], 4, "unknown simulated cluster profile 'nope'"),
+    ("malformed profile file", lambda d, r, s: ["--simulate", str(_write(d / "p.yaml", "schema: 1\nname: x\n"))],
+     4, "p.yaml"),
+    ("--simulate and --kubeconfig", lambda d, r, s: ["--simulate", "healthy-h100", "--kubeconfig", str(d / "k")],
+     4, "give either --simulate or --kubeconfig, not both"),
+    ("--node-selector", lambda d, r, s: ["--simulate", "healthy-h100", "--node-selector", "a=b,,c"], 4,
+     "--node-selector 'a=b,,c':"),
+    ("--namespace", lambda d, r, s: ["--simulate", "healthy-h100", "--namespace", "Not_A_Name"], 4,
+     "--namespace 'Not_A_Name': not a namespace name"),
+    ("--registry", lambda d, r, s: ["--simulate", "healthy-h100", "--registry", "https://registry.example.com"], 4,
+     "--registry 'https://registry.example.com': give a registry"),
+    ("--timeout 0", lambda d, r, s: ["--simulate", "healthy-h100", "--timeout", "0"], 4,
+     "--timeout 0: must be a positive number of seconds"),
+    ("--timeout soon", lambda d, r, s: ["--simulate", "healthy-h100", "--timeout", "soon"], 4,
+     "invalid float value: 'soon'"),
+    ("--burn-in 0", lambda d, r, s: ["--simulate", "healthy-h100", "--burn-in", "0"], 4,
+     "--burn-in 0: give at least one round"),
+    ("--nccl-nodes 1", lambda d, r, s: ["--simulate", "healthy-h100", "--nccl-nodes", "1"], 4,
+     "--nccl-nodes 1: give 2 or more nodes"),
+    ("--dcgm-diag 7", lambda d, r, s: ["--simulate", "healthy-h100", "--dcgm-diag", "7"], 4, "--dcgm-diag 7"),
+]
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def _said(output: str) -> list[str]:
+    """The lines a person reads: without blank lines and pytest's usage boilerplate."""
+    return [line for line in output.splitlines() if line.strip() and not line.strip().startswith(_ARGPARSE_NOISE)]
+
+
+@pytest.mark.parametrize("case,build,status,fragment", SUITE_CASES, ids=[c[0] for c in SUITE_CASES])
+def test_a_suite_run_started_wrong_says_why_in_one_line(pytester: pytest.Pytester, refusing, gpu_less, case,
+                                                        build, status, fragment):
+    pytester.makepyfile(test_suite="def test_node(gpu_node):\n    pass\n")
+    args = build(pytester.path, refusing, gpu_less)
+    result = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "-q", "-p", "no:cacheprovider", *args,
+                                           timeout=120)
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == status, output
+    assert "Traceback" not in output, output
+    said = _said(output)
+    assert len(said) == 1 and fragment in said[0], said
+    if status >= 10:  # the run could not start: the reports say why all the same
+        doc = json.loads((pytester.path / "reports" / "report.json").read_text())["gpuconf"]
+        assert doc["exit_status"] == status and fragment in doc["error"]
+
+
+def _cli(argv: list[str]) -> tuple[int, str, str]:
+    import io
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(argv, stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+CLI_CASES: list[tuple[str, Callable[[Path], list[str]], int, str]] = [
+    ("unknown command", lambda d: ["frobnicate"], 2, "invalid choice: 'frobnicate'"),
+    ("unknown option", lambda d: ["sim", "profiles", "--bogus"], 2, "unrecognized arguments: --bogus"),
+    ("sim serve, unknown profile", lambda d: ["sim", "serve", "--profile", "nope", "--kubeconfig-out",
+                                             str(d / "k")], 2, "unknown simulated cluster profile 'nope'"),
+    ("report diff, missing report", lambda d: ["report", "diff", str(d / "a.json"), str(d / "b.json")], 2,
+     "no such file"),
+    ("report diff, not a report", lambda d: ["report", "diff", str(_write(d / "a.json", "[1, 2")),
+                                             str(_write(d / "b.json", "{}"))], 2, "a.json"),
+    ("images build, bad registry", lambda d: ["images", "build", "--registry", ""], 2, "not a registry"),
+    ("results, kubeconfig missing", lambda d: ["results", "list", "--kubeconfig", str(d / "none")], 10,
+     "no such file"),
+    ("results, kubeconfig not YAML", lambda d: ["results", "list", "--kubeconfig", str(_write(d / "k", "{{{"))], 10,
+     "not YAML"),
+    ("results, unreachable", lambda d: ["results", "list", "--kubeconfig", str(kubeconfig(d / "k",
+                                                                                         "http://127.0.0.1:9"))],
+     11, "cannot reach the API server"),
+]  # predict and require: tests/test_cli.py (test_bad_input_is_one_line_and_exit_2)
+
+
+@pytest.mark.parametrize("case,build,status,fragment", CLI_CASES, ids=[c[0] for c in CLI_CASES])
+def test_a_command_started_wrong_says_why_in_one_line(tmp_path: Path, case, build, status, fragment):
+    code, out, err = _cli(build(tmp_path))
+    assert code == status, out + err
+    assert "Traceback" not in out + err
+    assert err.count("\n") == 1 and fragment in err, err
