@@ -120,7 +120,8 @@ def record(base: Path, profile: str, *options: str) -> list[ApiRequest]:
     # A subprocess: the cluster (threads, TLS, the cryptography bindings) must not share this interpreter.
     run = subprocess.run([sys.executable, "-m", "pytest", "suites", "-p", "gpuconf.plugin", "--simulate", profile,
                           *job_args(), *options, "--report-dir", str(base / profile), "-q", "-p", "no:cacheprovider"],
-                         cwd=base, env={**os.environ, "GPUCONF_RBAC_LOG": str(log)}, capture_output=True,
+                         cwd=base, env={**os.environ, "GPUCONF_RBAC_LOG": str(log), "COLUMNS": "400"},
+                         capture_output=True,
                          text=True, timeout=300, check=False)
     assert run.returncode == 0, f"{profile}: the suites failed:\n{run.stdout[-3000:]}\n{run.stderr[-2000:]}"
     requests: list[ApiRequest] = []
