@@ -10,7 +10,10 @@ with the reason. State lives in ``config.stash`` (style.md), never in globals.
 
 from __future__ import annotations
 
+import functools
 import re
+import signal
+import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +52,7 @@ class Session:
     expect: Any = None  # the --expect profile (gpuconf.expect.ExpectProfile), loaded at session start
     probes: dict[str, PodOutcome] = field(default_factory=dict)
     cannot_start: bool = False  # the run ended before any test (_cannot_start)
+    unreachable: str | None = None  # the API server stopped answering mid-run: why (the run stops, status 11)
 
 
 SESSION = pytest.StashKey[Session]()
@@ -104,6 +108,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--namespace", metavar="NAME", default=None,
                     help="run the probes in this existing namespace (created beforehand, kept afterwards) instead "
                     "of a gpuconf-<run-id> namespace created and deleted by the run")
+    group.addoption("--liveness-interval", metavar="SECONDS", type=float, default=10.0,
+                    help="renew the run's liveness mark (a Lease in its namespace) this often; a later run deletes "
+                    "the objects of a run whose mark went unrenewed for three periods (default 10)")
     group.addoption("--node-selector", metavar="SELECTOR", default=None,
                     help="test only the GPU nodes matching this label selector (key=value,key!=value,key,!key)")
     group.addoption("--registry", metavar="REGISTRY", default=None,
@@ -144,6 +151,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cncf(requirement_id): the CNCF AI conformance requirement the test gives "
                             "evidence for (gpuconf/data/cncf_requirements.yaml; --cncf-evidence)")
     config.stash[SESSION] = Session()
+    config.pluginmanager.register(_StopWhenUnreachable(config), "gpuconf-unreachable")
     _configure_reports(config)
     simulate = config.getoption("--simulate")
     if simulate and config.getoption("--kubeconfig"):
@@ -156,6 +164,49 @@ def pytest_configure(config: pytest.Config) -> None:
             load_profile(simulate)  # fail at startup, with file:line:field, not in the first test
         except ProfileError as exc:
             raise pytest.UsageError(str(exc)) from exc
+
+    if simulate or config.getoption("--kubeconfig"):
+        _interrupt_on_sigterm(config)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """A signal can surface as KeyboardInterrupt in a frame Python gives no line number (its
+    traceback entry's tb_lineno is None); pytest's terminal reporter then fails formatting it and the
+    run ends with an internal error instead of "interrupted". Such entries are dropped."""
+    from _pytest._code.code import Traceback
+
+    def has_line(entry: Any) -> bool:
+        try:
+            entry.lineno  # noqa: B018 - the property is what fails
+        except TypeError:
+            return False
+        return True
+
+    kept = [entry for entry in excinfo.traceback if has_line(entry)]
+    if len(kept) != len(excinfo.traceback):
+        excinfo.traceback = Traceback(kept)
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    """SIGTERM (``kubectl delete`` of the runner's Job, a CI cancel) ends the run as Ctrl-C does:
+    the run's objects are deleted, the reports are written, the exit status is 2. A second SIGTERM
+    is ignored so that cleanup and reports can finish (the kubelet's SIGKILL after the grace period
+    still ends it)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt("SIGTERM")
+
+
+def _interrupt_on_sigterm(config: pytest.Config) -> None:
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return  # an embedding program owns its signals
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+
+    def restore() -> None:
+        signal.signal(signal.SIGTERM, previous)
+
+    config.add_cleanup(restore)
 
 
 def _validate_options(config: pytest.Config) -> None:
@@ -174,6 +225,8 @@ def _validate_options(config: pytest.Config) -> None:
     if namespace is not None and not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", namespace):
         raise pytest.UsageError(f"--namespace {namespace!r}: not a namespace name (lowercase letters, digits and "
                                 "'-', at most 63)")
+    if config.getoption("--liveness-interval") <= 0:
+        raise pytest.UsageError(f"--liveness-interval must be positive, not {config.getoption('--liveness-interval')}")
     registry = config.getoption("--registry")
     if registry is not None and (not registry or any(ch.isspace() for ch in registry) or "://" in registry):
         raise pytest.UsageError(f"--registry {registry!r}: give a registry host and path, e.g. "
@@ -235,7 +288,8 @@ def run_context(config: pytest.Config) -> RunContext:
     state = session(config)
     assert state.handle is not None
     if state.run is None:
-        state.run = RunContext(state.handle.cluster, namespace=config.getoption("--namespace")).__enter__()
+        state.run = RunContext(state.handle.cluster, namespace=config.getoption("--namespace"),
+                               liveness_interval_s=config.getoption("--liveness-interval")).__enter__()
     return state.run
 
 
@@ -286,8 +340,19 @@ def cuda_probe_pod(config: pytest.Config, *, name: str, check: str, cuda: str = 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Open the cluster before collection (suites parametrize over its GPU nodes), so a run that
-    cannot start ends here with one line and its own exit status, not with collection errors."""
-    config = session.config
+    cannot start ends here with one line and its own exit status, not with collection errors. An
+    interrupt here (Ctrl-C, SIGTERM) still leaves reports saying so (pytest runs no sessionfinish
+    for a session that did not start)."""
+    try:
+        _start(session.config)
+    except KeyboardInterrupt:
+        collector = session.config.pluginmanager.get_plugin("gpuconf-reports")
+        if isinstance(collector, ReportCollector):
+            collector.write_not_started("interrupted before the first test", pytest.ExitCode.INTERRUPTED)
+        raise
+
+
+def _start(config: pytest.Config) -> None:
     expect = config.getoption("--expect")
     if expect:
         from gpuconf.expect import ExpectError, load_expect
@@ -302,6 +367,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         inv = inventory(config)
     except ClusterError as exc:
         _cannot_start(config, f"gpuconf: {exc}", _exit_for(exc))
+    namespace = config.getoption("--namespace")
+    state = config.stash[SESSION]
+    if namespace and state.handle is not None:
+        from gpuconf.cluster.errors import NotFoundError
+
+        c = state.handle.cluster
+        try:
+            c.call("read namespace", c.core.read_namespace, namespace)
+        except NotFoundError:
+            _cannot_start(config, f"gpuconf: --namespace {namespace}: no such namespace (give an existing one, or "
+                          "leave --namespace out and the run creates its own)", pytest.ExitCode.USAGE_ERROR)
+        except ClusterError:
+            pass  # not allowed to read it, say: the run context reports what it cannot do when it gets there
     if inv is not None and not inv.gpu_nodes:
         selector = config.getoption("--node-selector")
         _cannot_start(config, "gpuconf: the cluster has no GPU nodes (no node advertises nvidia.com/gpu, "
@@ -391,9 +469,49 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if reporter is not None and hasattr(reporter, "_keyboardinterrupt_memo"):
             reporter._keyboardinterrupt_memo = None
     if state.run is not None:
-        state.run.__exit__(None, None, None)
+        import sys
+
+        run = state.run
+        if run.collected:
+            sys.stderr.write(f"gpuconf: deleted what killed runs left: {', '.join(run.collected)}\n")
+        if run.collect_error:
+            sys.stderr.write(f"gpuconf: what killed runs left was not collected: {run.collect_error}\n")
+        try:
+            run.__exit__(None, None, None)
+        except ClusterError as exc:  # one line, not a traceback: what is left and who removes it
+            sys.stderr.write(f"gpuconf: {exc}\n")
     if state.sim is not None:
         state.sim.stop()
+
+
+class _StopWhenUnreachable:
+    """A test that finds the API server gone (connection refused, reset, timed out past the retries)
+    stops the run: its report is that one line (no traceback), the rest are not run, and the run
+    ends with exit status 11 (README: exit statuses), as a run that cannot start does."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+        from gpuconf.cluster import UnreachableError
+
+        report: Any = yield
+        if call.excinfo is not None and call.excinfo.errisinstance(UnreachableError):
+            why = f"gpuconf: {call.excinfo.value}"
+            report.longrepr = why
+            state = self.config.stash[SESSION]
+            if state.unreachable is None:
+                state.unreachable = why.removeprefix("gpuconf: ")
+                item.session.shouldstop = f"{why} (the run stops)"
+        return report  # type: ignore[no-any-return]
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from gpuconf.cluster.errors import EXIT_UNREACHABLE
+
+        if self.config.stash[SESSION].unreachable is not None:
+            session.exitstatus = EXIT_UNREACHABLE
 
 
 _WORSE = {"passed": 0, "skipped": 1, "failed": 2}
@@ -467,6 +585,10 @@ class ReportCollector:
 
         state = self.config.stash.get(SESSION, None)
         handle = state.handle if state is not None else None
+        if state is not None and state.unreachable is not None:
+            from gpuconf.cluster.errors import EXIT_UNREACHABLE
+
+            exitstatus = EXIT_UNREACHABLE
         exitstatus = session.exitstatus = _sign_off(self.config, [from_test_report(
             nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"]) for nodeid, t in self.tests.items()],
             int(exitstatus), self.config.pluginmanager.get_plugin("terminalreporter"))  # before the cluster closes
@@ -681,7 +803,6 @@ def probe_report(probes: dict[str, PodOutcome], node: str) -> Any:
     """The node's whole-node cuda-probe report, or a failure that says why there is none."""
     from gpuconf.diagnose import diagnose
     from gpuconf.probes import ProbeParseError
-    from gpuconf.probes.cuda import parse_cuda_probe
 
     outcome = probes.get(node)
     if outcome is None:
@@ -693,7 +814,16 @@ def probe_report(probes: dict[str, PodOutcome], node: str) -> Any:
                     f"{outcome.message or ''}".strip() + (f"\n  diagnosis: {'; '.join(hints)}" if hints else ""),
                     pytrace=False)
     try:
-        code = outcome.container("probe").exit_code
-        return parse_cuda_probe(text, exit_code=code, source=f"probe pod on {node}")
+        return _parsed_probe(text, outcome.container("probe").exit_code, f"probe pod on {node}")
     except ProbeParseError as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed_probe(text: str, code: int | None, source: str) -> Any:
+    """One parse (and schema validation) per whole-node report, however many checks read it: the
+    report is frozen, so every test of the node shares it (at 1,000 nodes re-parsing was a third of
+    the runner's CPU)."""
+    from gpuconf.probes.cuda import parse_cuda_probe
+
+    return parse_cuda_probe(text, exit_code=code, source=source)

@@ -51,6 +51,12 @@ def _required(template: str) -> frozenset[str]:
     return frozenset(jinja2.meta.find_undeclared_variables(env.parse(source)) - set(env.globals))
 
 
+#: libyaml's safe loader when PyYAML has it (a probe pod renders in a fraction of the pure-Python
+#: loader's time: at 1,000 nodes rendering was a third of the runner's CPU), else the pure one;
+#: both accept exactly safe YAML.
+_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def render(template: str, values: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Render one template into the objects it defines; every value it names must be given."""
     missing = sorted(_required(template) - set(values))
@@ -61,7 +67,7 @@ def render(template: str, values: Mapping[str, Any]) -> list[dict[str, Any]]:
     except jinja2.UndefinedError as exc:
         raise RenderError(f"{template}: {exc.message}") from exc
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [d for d in yaml.load_all(text, Loader=_LOADER) if d is not None]
     except yaml.YAMLError as exc:
         raise RenderError(f"{template} rendered invalid YAML: {exc}") from exc
     if not all(isinstance(d, dict) for d in docs):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ipaddress
+import json
 import signal
 import threading
 from collections.abc import Iterator
@@ -25,6 +26,15 @@ def add_sim_parser(sub: Any) -> None:
     serve.add_argument("--profile", required=True, help="a shipped profile name (gpuconf sim profiles) or a YAML file")
     serve.add_argument("--port", type=int, default=0, help="API server port (default: a free one)")
     serve.add_argument("--kubeconfig-out", required=True, metavar="PATH", help="where to write the kubeconfig")
+    serve.add_argument("--api-faults", type=float, default=0.0, metavar="RATE",
+                       help="inject API faults into RATE (0..1, e.g. 0.05) of the requests of every client but the "
+                       "simulated node agents: 429 with Retry-After 1, 500 and dropped connections in equal shares, "
+                       "and watches cut cleanly or abruptly")
+    serve.add_argument("--watch-cuts", type=float, metavar="RATE",
+                       help="with --api-faults: cut this share of the watches (default: RATE)")
+    serve.add_argument("--seed", type=int, default=0, help="seed of the --api-faults draws (default 0)")
+    serve.add_argument("--faults-summary", metavar="PATH",
+                       help="on exit, write the faults injected, counted by mode, to PATH as JSON")
     serve.set_defaults(func=_cmd_serve)
     agents = ssub.add_parser("agents", help="run only the node agents against an existing API server",
                              description="Register the profile's nodes on an existing cluster (kind, a real control "
@@ -59,15 +69,34 @@ def _stop_on_signal() -> Iterator[threading.Event]:
 
 def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from gpuconf.sim.cluster import SimulatedCluster
+    from gpuconf.sim.faults import FaultPlan
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, not {args.port}")
     out = Path(args.kubeconfig_out)
     if not out.parent.is_dir():
         raise UsageError(f"--kubeconfig-out: no such directory: {out.parent}")
-    sim = SimulatedCluster(args.profile, port=args.port)
+    if not 0.0 <= args.api_faults < 1.0:
+        raise UsageError(f"--api-faults must be a rate in [0, 1), not {args.api_faults}")
+    if args.watch_cuts is not None and not 0.0 <= args.watch_cuts < 1.0:
+        raise UsageError(f"--watch-cuts must be a rate in [0, 1), not {args.watch_cuts}")
+    summary = Path(args.faults_summary) if args.faults_summary else None
+    if summary is not None and not summary.parent.is_dir():
+        raise UsageError(f"--faults-summary: no such directory: {summary.parent}")
+    plan = FaultPlan(seed=args.seed)
+    if args.api_faults:
+        plan.steady(args.api_faults, watch_cuts=args.watch_cuts)
+    sim = SimulatedCluster(args.profile, port=args.port, faults=plan)
     with _stop_on_signal() as stop:
-        return _serve(sim, out, stop, stdout, stderr)
+        try:
+            return _serve(sim, out, stop, stdout, stderr)
+        finally:
+            if args.api_faults or summary is not None:
+                counts = plan.summary()
+                stderr.write("gpuconf sim serve: API faults injected: "
+                             + ", ".join(f"{mode} {n}" for mode, n in counts.items()) + "\n")
+                if summary is not None:
+                    summary.write_text(json.dumps(counts, indent=2) + "\n")
 
 
 def _serve(sim: Any, out: Path, stop: threading.Event, stdout: TextIO, stderr: TextIO) -> int:

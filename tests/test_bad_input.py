@@ -114,6 +114,8 @@ SUITE_CASES: list[tuple[str, Build, int, str]] = [
      'cannot list resource "nodes"'),
     ("no GPU nodes", lambda d, r, s: ["--kubeconfig", str(s.write_kubeconfig(d / "k"))], 13,
      "the cluster has no GPU nodes"),
+    ("--namespace that does not exist", lambda d, r, s: ["--simulate", "healthy-h100", "--namespace", "absent"], 4,
+     "--namespace absent: no such namespace"),
     # --expect
     ("--expect missing", lambda d, r, s: ["--simulate", "healthy-h100", "--expect", str(d / "none.yaml")], 14,
      "cannot read"),
@@ -170,7 +172,7 @@ def test_a_suite_run_started_wrong_says_why_in_one_line(pytester: pytest.Pyteste
     assert "Traceback" not in output, output
     said = _said(output)
     assert len(said) == 1 and fragment in said[0], said
-    if status >= 10:  # the run could not start: the reports say why all the same
+    if status >= 10 or case == "--namespace that does not exist":  # started, then stopped: the reports say why
         doc = json.loads((pytester.path / "reports" / "report.json").read_text())["gpuconf"]
         assert doc["exit_status"] == status and fragment in doc["error"]
 

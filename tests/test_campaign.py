@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from gpuconf.cluster import Cluster, NotFoundError, PodOutcome, RunContext, collect_leftovers, connect, run_campaign
-from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION, select_leftovers
+from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION, SKIPPED_INIT_LOG, _read_logs, select_leftovers
 from gpuconf.cluster.outcomes import finished_reason, make_outcome
 from gpuconf.probe_pods import PRIORITY_CLASS, make_cuda_probe_pod
 from gpuconf.probes.cuda import parse_cuda_probe
@@ -62,6 +62,7 @@ def test_a_probe_per_node_succeeds_and_its_log_parses(outcomes: dict[str, PodOut
         report = parse_cuda_probe(outcome.logs["probe"], exit_code=outcome.exit_code)
         assert len(report.devices) == 8
         assert outcome.container("build").init and outcome.container("build").exit_code == 0
+        assert outcome.missing_logs == {"build": SKIPPED_INIT_LOG}  # one log request per pod fewer
 
 
 def test_a_probe_has_its_events_and_timings(outcomes: dict[str, PodOutcome]) -> None:
@@ -223,3 +224,33 @@ def test_a_campaign_records_the_claims_its_pods_were_allocated(tmp_path: Path) -
     (result,) = claim["status"]["allocation"]["devices"]["results"]
     assert (result["driver"], result["pool"], result["request"]) == ("gpu.nvidia.com", "h200-0", "gpu")
     assert not [c for c in later if not c["metadata"].get("deletionTimestamp")]  # gone with its pod
+
+
+class _LogReader:
+    """A stand-in for Cluster.call that serves container logs and records what was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+        self.core = self
+
+    def read_namespaced_pod_log(self, name: str, namespace: str, *, container: str, **_: Any) -> Any:
+        self.asked.append(container)
+        return type("Response", (), {"data": f"{container} log".encode()})()
+
+    def call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+
+@pytest.mark.parametrize(("phase", "probe_exit", "read"), [
+    ("Succeeded", 0, ["probe"]), ("Failed", 1, ["build", "probe"])])
+def test_a_succeeded_init_containers_log_is_read_only_when_the_pod_did_not_succeed(
+        phase: str, probe_exit: int, read: list[str]) -> None:
+    pod = {"metadata": {"name": "p", "namespace": "ns"},
+           "spec": {"initContainers": [{"name": "build"}], "containers": [{"name": "probe"}]},
+           "status": {"phase": phase,
+                      "initContainerStatuses": [{"name": "build", "state": {"terminated": {"exitCode": 0}}}],
+                      "containerStatuses": [{"name": "probe", "state": {"terminated": {"exitCode": probe_exit}}}]}}
+    reader = _LogReader()
+    logs, missing, _ = _read_logs(reader, pod, 1024)  # type: ignore[arg-type]
+    assert reader.asked == read and sorted(logs) == read
+    assert missing == ({"build": SKIPPED_INIT_LOG} if phase == "Succeeded" else {})

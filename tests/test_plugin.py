@@ -133,3 +133,24 @@ def test_a_check_marker_naming_no_catalogued_check_is_a_usage_error(pytester: py
     result = pytester.runpytest_subprocess("-p", "gpuconf.plugin")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "names no check of gpuconf/data/checks.yaml" in result.stderr.str()
+
+
+def test_an_interrupt_in_a_frame_without_a_line_number_is_still_reported_as_an_interrupt():
+    from _pytest._code.code import Traceback
+
+    from gpuconf.plugin import pytest_keyboard_interrupt
+
+    class NoLine:  # what a traceback entry is for a frame whose tb_lineno is None
+        @property
+        def lineno(self) -> int:
+            raise TypeError("unsupported operand type(s) for -: 'NoneType' and 'int'")
+
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        excinfo = pytest.ExceptionInfo.from_current()
+    real = list(excinfo.traceback)
+    excinfo.traceback = Traceback([*real, NoLine()])  # type: ignore[list-item]
+    pytest_keyboard_interrupt(excinfo)
+    assert list(excinfo.traceback) == real
+    assert "KeyboardInterrupt" in str(excinfo.getrepr())

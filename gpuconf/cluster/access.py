@@ -224,6 +224,7 @@ class Cluster:
         self.apis = client.ApisApi(api_client)
         self.node_api = client.NodeV1Api(api_client)
         self.scheduling = client.SchedulingV1Api(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
         self.resource = client.ResourceV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
 

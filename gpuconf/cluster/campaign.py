@@ -9,6 +9,7 @@ long as its slowest pod), then reads logs and events once and returns a :class:`
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
@@ -28,7 +29,14 @@ import urllib3
 
 from gpuconf.cluster.access import Cluster, stream_lines
 from gpuconf.cluster.claims import ClaimWatch
-from gpuconf.cluster.errors import ApiCallError, ClusterError, ConflictError, ForbiddenError, NotFoundError
+from gpuconf.cluster.errors import (
+    ApiCallError,
+    ClusterError,
+    ConflictError,
+    ForbiddenError,
+    NotFoundError,
+    UnreachableError,
+)
 from gpuconf.cluster.outcomes import (
     PodOutcome,
     finished_reason,
@@ -39,9 +47,9 @@ from gpuconf.cluster.outcomes import (
 )
 from gpuconf.probe_pods import PRIORITY_CLASS, make_probe_sources_configmap, sources_configmap_name
 
-__all__ = ["MANAGED_BY_LABEL", "RUN_ID_LABEL", "SCHEDULE_BUDGET_ANNOTATION", "RunContext", "collect_leftovers",
-           "make_priority_class", "make_run_namespace", "needed_source_configmaps", "new_run_id", "run_campaign",
-           "select_leftovers"]
+__all__ = ["LIVENESS_INTERVAL_S", "MANAGED_BY_LABEL", "RUN_ID_LABEL", "SCHEDULE_BUDGET_ANNOTATION", "RunContext",
+           "collect_leftovers", "lease_expired", "make_priority_class", "make_run_lease", "make_run_namespace",
+           "needed_source_configmaps", "new_run_id", "run_campaign", "select_dead_runs", "select_leftovers"]
 
 Obj = Mapping[str, Any]
 
@@ -51,8 +59,11 @@ CAMPAIGN_LABEL = "gpuconf.io/campaign"
 PROBE_LABEL = "gpuconf.io/probe"
 #: Per-pod override of how long it may stay Pending-unschedulable before that is its outcome.
 SCHEDULE_BUDGET_ANNOTATION = "gpuconf.io/schedule-budget-s"
-#: A run older than this whose namespace is still there was killed (kill -9, a lost CI runner).
+#: A run older than this whose namespace is still there was killed (kill -9, a lost CI runner);
+#: the rule for runs without a liveness mark (see :func:`make_run_lease`).
 DEFAULT_LEFTOVER_GRACE_S = 6 * 3600.0
+#: How often a live run renews its liveness mark; the mark expires after three periods.
+LIVENESS_INTERVAL_S = 10.0
 
 
 def new_run_id() -> str:
@@ -73,6 +84,31 @@ def make_priority_class() -> dict[str, Any]:
             "description": "gpuconf conformance probes: never preempt other pods"}
 
 
+def _micro_time(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def make_run_lease(run_id: str, namespace: str, *, interval_s: float, now: datetime) -> dict[str, Any]:
+    """The run's liveness mark: a Lease ``gpuconf-run-<run id>`` in the run's namespace, renewed
+    every ``interval_s`` while the run lives and valid for three periods (``leaseDurationSeconds``),
+    so a later run can tell a killed run's objects from a live run's within seconds."""
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": f"gpuconf-run-{run_id}", "namespace": namespace,
+                         "labels": {RUN_ID_LABEL: run_id, MANAGED_BY_LABEL: "gpuconf"}},
+            "spec": {"holderIdentity": run_id, "leaseDurationSeconds": max(1, math.ceil(3 * interval_s)),
+                     "acquireTime": _micro_time(now), "renewTime": _micro_time(now)}}
+
+
+def lease_expired(lease: Obj, now: datetime) -> bool:
+    """Pure: whether a liveness mark was last renewed more than its duration ago."""
+    spec = lease.get("spec") or {}
+    renewed = parse_time(spec.get("renewTime") or spec.get("acquireTime"))
+    duration = spec.get("leaseDurationSeconds")
+    if renewed is None or not isinstance(duration, int | float):
+        return False  # not one of ours, or unreadable: the 6-hour rule decides
+    return (now - renewed).total_seconds() > float(duration)
+
+
 # -------------------------------------------------------------------------------------------------
 # The run namespace and its cleanup
 
@@ -81,11 +117,11 @@ class RunContext:
     """``with RunContext(cluster) as ctx:``: the run namespace exists inside, and is gone after.
 
     Signal handlers (main thread only) run the cleanup and then do what the previous handler
-    would have done (KeyboardInterrupt for SIGINT, exit by the signal for SIGTERM).
+    would have done (KeyboardInterrupt for SIGINT; for SIGTERM the plugin's interrupt, or exit by the signal).
     """
 
     def __init__(self, cluster: Cluster, *, run_id: str | None = None, handle_signals: bool = True,
-                 namespace: str | None = None) -> None:
+                 namespace: str | None = None, liveness_interval_s: float | None = LIVENESS_INTERVAL_S) -> None:
         self.cluster = cluster
         self.run_id = run_id or new_run_id()
         #: ``namespace`` given: an existing namespace the run uses and keeps (users who may not create
@@ -99,6 +135,12 @@ class RunContext:
         self._campaigns = 0
         #: Undos that failed (other than NotFound), as one-line messages, in the order they ran.
         self.cleanup_errors: list[str] = []
+        #: The liveness mark's renewal period (None: no mark, and no collection of killed runs' objects).
+        self.liveness_interval_s = liveness_interval_s
+        self._alive = threading.Event()
+        #: What this run deleted of killed runs at its start, and why a collection could not be made.
+        self.collected: list[str] = []
+        self.collect_error: str | None = None
 
     # Cleanup -------------------------------------------------------------------------------------
 
@@ -118,6 +160,13 @@ class RunContext:
                 undo()
             except NotFoundError:
                 continue
+            except UnreachableError as e:  # every other undo would wait out its retries in vain
+                with self._lock:
+                    left, self._cleanups = len(self._cleanups), []
+                self._alive.set()
+                self.cleanup_errors.append(f"{what} and {left} more not done: {e}; a later run deletes them once "
+                                           f"this run's liveness mark expires")
+                return
             except ClusterError as e:
                 self.cleanup_errors.append(f"{what}: {e}")
 
@@ -128,6 +177,9 @@ class RunContext:
         try:
             self._create_namespace()
             self._ensure_priority_class()
+            if self.liveness_interval_s is not None:
+                self._mark_alive(self.liveness_interval_s)
+                self._collect_leftovers()
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -151,10 +203,50 @@ class RunContext:
                 raise ClusterError(f"namespace {self.namespace} does not exist (--namespace names an existing "
                                    f"namespace; leave it out and the run creates its own)") from e
             return
-        c.call("create namespace", c.core.create_namespace, make_run_namespace(self.run_id))
+        try:
+            c.call("create namespace", c.core.create_namespace, make_run_namespace(self.run_id))
+        except ConflictError:  # a retried create whose first attempt went through (the run id is new)
+            pass
         self.add_cleanup(f"delete namespace {self.namespace}", lambda: c.call(
             f"delete namespace {self.namespace}", c.core.delete_namespace, self.namespace,
             propagation_policy="Background"))
+
+    def _mark_alive(self, interval_s: float) -> None:
+        """Create the run's Lease and renew it from a background thread until cleanup (its undo
+        runs before the earlier ones: the objects go while the mark still says the run lives)."""
+        c = self.cluster
+        lease = make_run_lease(self.run_id, self.namespace, interval_s=interval_s, now=datetime.now(UTC))
+        name = lease["metadata"]["name"]
+        try:
+            c.call(f"create lease {name}", c.coordination.create_namespaced_lease, self.namespace, lease)
+        except ConflictError:  # a retried create whose first attempt went through
+            pass
+        except ForbiddenError as e:  # an identity without the Lease rule: the run goes on unmarked
+            self.collect_error = f"no liveness mark: {e}"
+            return
+        if not self.own_namespace:  # a run namespace takes its lease with it
+            self.add_cleanup(f"delete lease {name}", lambda: c.call(
+                f"delete lease {name}", c.coordination.delete_namespaced_lease, name, self.namespace))
+
+        def renew() -> None:
+            while not self._alive.wait(interval_s):
+                patch = {"spec": {"renewTime": _micro_time(datetime.now(UTC))}}
+                try:
+                    c.call(f"renew lease {name}", c.coordination.patch_namespaced_lease, name, self.namespace, patch)
+                except ClusterError:  # the next renewal tries again; three misses and the run looks killed
+                    continue
+
+        self._alive.clear()
+        threading.Thread(target=renew, name=f"lease-{self.run_id}", daemon=True).start()
+        self.add_cleanup(f"stop renewing lease {name}", self._alive.set)
+
+    def _collect_leftovers(self) -> None:
+        """Delete what killed runs left (their namespaces, or their objects in the shared namespace)."""
+        try:
+            self.collected = collect_leftovers(self.cluster, current_run_id=self.run_id,
+                                               namespace=None if self.own_namespace else self.namespace)
+        except ForbiddenError as e:  # the identity may not look: the run goes on, the report says so
+            self.collect_error = str(e)
 
     def _ensure_priority_class(self) -> None:
         """Create it if missing. It is never deleted: it may be pre-existing, or in use by a
@@ -214,37 +306,114 @@ class RunContext:
 # Leftovers of killed runs
 
 
-def select_leftovers(namespaces: Sequence[Obj], *, current_run_id: str | None, now: datetime,
+def _run_of(obj: Obj) -> str | None:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if labels.get(MANAGED_BY_LABEL) != "gpuconf" or not labels.get(RUN_ID_LABEL):
+        return None
+    return str(labels[RUN_ID_LABEL])
+
+
+def _is_lease(obj: Obj) -> bool:
+    return obj.get("kind") == "Lease" or "holderIdentity" in (obj.get("spec") or {})
+
+
+def select_dead_runs(objects: Sequence[Obj], *, current_run_id: str | None, now: datetime,
                      grace_s: float) -> list[str]:
-    """Pure: names of gpuconf run namespaces of other runs, older than ``grace_s``, not already going."""
-    out = []
-    for ns in namespaces:
-        meta = ns.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        if labels.get(MANAGED_BY_LABEL) != "gpuconf" or RUN_ID_LABEL not in labels:
+    """Pure: the ids of other runs that are over, from what carries their run-id label. A run with a
+    liveness mark (a Lease among ``objects``) is over when the mark expired; a run without one (a run
+    of an older gpuconf, or one killed before it made its mark) when its newest object is older than
+    ``grace_s``."""
+    leases: dict[str, Obj] = {}
+    newest: dict[str, datetime | None] = {}
+    for obj in objects:
+        run = _run_of(obj)
+        if run is None or run == current_run_id:
             continue
-        if labels[RUN_ID_LABEL] == current_run_id or meta.get("deletionTimestamp"):
-            continue
-        created = parse_time(meta.get("creationTimestamp"))
-        if created is not None and (now - created).total_seconds() >= grace_s:
-            out.append(str(meta.get("name")))
-    return sorted(out)
+        if _is_lease(obj):
+            leases[run] = obj
+        created = parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+        before = newest.get(run)
+        newest[run] = created if before is None or (created is not None and created > before) else before
+    dead = []
+    for run, created in newest.items():
+        if run in leases:
+            if lease_expired(leases[run], now):
+                dead.append(run)
+        elif created is not None and (now - created).total_seconds() >= grace_s:
+            dead.append(run)
+    return sorted(dead)
 
 
-def collect_leftovers(cluster: Cluster, *, current_run_id: str | None = None,
+def select_leftovers(namespaces: Sequence[Obj], *, current_run_id: str | None, now: datetime,
+                     grace_s: float, leases: Sequence[Obj] = ()) -> list[str]:
+    """Pure: names of gpuconf run namespaces of other runs that are over (see
+    :func:`select_dead_runs`; ``leases``: the runs' liveness marks), not already going."""
+    live = [ns for ns in namespaces if not (ns.get("metadata") or {}).get("deletionTimestamp")]
+    marks = [lease for lease in leases
+             if any((lease.get("metadata") or {}).get("namespace") == (ns.get("metadata") or {}).get("name")
+                    for ns in live)]
+    dead = set(select_dead_runs([*live, *marks], current_run_id=current_run_id, now=now, grace_s=grace_s))
+    return sorted(str((ns.get("metadata") or {}).get("name")) for ns in live if _run_of(ns) in dead)
+
+
+_RUN_SELECTOR = f"{MANAGED_BY_LABEL}=gpuconf,{RUN_ID_LABEL}"
+
+
+def _shared_kinds(cluster: Cluster) -> list[tuple[str, Callable[..., Any], Callable[..., Any]]]:
+    """What a run creates in a shared namespace (``--namespace``) besides pods: kind, list, delete."""
+    core, resource = cluster.core, cluster.resource
+    return [("service", core.list_namespaced_service, core.delete_namespaced_service),
+            ("configmap", core.list_namespaced_config_map, core.delete_namespaced_config_map),
+            ("resourceclaimtemplate", resource.list_namespaced_resource_claim_template,
+             resource.delete_namespaced_resource_claim_template),
+            ("lease", cluster.coordination.list_namespaced_lease, cluster.coordination.delete_namespaced_lease)]
+
+
+def collect_leftovers(cluster: Cluster, *, current_run_id: str | None = None, namespace: str | None = None,
                       grace_s: float = DEFAULT_LEFTOVER_GRACE_S, now: datetime | None = None) -> list[str]:
-    """Delete the namespaces of killed runs (see :func:`select_leftovers`); returns their names."""
-    listing = cluster.call_json("list namespaces", cluster.core.list_namespace,
-                                label_selector=f"{MANAGED_BY_LABEL}=gpuconf,{RUN_ID_LABEL}")
-    names = select_leftovers(listing.get("items") or [], current_run_id=current_run_id,
-                             now=now or datetime.now(UTC), grace_s=grace_s)
-    for name in names:
-        try:
-            cluster.call(f"delete namespace {name}", cluster.core.delete_namespace, name,
-                         propagation_policy="Background")
-        except NotFoundError:
-            pass
-    return names
+    """Delete what runs that are over left behind (see :func:`select_dead_runs`): without
+    ``namespace``, their run namespaces; with it (a shared namespace), their pods, Services,
+    ConfigMaps, ResourceClaimTemplates and Leases there. Returns what it deleted: namespace names,
+    or ``KIND/NAME`` in the shared namespace."""
+    now = now or datetime.now(UTC)
+    if namespace is None:
+        listing = cluster.call_json("list namespaces", cluster.core.list_namespace, label_selector=_RUN_SELECTOR)
+        leases = cluster.call_json("list leases", cluster.coordination.list_lease_for_all_namespaces,
+                                   label_selector=_RUN_SELECTOR)
+        names = select_leftovers(listing.get("items") or [], current_run_id=current_run_id, now=now,
+                                 grace_s=grace_s, leases=[{**i, "kind": "Lease"} for i in leases.get("items") or []])
+        for name in names:
+            try:
+                cluster.call(f"delete namespace {name}", cluster.core.delete_namespace, name,
+                             propagation_policy="Background")
+            except NotFoundError:
+                pass
+        return names
+    found: list[tuple[str, Callable[..., Any], dict[str, Any]]] = []
+    pods = cluster.call_json(f"list pods in {namespace}", cluster.core.list_namespaced_pod, namespace,
+                             label_selector=_RUN_SELECTOR)
+    found += [("pod", cluster.core.delete_namespaced_pod, i) for i in pods.get("items") or []]
+    for kind, lister, deleter in _shared_kinds(cluster):
+        listing = cluster.call_json(f"list {kind}s in {namespace}", lister, namespace, label_selector=_RUN_SELECTOR)
+        found += [(kind, deleter, {**i, "kind": "Lease"} if kind == "lease" else i) for i in listing.get("items") or []]
+    dead = set(select_dead_runs([obj for _, _, obj in found], current_run_id=current_run_id, now=now, grace_s=grace_s))
+    deleted = []
+    for run in sorted(dead):
+        if any(kind == "pod" and _run_of(obj) == run for kind, _, obj in found):
+            cluster.call(f"delete pods of run {run}", cluster.core.delete_collection_namespaced_pod, namespace,
+                         label_selector=f"{RUN_ID_LABEL}={run}")
+        for kind, deleter, obj in found:
+            if _run_of(obj) != run:
+                continue
+            name = str((obj.get("metadata") or {}).get("name"))
+            deleted.append(f"{kind}/{name}")
+            if kind == "pod":
+                continue
+            try:
+                cluster.call(f"delete {kind} {name}", deleter, name, namespace)
+            except NotFoundError:
+                pass
+    return deleted
 
 
 # -------------------------------------------------------------------------------------------------
@@ -267,10 +436,15 @@ def _prepare(pod: Obj, ctx: RunContext, campaign: str) -> dict[str, Any]:
 def needed_source_configmaps(pods: Sequence[Obj]) -> list[str]:
     """Probes whose zero-registry sources ConfigMap some pod mounts (by its content-addressed name)."""
     probes = set()
+    names: dict[str, str] = {}  # once per probe, not per pod: the name hashes the probe's source files
     for pod in pods:
         probe = ((pod.get("metadata") or {}).get("labels") or {}).get(PROBE_LABEL)
+        if not probe or str(probe) in probes:
+            continue
         mounted = {(v.get("configMap") or {}).get("name") for v in (pod.get("spec") or {}).get("volumes") or ()}
-        if probe and sources_configmap_name(str(probe)) in mounted:
+        if str(probe) not in names:
+            names[str(probe)] = sources_configmap_name(str(probe))
+        if names[str(probe)] in mounted:
             probes.add(str(probe))
     return sorted(probes)
 
@@ -288,13 +462,18 @@ def _budget(pod: Obj, default: float) -> float:
 
 
 class _Follower:
-    """The last state of each pod and why following it stopped; fed by a list, then by watch events."""
+    """The last state of each pod and why following it stopped; fed by a list, then by watch events.
+
+    Each event costs O(1): the pods still pending and those unschedulable among them are kept as
+    sets, so a campaign of thousands of pods is not quadratic in its watch events."""
 
     def __init__(self, names: Sequence[str], budgets: Mapping[str, float], created: Mapping[str, float]) -> None:
         self.names = set(names)
         self.pods: dict[str, dict[str, Any]] = {}
         self.done: dict[str, str] = {}
         self.budgets, self.created = budgets, created
+        self._pending = set(self.names)
+        self._unschedulable: set[str] = set()
 
     def see(self, kind: str, pod: dict[str, Any]) -> None:
         name = str((pod.get("metadata") or {}).get("name"))
@@ -302,31 +481,45 @@ class _Follower:
             return
         self.pods[name] = pod
         if kind == "DELETED":
-            self.done[name] = "Deleted"
+            self._finish(name, "Deleted")
         elif (why := finished_reason(pod)) is not None:
-            self.done[name] = why
+            self._finish(name, why)
+        elif is_unschedulable(pod):
+            self._unschedulable.add(name)
+        else:
+            self._unschedulable.discard(name)
+
+    def _finish(self, name: str, why: str) -> None:
+        self.done[name] = why
+        self._pending.discard(name)
+        self._unschedulable.discard(name)
 
     def check_budgets(self, now: float) -> None:
-        for name in self.pending:
-            pod = self.pods.get(name)
-            if pod is not None and is_unschedulable(pod) and now - self.created[name] >= self.budgets[name]:
-                self.done[name] = "Unschedulable"
+        for name in sorted(self._unschedulable):
+            if now - self.created[name] >= self.budgets[name]:
+                self._finish(name, "Unschedulable")
 
     def next_budget_end(self) -> float:
-        ends = [self.created[n] + self.budgets[n] for n in self.pending if not (self.pods.get(n) or {}).get(
-            "spec", {}).get("nodeName")]
-        return min(ends, default=math.inf)
+        """When the first unschedulable pod's budget runs out (the watch must wake then, as no event
+        may come). A pod merely not scheduled yet needs no wake-up: the scheduler's verdict on it
+        arrives as an event, and :meth:`check_budgets` runs on every event. Counting such pods
+        made a campaign whose creates outlast the budget re-watch after every event."""
+        return min((self.created[n] + self.budgets[n] for n in self._unschedulable), default=math.inf)
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._pending)
 
     @property
     def pending(self) -> list[str]:
-        return sorted(self.names - set(self.done))
+        return sorted(self._pending)
 
 
 def _follow(cluster: Cluster, ctx: RunContext, selector: str, follower: _Follower, deadline: float) -> None:
     """One watch on the namespace until every pod is done or the deadline passes: relist on start
     and after 410 Gone; resume from the last resourceVersion when a stream ends or breaks."""
     core, rv = cluster.core, None
-    while follower.pending and time.monotonic() < deadline:
+    while follower.has_pending and time.monotonic() < deadline:
         if rv is None:
             listing = cluster.call_json("list pods", core.list_namespaced_pod, ctx.namespace, label_selector=selector)
             for item in listing.get("items") or []:
@@ -360,7 +553,7 @@ def _follow(cluster: Cluster, ctx: RunContext, selector: str, follower: _Followe
                 if kind != "BOOKMARK":
                     follower.see(str(kind), obj)
                 follower.check_budgets(time.monotonic())
-                if not follower.pending or time.monotonic() >= wake:
+                if not follower.has_pending or time.monotonic() >= wake:
                     break
         except (urllib3.exceptions.HTTPError, ConnectionError):
             time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))  # a cut stream: resume from rv
@@ -384,6 +577,11 @@ def _events_by_pod(cluster: Cluster, namespace: str) -> dict[str, list[dict[str,
     return out
 
 
+#: Why a campaign outcome has no log of an init container: it exited 0 and the pod succeeded, so
+#: its log (the probe's build) is no evidence of anything; it is read whenever the pod did not succeed.
+SKIPPED_INIT_LOG = "not read: the init container exited 0 and the pod succeeded"
+
+
 def _read_logs(cluster: Cluster, pod: Obj, max_bytes: int) -> tuple[dict[str, str], dict[str, str], set[str]]:
     meta = pod.get("metadata") or {}
     status = pod.get("status") or {}
@@ -393,12 +591,17 @@ def _read_logs(cluster: Cluster, pod: Obj, max_bytes: int) -> tuple[dict[str, st
     missing: dict[str, str] = {}
     truncated: set[str] = set()
     spec = pod.get("spec") or {}
+    inits = {str(c.get("name")) for c in spec.get("initContainers") or []}
     for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
         name = str(container.get("name"))
         state = (statuses.get(name) or {}).get("state") or {}
         if not state.get("running") and not state.get("terminated"):
             waiting = (state.get("waiting") or {}).get("reason")
             missing[name] = f"never started ({waiting})" if waiting else "never started"
+            continue
+        if name in inits and status.get("phase") == "Succeeded" and (state.get("terminated") or {}).get(
+                "exitCode") == 0:  # one request per pod fewer: a step that worked, in a pod that worked
+            missing[name] = SKIPPED_INIT_LOG
             continue
         try:
             response: Any = cluster.call(f"read log of {meta.get('name')}/{name}", cluster.core.read_namespaced_pod_log,
@@ -471,27 +674,31 @@ def run_campaign(ctx: RunContext, pods: Sequence[Obj], *, timeout: float, schedu
     ctx.add_cleanup(f"delete pods of campaign {campaign}", delete_pods)
     created: dict[str, float] = {}
     rejected: dict[str, PodOutcome] = {}
-    with ThreadPoolExecutor(max_workers=max(1, parallel_creates)) as pool:
-        for pod, refused in zip(prepared, pool.map(lambda p: _create_pod(cluster, p), prepared), strict=True):
-            name = pod["metadata"]["name"]
-            if refused is not None:
-                rejected[name] = refused
-            created[name] = time.monotonic()
-    following = [n for n in names if n not in rejected]
-    follower = _Follower(following, {p["metadata"]["name"]: _budget(p, schedule_budget) for p in prepared}, created)
     claims: ClaimWatch | None = None
-    if record_claims:
-        with ClaimWatch(cluster, ctx.namespace) as claims:
-            _follow(cluster, ctx, selector, follower, deadline)
-    else:
+    with contextlib.ExitStack() as watching:
+        if record_claims:  # before the creates: a claim can come and go while a create waits out a Retry-After
+            claims = watching.enter_context(ClaimWatch(cluster, ctx.namespace))
+        with ThreadPoolExecutor(max_workers=max(1, parallel_creates)) as pool:
+            for pod, refused in zip(prepared, pool.map(lambda p: _create_pod(cluster, p), prepared), strict=True):
+                name = pod["metadata"]["name"]
+                if refused is not None:
+                    rejected[name] = refused
+                created[name] = time.monotonic()
+        following = [n for n in names if n not in rejected]
+        follower = _Follower(following, {p["metadata"]["name"]: _budget(p, schedule_budget) for p in prepared},
+                             created)
         _follow(cluster, ctx, selector, follower, deadline)
 
     events = _events_by_pod(cluster, ctx.namespace)
     outcomes: dict[str, PodOutcome] = dict(rejected)
+    last = {name: follower.pods.get(name) or {"metadata": {"name": name}} for name in following}
+    with ThreadPoolExecutor(max_workers=max(1, parallel_creates)) as pool:  # one request per container: overlap them
+        read = dict(zip(following, pool.map(lambda n: _read_logs(cluster, last[n], max_log_bytes), following),
+                        strict=True))
     for name in following:
-        pod = follower.pods.get(name) or {"metadata": {"name": name}}
+        pod = last[name]
         uid = str((pod.get("metadata") or {}).get("uid") or name)
-        logs, missing, truncated = _read_logs(cluster, pod, max_log_bytes)
+        logs, missing, truncated = read[name]
         outcome = make_outcome(pod, events.get(uid, []), logs=logs, missing_logs=missing, truncated_logs=truncated,
                                timed_out=name not in follower.done)
         if claims is not None:

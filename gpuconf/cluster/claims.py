@@ -80,7 +80,12 @@ class ClaimWatch:
                 if not self._rv:
                     self._list()
                 self._watch_once()
-            except (ClusterError, urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+            except (urllib3.exceptions.HTTPError, OSError) as e:  # a cut stream: resume from the last rv
+                if isinstance(e, urllib3.exceptions.MaxRetryError | urllib3.exceptions.NewConnectionError):
+                    self.error = f"watching resourceclaims in {self.namespace}: {e}"
+                if self._stop.wait(0.2):
+                    return
+            except (ClusterError, ValueError) as e:
                 self.error = f"watching resourceclaims in {self.namespace}: {e}"
                 if self._stop.wait(0.5):
                     return

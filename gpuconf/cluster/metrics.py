@@ -11,12 +11,16 @@ permission comes back as a :class:`Scrape`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from gpuconf.cluster.access import Cluster, wrap_error
+import urllib3
+from kubernetes.client.exceptions import ApiException
+
+from gpuconf.cluster.access import Cluster, _retry_after, wrap_error
 from gpuconf.cluster.errors import ClusterError, ForbiddenError
 from gpuconf.cluster.inventory import _list_all
 
@@ -100,20 +104,29 @@ def list_exporter_pods(cluster: Cluster) -> dict[str, ExporterPod]:
 
 
 def scrape(cluster: Cluster, node: str, pod: ExporterPod | None, *, timeout: float = 20.0) -> Scrape:
-    """One GET of the exporter's /metrics through the pod proxy; one attempt (an exporter that
-    does not answer is the finding, not a transient error to wait out)."""
+    """One GET of the exporter's /metrics through the pod proxy. An exporter that does not answer
+    is the finding, not a transient error to wait out; only the API server's own hiccups (429
+    with its Retry-After, 500, a dropped connection) get up to two more attempts."""
     if pod is None:
         return Scrape(node, None, error=f"no DCGM exporter pod runs on {node} (looked for "
                       f"{' or '.join(s for s, _ in EXPORTER_SELECTORS)} in every namespace)")
     if pod.phase != "Running":
         return Scrape(node, pod, error=f"the DCGM exporter pod {pod.ref} on {node} is {pod.phase}, not Running")
     what = f"get pods/proxy {pod.ref}:{pod.port}/metrics"
-    try:
-        response: Any = cluster.core.connect_get_namespaced_pod_proxy_with_path(
-            f"{pod.name}:{pod.port}", pod.namespace, "metrics", _preload_content=False, _request_timeout=timeout)
-        return Scrape(node, pod, text=bytes(response.data or b"").decode("utf-8", "replace"))
-    except Exception as e:  # noqa: BLE001 - every failure becomes this node's finding
-        error = wrap_error(e, what, cluster.host)
+    for attempt in range(3):
+        try:
+            response: Any = cluster.core.connect_get_namespaced_pod_proxy_with_path(
+                f"{pod.name}:{pod.port}", pod.namespace, "metrics", _preload_content=False,
+                _request_timeout=timeout)
+            return Scrape(node, pod, text=bytes(response.data or b"").decode("utf-8", "replace"))
+        except Exception as e:  # noqa: BLE001 - every failure becomes this node's finding
+            error = wrap_error(e, what, cluster.host)
+            hiccup = (isinstance(e, ApiException) and e.status in (429, 500)) or isinstance(
+                e, urllib3.exceptions.ProtocolError) or (isinstance(e, urllib3.exceptions.MaxRetryError)
+                                                         and isinstance(e.reason, urllib3.exceptions.ProtocolError))
+            if not hiccup or attempt == 2:
+                break
+            time.sleep(min(5.0, _retry_after(e) or 0.5))
     if isinstance(error, ForbiddenError):
         return Scrape(node, pod, forbidden=f"the runner may not get pods/proxy ({error}); add the rule "
                       f"{PROXY_RULE} to its ClusterRole")

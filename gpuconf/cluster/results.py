@@ -404,8 +404,9 @@ def safe_extract(data: bytes, directory: Path, *, max_total: int = MAX_EXTRACTED
 
 class _ReaderContext(RunContext):
     """A RunContext in the runner's existing namespace that creates nothing on entering: the reader
-    pod needs no run namespace and no PriorityClass, so a namespaced Role is all it takes. What the
-    read creates (the pod) is still deleted on exit, on errors and on SIGINT/SIGTERM."""
+    pod needs no run namespace, no PriorityClass and no liveness mark (a read lasts seconds and collects
+    no other run's leftovers), so a namespaced Role is all it takes. What the read creates (the pod) is
+    still deleted on exit, on errors and on SIGINT/SIGTERM."""
 
     def _create_namespace(self) -> None:
         return None
@@ -442,7 +443,8 @@ def _outcome_problem(outcome: PodOutcome, timeout: float) -> str:
 def _read(cluster: Cluster, *, mode: str, namespace: str, pvc: str, run: str, image: str, max_bytes: int,
           timeout: float, handle_signals: bool) -> str:
     _check_pvc(cluster, namespace, pvc)
-    with _ReaderContext(cluster, namespace=namespace, handle_signals=handle_signals) as ctx:
+    with _ReaderContext(cluster, namespace=namespace, handle_signals=handle_signals,
+                        liveness_interval_s=None) as ctx:
         name = f"gpuconf-results-{mode}-{ctx.run_id}"
         pod = make_reader_pod(name, mode=mode, pvc=pvc, run=run, image=image, max_bytes=max_bytes,
                               deadline_s=max(30, int(timeout)))

@@ -17,7 +17,7 @@ from kubernetes import client
 from gpuconf.sim.agent import NodeAgents
 from gpuconf.sim.controllers import ControlPlane
 from gpuconf.sim.exporter import ExporterProvider
-from gpuconf.sim.faults import FaultPlan
+from gpuconf.sim.faults import AGENT_USER_AGENT, FaultPlan
 from gpuconf.sim.profile import Profile, SimCluster, expand, load_profile
 from gpuconf.sim.server import FakeApiServer
 
@@ -38,8 +38,11 @@ class SimulatedCluster:
         self.startup_s: float | None = None
 
     def api_client(self) -> client.ApiClient:
+        """A client for the node agents, with their own User-Agent (API faults spare them)."""
         config = client.Configuration(host=self.server.url)
-        return client.ApiClient(config)
+        api = client.ApiClient(config)
+        api.user_agent = AGENT_USER_AGENT
+        return api
 
     def start(self) -> SimulatedCluster:
         began = time.monotonic()

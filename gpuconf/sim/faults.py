@@ -10,7 +10,10 @@ A plan is a list of rules; the first rule that matches the request and fires win
   as when the server's watch timeout fires) or abruptly (the socket is shut mid-stream).
 
 A rule fires with probability ``rate`` from a generator seeded by the plan, so a run is repeatable
-when requests arrive in the same order; ``times`` limits it to the next N matching requests. The
+when requests arrive in the same order; ``times`` limits it to the next N matching requests, and
+``exempt_user_agents`` spares the clients it names (the simulator's own node agents, which stand for
+the cluster's kubelets: faults are for the client under test). :meth:`FaultPlan.steady` is the
+plan of ``gpuconf sim serve --api-faults RATE``: every mode at once, at a steady total rate. The
 ``outage`` switch makes every request fail; :meth:`gpuconf.sim.server.FakeApiServer.set_outage`
 also closes the listening socket so new connections are refused.
 
@@ -26,7 +29,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["Fault", "FaultMode", "FaultPlan", "FaultRule", "Injection", "RequestInfo"]
+__all__ = ["AGENT_USER_AGENT", "Fault", "FaultMode", "FaultPlan", "FaultRule", "Injection", "RequestInfo"]
+
+#: The User-Agent of the simulated node agents' API client (:class:`gpuconf.sim.cluster.SimulatedCluster`):
+#: they play the kubelets, device plugins and DRA driver, so a steady plan leaves their requests alone.
+AGENT_USER_AGENT = "gpuconf-sim/node-agents"
 
 
 class FaultMode(StrEnum):
@@ -47,6 +54,7 @@ class RequestInfo:
     subresource: str = ""
     namespace: str = ""
     name: str = ""
+    user_agent: str = ""  # the client's User-Agent header ("" when absent)
 
     def resource_names(self) -> frozenset[str]:
         """The spellings a rule may use: ``pods``, ``pods/status``, ``leases.coordination.k8s.io``."""
@@ -78,8 +86,11 @@ class FaultRule:
     verbs: frozenset[str] = frozenset()
     resources: frozenset[str] = frozenset()
     times: int | None = None
+    exempt_user_agents: frozenset[str] = frozenset()
 
     def matches(self, request: RequestInfo) -> bool:
+        if request.user_agent and request.user_agent in self.exempt_user_agents:
+            return False
         if self.fault.mode is FaultMode.CUT_WATCH and request.verb != "watch":
             return False
         if self.verbs and request.verb not in self.verbs:
@@ -94,6 +105,7 @@ class Injection:
     mode: FaultMode
     verb: str
     path: str
+    abrupt: bool = False  # CUT_WATCH: the socket was shut mid-stream
 
 
 class FaultPlan:
@@ -130,10 +142,41 @@ class FaultPlan:
             self._outage = False
 
     def _rule(self, fault: Fault, rate: float, verbs: Iterable[str], resources: Iterable[str],
-              times: int | None) -> FaultRule:
+              times: int | None, exempt: Iterable[str] = ()) -> FaultRule:
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"rate must be within [0, 1], got {rate}")
-        return self.add(FaultRule(fault, rate, frozenset(verbs), frozenset(resources), times))
+        return self.add(FaultRule(fault, rate, frozenset(verbs), frozenset(resources), times, frozenset(exempt)))
+
+    def steady(self, rate: float, *, watch_cuts: float | None = None,
+               exempt_user_agents: Iterable[str] = (AGENT_USER_AGENT,), retry_after: int = 1) -> list[FaultRule]:
+        """Faults at a steady ``rate`` of the requests of every client but ``exempt_user_agents``:
+        a third each 429 (``Retry-After: retry_after``), 500 and dropped connections; a watch that
+        escapes those is then cut at ``watch_cuts`` (default ``rate``), half cleanly and half
+        abruptly, after one event (a run makes few watches, and real servers end them often).
+        The rules' rates are conditional on the earlier rules not firing, so the totals are as given."""
+        cuts = rate if watch_cuts is None else watch_cuts
+        if not (0.0 <= rate < 1.0 and 0.0 <= cuts < 1.0):
+            raise ValueError(f"rates must be within [0, 1), got {rate} and {cuts}")
+        exempt = tuple(exempt_user_agents)
+        share, taken, rules = rate / 3, 0.0, []
+        for fault in (Fault(FaultMode.THROTTLE, retry_after=retry_after), Fault(FaultMode.SERVER_ERROR),
+                      Fault(FaultMode.DROP)):
+            rules.append(self._rule(fault, share / (1 - taken), (), (), None, exempt))
+            taken += share
+        clean, abrupt = Fault(FaultMode.CUT_WATCH, after_events=1), Fault(FaultMode.CUT_WATCH, after_events=1,
+                                                                         abrupt=True)
+        rules.append(self._rule(clean, cuts / 2, ("watch",), (), None, exempt))
+        rules.append(self._rule(abrupt, cuts / 2 / (1 - cuts / 2), ("watch",), (), None, exempt))
+        return rules
+
+    def summary(self) -> dict[str, int]:
+        """How many faults of each kind were injected so far, 0 for none: ``throttle``, ``server-error``,
+        ``drop``, ``cut-watch`` (clean) and ``cut-watch-abrupt`` (an outage's drops are not counted)."""
+        counts = {mode.value: 0 for mode in FaultMode} | {"cut-watch-abrupt": 0}
+        with self._lock:
+            for injection in self.injected:
+                counts[f"{injection.mode.value}-abrupt" if injection.abrupt else injection.mode.value] += 1
+        return counts
 
     def throttle(self, *, rate: float = 1.0, verbs: Iterable[str] = (), resources: Iterable[str] = (),
                  times: int | None = None, retry_after: int = 1) -> FaultRule:
@@ -181,6 +224,6 @@ class FaultPlan:
                     continue
                 if left is not None:
                     self._left[id(rule)] = left - 1
-                self.injected.append(Injection(rule.fault.mode, request.verb, request.path))
+                self.injected.append(Injection(rule.fault.mode, request.verb, request.path, rule.fault.abrupt))
                 return rule.fault
         return None

@@ -598,6 +598,42 @@ class _Cycle:
     allocated: set[tuple[str, str, str]] = field(default_factory=set)
 
 
+class _AssignedPods:
+    """The scheduler's cache of the pods holding node resources (bound, not terminal), by node.
+
+    Fed by the pod informer and by the scheduler's own binds (assumed at once, so the next cycle
+    counts the pod even before its watch event arrives); an event older than what the cache holds
+    for a pod (by resourceVersion) is ignored. Reading it costs O(pods) once per cycle instead of a
+    sorted list of every pod in the store, which made a campaign of thousands of pods quadratic."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._rv: dict[Key, int] = {}
+        self._node_of: dict[Key, str] = {}
+        self._on: dict[str, dict[Key, Obj]] = {}
+
+    def apply(self, kind: str, key: Key, pod: Obj) -> None:
+        rv = int((pod.get("metadata") or {}).get("resourceVersion") or 0)
+        node = (pod.get("spec") or {}).get("nodeName") or ""
+        holds = kind != "DELETED" and bool(node) and not _is_terminal(pod)
+        with self._lock:
+            if rv < self._rv.get(key, -1):
+                return
+            self._rv[key] = rv
+            previous = self._node_of.pop(key, None)
+            if previous is not None:
+                self._on[previous].pop(key, None)
+                if not self._on[previous]:
+                    del self._on[previous]
+            if holds:
+                self._node_of[key] = node
+                self._on.setdefault(node, {})[key] = pod
+
+    def snapshot(self) -> dict[str, list[Obj]]:
+        with self._lock:
+            return {node: list(pods.values()) for node, pods in self._on.items()}
+
+
 class _FatalFilterError(Exception):
     """A filter plugin's error (not a rejection): the cycle aborts and the pod retries with backoff."""
 
@@ -659,6 +695,7 @@ class Scheduler:
         self._queue = _SchedulingQueue(*self._queue_settings)
         self._pods: dict[Key, _PodView] = {}
         self._nodes: dict[str, str] = {}
+        self._assigned = _AssignedPods()
         self._subscriptions: list[Subscription] = []
         self._thread: threading.Thread | None = None
         self._stopped = threading.Event()
@@ -671,7 +708,7 @@ class Scheduler:
             return self
         self._stopped.clear()
         self._queue = _SchedulingQueue(*self._queue_settings)  # a restart begins from a fresh list, as a new process
-        self._pods, self._nodes = {}, {}
+        self._pods, self._nodes, self._assigned = {}, {}, _AssignedPods()
         self._subscriptions = [
             informer(self.store, "nodes", self._on_node),
             informer(self.store, "pods", self._on_pod),
@@ -717,6 +754,7 @@ class Scheduler:
     def _on_pod(self, kind: str, pod: Obj) -> None:
         meta, spec = pod["metadata"], pod.get("spec") or {}
         key = (meta.get("namespace", ""), meta["name"])
+        self._assigned.apply(kind, key, pod)
         previous = self._pods.get(key)
         if kind == "DELETED":
             self._pods.pop(key, None)
@@ -862,12 +900,7 @@ class Scheduler:
         return None
 
     def _read_cluster(self, nodes: list[Obj]) -> _Cycle:
-        pods_on: dict[str, list[Obj]] = {}
-        for p in self.store.list("pods", copy=False).items:
-            node = (p.get("spec") or {}).get("nodeName")
-            if node and not _is_terminal(p):
-                pods_on.setdefault(node, []).append(p)
-        return _Cycle(nodes=sorted(nodes, key=lambda n: n["metadata"]["name"]), pods_on=pods_on)
+        return _Cycle(nodes=sorted(nodes, key=lambda n: n["metadata"]["name"]), pods_on=self._assigned.snapshot())
 
     def _pre_filter(self, pod: Obj, cycle: _Cycle) -> str | None:
         """DynamicResources.PreFilter: gather the claims; every device class must exist."""
@@ -1058,11 +1091,12 @@ class Scheduler:
                 if _reserved_for(claim, meta["uid"]):
                     continue
                 self._reserve(claim, consumer, pending.get(id(claim)))
-            self.store.bind_pod(meta["namespace"], meta["name"], node["metadata"]["name"])
+            bound = self.store.bind_pod(meta["namespace"], meta["name"], node["metadata"]["name"], copy=False)
         except ApiError as e:
             log.info("binding %s/%s to %s failed: %s", meta["namespace"], meta["name"], node["metadata"]["name"],
                      e.message)
             return "backoff", None
+        self._assigned.apply("MODIFIED", (meta["namespace"], meta["name"]), bound)  # assumed, as the real cache does
         self.events.record(pod, "Normal", "Scheduled",
                            f"Successfully assigned {meta['namespace']}/{meta['name']} to {node['metadata']['name']}",
                            action="Binding")

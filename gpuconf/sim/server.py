@@ -25,11 +25,13 @@ at once (the default of 5 resets connections).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import select
 import socket
 import ssl
+import sys
 import threading
 import time
 import urllib.error
@@ -211,6 +213,13 @@ class _HTTPServer(ThreadingHTTPServer):
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock, addr
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that reset its connection (after an injected drop or cut, or a killed client)
+        is no error of the server's: no traceback for it; anything else as before."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -349,9 +358,10 @@ class _Handler(BaseHTTPRequestHandler):
         except ApiError as e:
             routing_error = e
         info = route.info if route else RequestInfo(verb=method.lower(), path=url.path)
+        user_agent = self._header("user-agent")
         for observe in api.request_observers:
-            observe(info, self._header("user-agent"))
-        fault = api.faults.decide(info)
+            observe(info, user_agent)
+        fault = api.faults.decide(dataclasses.replace(info, user_agent=user_agent))
         if fault is not None and fault.mode is not FaultMode.CUT_WATCH:
             self._inject(fault)
             return

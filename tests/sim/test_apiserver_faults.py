@@ -9,6 +9,7 @@ import urllib3
 from kubernetes import client, watch
 
 from gpuconf.sim import FaultMode, FaultPlan, RequestInfo
+from gpuconf.sim.faults import AGENT_USER_AGENT
 
 
 def test_a_throttled_create_is_a_429_with_retry_after(apiserver, core, namespace, make_pod):
@@ -128,3 +129,52 @@ def test_a_rate_fault_is_repeatable_with_its_seed(apiserver, core, namespace):
         except client.ApiException as e:
             outcomes.append(e.status)
     assert set(outcomes) == {"ok", 500}
+
+
+def test_a_steady_plan_splits_its_rate_between_every_mode():
+    plan = FaultPlan(seed=3)
+    plan.steady(0.3)
+    reads = [plan.decide(RequestInfo("get", "/api/v1/nodes/n", resource="nodes")) for _ in range(3000)]
+    faults = [f for f in reads if f is not None]
+    assert 0.25 < len(faults) / len(reads) < 0.35
+    shares = {mode: sum(f.mode is mode for f in faults) / len(faults)
+              for mode in (FaultMode.THROTTLE, FaultMode.SERVER_ERROR, FaultMode.DROP)}
+    assert all(0.25 < share < 0.42 for share in shares.values()), shares
+    assert {f.retry_after for f in faults if f.mode is FaultMode.THROTTLE} == {1}
+    for _ in range(400):
+        plan.decide(RequestInfo("watch", "/api/v1/pods", resource="pods"))
+    summary = plan.summary()
+    assert set(summary) == {"throttle", "server-error", "drop", "cut-watch", "cut-watch-abrupt"}
+    assert all(n > 0 for n in summary.values()), summary
+    assert sum(summary.values()) == len(plan.injected)
+    with pytest.raises(ValueError, match="rate"):
+        FaultPlan().steady(1.0)
+
+
+def test_a_steady_plan_spares_the_simulated_node_agents(apiserver, core, namespace):
+    apiserver.faults.steady(0.9)
+    agent = client.ApiClient(client.Configuration(host=apiserver.url))
+    agent.user_agent = AGENT_USER_AGENT
+    with agent:
+        for _ in range(20):
+            client.CoreV1Api(agent).list_namespaced_pod(namespace, _request_timeout=5)
+    assert apiserver.faults.injected == []
+    outcomes = set()
+    for _ in range(10):
+        try:
+            core.read_namespace(namespace, _request_timeout=5)
+            outcomes.add("ok")
+        except client.ApiException as e:
+            outcomes.add(e.status)
+        except urllib3.exceptions.HTTPError:
+            outcomes.add("dropped")
+    assert outcomes - {"ok"}, "the client under test got no fault at a 90% rate"
+    assert apiserver.faults.injected
+
+
+def test_simulated_cluster_agents_send_their_user_agent():
+    from gpuconf.sim.cluster import SimulatedCluster
+
+    sim = SimulatedCluster("healthy-h100")
+    with sim.api_client() as api:
+        assert api.user_agent == AGENT_USER_AGENT

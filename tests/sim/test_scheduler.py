@@ -495,3 +495,23 @@ def test_a_pod_whose_claim_is_not_created_yet_waits_silently_as_on_a_real_cluste
         assert scheduler.waiting_reason(namespace, "p") == f'pod "{namespace}/p": ResourceClaim not created yet'
         assert core.list_namespaced_event(namespace).items == []
         assert core.read_namespaced_pod("p", namespace).status.conditions is None
+
+
+def test_the_assigned_pods_cache_keeps_the_newest_state_of_each_pod() -> None:
+    from gpuconf.sim.scheduler import _AssignedPods
+
+    def pod(rv: int, node: str = "", phase: str = "Pending") -> dict[str, Any]:
+        return {"metadata": {"name": "p", "namespace": "ns", "resourceVersion": str(rv)},
+                "spec": {"nodeName": node} if node else {}, "status": {"phase": phase}}
+
+    cache, key = _AssignedPods(), ("ns", "p")
+    cache.apply("ADDED", key, pod(1))
+    assert cache.snapshot() == {}
+    cache.apply("MODIFIED", key, pod(3, "n1"))  # the scheduler's own bind, assumed before its event
+    cache.apply("MODIFIED", key, pod(2))  # an older event arriving late changes nothing
+    assert cache.snapshot() == {"n1": [pod(3, "n1")]}
+    cache.apply("MODIFIED", key, pod(4, "n1", "Succeeded"))  # terminal: its resources are free
+    assert cache.snapshot() == {}
+    cache.apply("MODIFIED", key, pod(5, "n2", "Running"))
+    cache.apply("DELETED", key, pod(6, "n2", "Running"))
+    assert cache.snapshot() == {}

@@ -1,0 +1,92 @@
+"""Helpers for tests that run the suites as a user would: against `gpuconf sim serve` in its own
+process, with `python -m pytest suites/ --kubeconfig` in another (tests/test_api_faults.py,
+tests/test_cleanup.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+GPUCONF = [sys.executable, "-m", "gpuconf.cli"]
+
+
+@dataclass
+class Served:
+    """A running `gpuconf sim serve`: its kubeconfig and process; ``summary`` (the faults it
+    injected, by mode) is read once it stopped, when it was asked to write one."""
+
+    kubeconfig: Path
+    process: subprocess.Popen[str]
+    summary_path: Path
+
+    def summary(self) -> dict[str, int]:
+        return dict(json.loads(self.summary_path.read_text()))
+
+
+@contextmanager
+def serve(base: Path, profile: str | Path, *options: str) -> Iterator[Served]:
+    """`gpuconf sim serve --profile PROFILE OPTIONS` until the block ends (then Ctrl-C, as a user)."""
+    base.mkdir(parents=True, exist_ok=True)
+    kubeconfig, summary = base / "kubeconfig", base / "faults.json"
+    log = (base / "serve.log").open("w")
+    process = subprocess.Popen([*GPUCONF, "sim", "serve", "--profile", str(profile), "--kubeconfig-out",
+                                str(kubeconfig), "--faults-summary", str(summary), *options],
+                               cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not kubeconfig.exists():
+            assert process.poll() is None, f"gpuconf sim serve ended: {(base / 'serve.log').read_text()}"
+            assert time.monotonic() < deadline, "gpuconf sim serve did not write its kubeconfig within 60 s"
+            time.sleep(0.1)
+        yield Served(kubeconfig, process, summary)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        log.close()
+
+
+def suite_command(kubeconfig: Path, report_dir: Path, *options: str, suites: Sequence[str] = ("suites/",)) -> list[str]:
+    return [sys.executable, "-m", "pytest", *suites, "-p", "gpuconf.plugin", "--kubeconfig", str(kubeconfig),
+            "--report-dir", str(report_dir), "-q", "-p", "no:cacheprovider", *options]
+
+
+def start_suites(kubeconfig: Path, report_dir: Path, *options: str,
+                 suites: Sequence[str] = ("suites/",)) -> subprocess.Popen[str]:
+    """The suites as a separate process (its own session, so a signal reaches only it)."""
+    return subprocess.Popen(suite_command(kubeconfig, report_dir, *options, suites=suites), cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def run_suites(kubeconfig: Path, report_dir: Path, *options: str, suites: Sequence[str] = ("suites/",),
+               timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(suite_command(kubeconfig, report_dir, *options, suites=suites), cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def report(report_dir: Path) -> dict[str, Any]:
+    return dict(json.loads((report_dir / "report.json").read_text()))
+
+
+def outcomes(report_dir: Path) -> dict[tuple[str, str, str], str]:
+    """Each test's outcome, keyed by (check, node, test): the node "" for a cluster-wide test."""
+    out = {}
+    for test in report(report_dir)["results"]["tests"]:
+        extra = test.get("extra") or {}
+        out[(str(extra.get("check") or ""), str(extra.get("node") or ""), str(test["name"]))] = str(test["status"])
+    return out
