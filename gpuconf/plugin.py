@@ -686,9 +686,37 @@ def gpu_inventory(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle) ->
     return inv
 
 
+#: The NVIDIA DRA driver's DeviceClass for whole GPUs.
+DRA_GPU_CLASS = "gpu.nvidia.com"
+
+
+def dra_whole_gpus(node: Any) -> int:
+    """How many whole GPUs (device type gpu, not MIG instances) the NVIDIA DRA driver publishes for
+    ``node`` (a GpuNode) in its node-local ResourceSlices: what the whole-node probe's claim gets on a
+    node without nvidia.com/gpu."""
+    from gpuconf.checks.dra import slice_devices
+
+    return sum(d.kind == "gpu" for d in slice_devices([s.raw for s in node.slices], node.name))
+
+
+def _whole_node_claim_template(ctx: RunContext) -> str:
+    """A ResourceClaimTemplate asking every GPU of the node the pod lands on (allocation mode All):
+    the whole-node probe of a node that publishes its GPUs through DRA only."""
+    from gpuconf.probe_pods import ClaimRequest, make_resource_claim_template
+
+    body = make_resource_claim_template(name="whole-node-gpus", namespace=ctx.namespace, run_id=ctx.run_id,
+                                        check="inventory",
+                                        requests=[ClaimRequest("gpus", DRA_GPU_CLASS, mode="All")])
+    api = ctx.cluster.resource
+    return ctx.create("resourceclaimtemplate", api.create_namespaced_resource_claim_template,
+                      api.delete_namespaced_resource_claim_template, body)
+
+
 @pytest.fixture(scope="session")
 def whole_node_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> dict[str, PodOutcome]:
-    """One cuda-probe per GPU node asking for every allocatable nvidia.com/gpu, launched together."""
+    """One cuda-probe per GPU node asking for every allocatable nvidia.com/gpu, launched together; on a
+    node that publishes its GPUs through DRA only, one ResourceClaim for all of them (allocation mode
+    All), so inventory, smoke, health and metrics cover DRA nodes too."""
     from gpuconf.cluster import run_campaign
 
     state = session(request.config)
@@ -696,12 +724,18 @@ def whole_node_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) 
         return state.probes
     ctx = run_context(request.config)
     pods = []
+    template: str | None = None
     for node in gpu_inventory.gpu_nodes:
         count = whole_node_request(node)
+        claims: dict[str, str] = {}
         if count < 1:
-            continue
+            if not dra_whole_gpus(node) or DRA_GPU_CLASS not in gpu_inventory.device_classes:
+                continue
+            template = template or _whole_node_claim_template(ctx)
+            claims = {"gpus": template}
         pods.append(cuda_probe_pod(request.config, name=f"inventory-{node.name}", check="inventory", node=node.name,
-                                   gpu_count=count, cuda=native_probe_cuda(node.labels)))
+                                   gpu_count=count if not claims else 0, resource_claims=claims or None,
+                                   cuda=native_probe_cuda(node.labels)))
     outcomes = run_campaign(ctx, pods, timeout=request.config.getoption("gpuconf_timeout"))
     state.probes = {o.node or name.removeprefix("inventory-"): o for name, o in outcomes.items()}
     return state.probes

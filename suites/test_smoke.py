@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks.smoke import evaluate_vector_add
-from gpuconf.plugin import judge, probe_pod_metrics, probe_report, record_metrics, whole_node_request
+from gpuconf.plugin import (
+    dra_whole_gpus,
+    judge,
+    probe_pod_metrics,
+    probe_report,
+    record_metrics,
+    whole_node_request,
+)
 
 pytestmark = pytest.mark.smoke
 
@@ -20,8 +27,10 @@ def test_vector_add_on_every_gpu(gpu_node, gpu_inventory, whole_node_probes, rec
     if requested < int(node.allocatable.get("nvidia.com/gpu", "0") or 0):  # MPS: one replica per container
         replicas, note = 1, (f" (MPS: a container gets one replica of one GPU; the sharing suite's pods run on "
                              f"more of {gpu_node}'s GPUs)")
+    if requested < 1 and gpu_node in whole_node_probes:  # DRA only: the probe's claim holds every GPU
+        requested, note = dra_whole_gpus(node), " (every GPU through one DRA claim)"
     if requested < 1:
-        pytest.skip(f"{gpu_node} advertises no nvidia.com/gpu (MIG or DRA nodes are covered by their suites)")
+        pytest.skip(f"{gpu_node} advertises no nvidia.com/gpu (MIG nodes are covered by the mig suite)")
     if node.labels.get("nvidia.com/mig.strategy") == "single" and "-MIG-" in node.labels.get("nvidia.com/gpu.product",
                                                                                          ""):
         pytest.skip(f"{gpu_node} advertises MIG devices as nvidia.com/gpu (strategy single): one CUDA process "
