@@ -848,9 +848,15 @@ def probe_report(probes: dict[str, PodOutcome], node: str) -> Any:
                     f"{outcome.message or ''}".strip() + (f"\n  diagnosis: {'; '.join(hints)}" if hints else ""),
                     pytrace=False)
     try:
-        return _parsed_probe(text, outcome.container("probe").exit_code, f"probe pod on {node}")
+        return parsed_probe(outcome, node)
     except ProbeParseError as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+def parsed_probe(outcome: PodOutcome, node: str) -> Any:
+    """The cuda-probe report in ``outcome``'s ``probe`` container log (which must be there), parsed
+    once however many checks read it; raises gpuconf.probes.ProbeParseError."""
+    return _parsed_probe(outcome.logs["probe"], outcome.container("probe").exit_code, f"probe pod on {node}")
 
 
 @functools.lru_cache(maxsize=4096)

@@ -11,9 +11,8 @@ import pytest
 
 from gpuconf.checks import metrics as checks
 from gpuconf.cluster import GpuNode, Inventory, PodOutcome
-from gpuconf.plugin import judge
+from gpuconf.plugin import judge, parsed_probe
 from gpuconf.probes import ProbeParseError
-from gpuconf.probes.cuda import parse_cuda_probe
 
 pytestmark = [pytest.mark.health]
 
@@ -41,7 +40,7 @@ def probe_view(probes: dict[str, PodOutcome], inv: Inventory, node: str) -> tupl
     if text is None:
         return None, f"the whole-node probe on {node} produced no output ({outcome.phase} {outcome.reason or ''})"
     try:
-        report = parse_cuda_probe(text, source=f"probe pod on {node}")
+        report = parsed_probe(outcome, node)
     except ProbeParseError as e:
         return None, f"the whole-node probe's report on {node} is unreadable ({e})"
     return checks.probe_gpus(report, complete=holds_every_gpu(inv.node(node))), None
