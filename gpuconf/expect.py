@@ -44,6 +44,7 @@ __all__ = [
     "MigSpec",
     "NcclSpec",
     "NodeCount",
+    "PcieSpec",
     "RuntimeSpec",
     "SharingSpec",
     "load_expect",
@@ -123,6 +124,14 @@ class NcclSpec:
 
 
 @dataclass(frozen=True)
+class PcieSpec:
+    """The PCIe link the pool's GPUs must train at (bandwidth.pcie-link-at-max, host-device-floor)."""
+
+    gen: int
+    width: int
+
+
+@dataclass(frozen=True)
 class ExpectPool:
     name: str
     selector: tuple[tuple[str, str], ...]  # labels that must all match, in declaration order
@@ -134,6 +143,7 @@ class ExpectPool:
     sharing: SharingSpec = field(default_factory=SharingSpec)
     runtime: RuntimeSpec = field(default_factory=RuntimeSpec)
     nccl: NcclSpec = field(default_factory=NcclSpec)
+    pcie: PcieSpec | None = None
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         return all(labels.get(key) == value for key, value in self.selector)
@@ -298,7 +308,7 @@ def _build_pool(raw: Mapping[str, Any], where: _Where, at: FieldPath) -> ExpectP
     return ExpectPool(
         raw["name"], tuple((str(k), str(v)) for k, v in raw["selector"].items()), count, gpu, driver, cuda, mig,
         sharing, RuntimeSpec(raw.get("runtime", {}).get("mode")),
-        _nccl(raw.get("nccl")))
+        _nccl(raw.get("nccl")), PcieSpec(raw["pcie"]["gen"], raw["pcie"]["width"]) if "pcie" in raw else None)
 
 
 @cache

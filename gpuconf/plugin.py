@@ -59,6 +59,7 @@ SESSION = pytest.StashKey[Session]()
 
 #: The marker registry, one place (``pytest -m smoke`` for the quick tier): what each selects.
 MARKERS = {
+    "bandwidth": "host-device copy bandwidth and PCIe links, from the whole-node probe",
     "compat": "the deliberate driver/toolkit mismatch: requirement enforcement, image matrix vs gpuconf predict",
     "dcgm": "the DCGM diagnostics tier (dcgmi diag per node); runs only with --dcgm-diag LEVEL",
     "disruptive": "changes node state (MIG layout, drains); runs only with --allow-disruptive",
@@ -792,6 +793,17 @@ def record_metrics(record_property: Any, **values: float | None) -> None:
     for name, value in values.items():
         if value is not None and math.isfinite(value):
             record_property(METRIC_PREFIX + name, format_metric(value))
+
+
+def record_series(record_property: Any, series: dict[str, Any]) -> None:
+    """Record measured per-item series (per-GPU copy bandwidth: {"h2d_gbps": [(gpu index, GB/s), ...]})
+    as ``gpuconf.series.<name>`` properties: report.json carries them under ``extra.series`` and the
+    HTML report draws them, like the NCCL busbw curve."""
+    from gpuconf.report.model import SERIES_PREFIX, format_curve
+
+    for name, points in series.items():
+        if points:
+            record_property(SERIES_PREFIX + name, format_curve(points))
 
 
 #: The kubelet's Pulled event after a pull (pkg/kubelet/images/image_manager.go): the pull time is

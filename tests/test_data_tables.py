@@ -28,6 +28,7 @@ TABLES = [
     "health_thresholds",
     "xid_codes",
     "dcgm_diag",
+    "host_bandwidth",
 ]
 
 

@@ -129,7 +129,7 @@ MALFORMED = [
      "6:52: (yaml): invalid YAML: expected ',' or ']', but got '}'"),
     ("an unknown field in a pool lists the allowed ones", BASE + "    gpus: 8\n",
      "8:5: pools[0].gpus: unknown field (allowed: name, selector, nodes, gpu, driver, cuda, mig, sharing, runtime, "
-     "nccl)"),
+     "nccl, pcie)"),
     ("an unknown top-level field", BASE.replace("schema: 1\n", "schema: 1\nowner: me\n"),
      "2:1: owner: unknown field (allowed: schema, name, description, pools)"),
     ("a node count of the wrong type", BASE.replace("nodes: 2", "nodes: two"),
@@ -270,3 +270,16 @@ def test_a_pool_declares_its_nics_for_the_inter_node_nccl_floor(tmp_path):
     with pytest.raises(ExpectError) as info:
         load_expect(path)
     assert str(info.value) == f"{path}:8:11: pools[0].nccl: 'nic_gbps' is a dependency of 'nics'"
+
+
+def test_a_pool_declares_its_pcie_link_for_the_bandwidth_checks(tmp_path):
+    path = tmp_path / "pcie.yaml"
+    path.write_text(BASE + "    pcie: {gen: 4, width: 16}\n")
+    pcie = load_expect(path).pools[0].pcie
+    assert pcie is not None and (pcie.gen, pcie.width) == (4, 16)
+    path.write_text(BASE)
+    assert load_expect(path).pools[0].pcie is None
+    path.write_text(BASE + "    pcie: {gen: 5, width: 12}\n")
+    with pytest.raises(ExpectError) as info:
+        load_expect(path)
+    assert str(info.value).startswith(f"{path}:8:") and "pools[0].pcie.width" in str(info.value)

@@ -326,3 +326,16 @@ def test_the_probe_pods_pull_time_and_time_to_running():
     cached = _probe_outcome('Container image "a" already present on machine')
     assert probe_pod_metrics(cached) == {"pull_s": None, "to_running_s": 42.0}  # nothing pulled: no pull time
     assert probe_pod_metrics(_probe_outcome(started=None)) == {"pull_s": None, "to_running_s": None}
+
+
+def test_per_gpu_series_reach_report_json_and_the_html_bars(tmp_path):
+    props = {"gpuconf.check": "bandwidth.host-device-floor", "gpuconf.node": "h100-0", "gpuconf.outcome": "degraded",
+             "gpuconf.series.h2d_gbps": "0:53.6 1:53.4 2:26.5", "gpuconf.series.bad": "0:x"}
+    r = from_test_report("suites/test_bandwidth.py::test_host_device_floor[h100-0]", "failed", 0.1, props, "msg")
+    assert r.series == {"h2d_gbps": ((0, 53.6), (1, 53.4), (2, 26.5))}
+    run = RunRecord("simulated:healthy-h100", 0.0, 1.0, 1)
+    doc = json.loads(write_json(run, [r], tmp_path / "report.json").read_text())
+    assert doc["results"]["tests"][0]["extra"]["series"] == {"h2d_gbps": [[0, 53.6], [1, 53.4], [2, 26.5]]}
+    html = write_html(run, [r], tmp_path / "report.html").read_text()
+    assert "Measured per GPU" in html and html.count("<rect ") == 3
+    assert "h2d_gbps by GPU: GPU&nbsp;0&nbsp;53.6; GPU&nbsp;1&nbsp;53.4; GPU&nbsp;2&nbsp;26.5" in html

@@ -53,6 +53,8 @@ CASCADES: dict[str, tuple[set[str], str]] = {
                             "the toolkit injects every GPU into every container it touches: no isolation holds"),
     "xid-errors": ({"smoke.vector-add-every-gpu"}, "CUDA work on a GPU that raised a critical Xid fails until the GPU "
                    "is reset: its vector-add returns an error"),
+    "pcie-link-degraded": ({"bandwidth.host-device-floor"}, "a GPU on a link trained down copies at that link's "
+                           "rate: under its floor and its siblings"),
     "ecc-uncorrectable": ({"health.no-pending-memory-repair"},
                           "an uncorrectable error on an Ampere-or-later GPU remaps its row, applied at the next reset: "
                           "the pending remap is reported beside the ECC counters"),

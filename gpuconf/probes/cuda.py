@@ -12,8 +12,8 @@ from typing import Any
 from gpuconf.probes.errors import ProbeParseError
 from gpuconf.probes.schema import parse_document
 
-__all__ = ["EXIT_CODES", "SCHEMA_ID", "CudaCall", "CudaProbeReport", "DeviceReport", "LargestAlloc", "NvmlGpu",
-           "SmOccupancy", "parse_cuda_probe"]
+__all__ = ["EXIT_CODES", "SCHEMA_ID", "CudaCall", "CudaProbeReport", "DeviceReport", "HostDeviceBandwidth",
+           "LargestAlloc", "NvmlGpu", "PcieLink", "SmOccupancy", "parse_cuda_probe"]
 
 SCHEMA_ID = "gpuconf.cuda-probe/v1"
 
@@ -110,6 +110,67 @@ def _sm_occupancy(obj: dict[str, Any] | None) -> SmOccupancy | None:
 
 
 @dataclass(frozen=True)
+class HostDeviceBandwidth:
+    """The probe's pinned-memory copies on one device: ``iterations`` cudaMemcpyAsync of ``bytes``
+    each way, timed with CUDA events, in decimal GB/s (None where that direction did not complete;
+    ``result`` says why). ``absent_reason``: why the device was not measured (a MIG instance, the
+    probe run with --copy-mib 0, properties unreadable)."""
+
+    ok: bool
+    bytes: int
+    iterations: int
+    h2d_gbps: float | None
+    d2h_gbps: float | None
+    result: CudaCall | None
+    absent_reason: str | None = None
+
+
+def _host_device_bw(obj: dict[str, Any] | None) -> HostDeviceBandwidth | None:
+    if obj is None:
+        return None
+    if obj.get("available") is False:
+        return HostDeviceBandwidth(False, 0, 0, None, None, None, absent_reason=str(obj["reason"]))
+    return HostDeviceBandwidth(bool(obj["ok"]), int(obj["bytes"]), int(obj["iterations"]), obj.get("h2d_gbps"),
+                               obj.get("d2h_gbps"), _call(obj["result"]))
+
+
+@dataclass(frozen=True)
+class PcieLink:
+    """One GPU's PCIe link as NVML reports it: the generation and width now (``*_current``, read
+    while the probe's copies ran when ``under_load``: an idle GPU trains its link down to save
+    power) and the most the GPU and the system together allow (``*_max``); ``gen_gpu_max`` is the
+    GPU's own maximum. ``replays``: the replay counter before the copies, ``replays_after_load``
+    after them, ``load_ms`` apart. A fact NVML could not give is None, with its reason in ``unread``."""
+
+    gen_current: int | None
+    gen_max: int | None
+    gen_gpu_max: int | None
+    width_current: int | None
+    width_max: int | None
+    replays: int | None
+    replays_after_load: int | None
+    under_load: bool
+    load_ms: float | None
+    unread: tuple[str, ...] = ()
+
+
+_PCIE_FIELDS = ("link_gen_current", "link_gen_max", "link_gen_gpu_max", "link_width_current", "link_width_max",
+                "replay_counter", "replay_counter_after_load")
+
+
+def _pcie(obj: Any) -> PcieLink | None:
+    if not isinstance(obj, dict) or obj.get("available") is False:
+        return None
+    values = {k: _value(obj, k) for k in _PCIE_FIELDS}
+    unread = tuple(f"{k}: {obj[k].get('reason')}" for k in _PCIE_FIELDS
+                   if isinstance(obj.get(k), dict) and obj[k].get("available") is False)
+    return PcieLink(values["link_gen_current"], values["link_gen_max"], values["link_gen_gpu_max"],
+                    values["link_width_current"], values["link_width_max"], values["replay_counter"],
+                    values["replay_counter_after_load"], bool(obj.get("sampled_under_load", False)),
+                    obj.get("load_window_ms"), unread)
+
+
+@dataclass(frozen=True)
 class DeviceReport:
     """One CUDA device. Facts are None when cudaGetDeviceProperties failed (see ``properties``)."""
 
@@ -128,6 +189,7 @@ class DeviceReport:
     properties: CudaCall | None = None
     largest_alloc: LargestAlloc | None = None  # only when the probe ran with --measure-alloc
     sm_occupancy: SmOccupancy | None = None  # only when the probe ran with --measure-alloc
+    host_device_bw: HostDeviceBandwidth | None = None  # None: a probe before the copies were measured
 
 
 @dataclass(frozen=True)
@@ -144,6 +206,13 @@ class NvmlGpu:
     remapped_rows_pending: bool | None
     remapped_rows_failure: bool | None
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
+    pcie: PcieLink | None = None  # None: NVML gave no PCIe section (an older probe, or not readable)
+    pcie_absent_reason: str | None = None
+
+    @property
+    def pci_bus_id(self) -> str | None:
+        value = self.raw.get("pci_bus_id")
+        return value if isinstance(value, str) else None
 
 
 def _value(obj: Any, *keys: str) -> Any:
@@ -198,6 +267,7 @@ def parse_cuda_probe(stdout: str, *, exit_code: int | None = None, source: str =
             properties=_call(d["properties"]) if "properties" in d else None,
             largest_alloc=_largest_alloc(d.get("largest_alloc")),
             sm_occupancy=_sm_occupancy(d.get("sm_occupancy")),
+            host_device_bw=_host_device_bw(d.get("host_device_bw")),
         )
         for d in doc["devices"]
     )
@@ -210,7 +280,9 @@ def parse_cuda_probe(stdout: str, *, exit_code: int | None = None, source: str =
             ecc_aggregate_uncorrected=_value(g, "ecc", "aggregate", "uncorrected"),
             retired_pages_pending=_value(g, "retired_pages", "pending"),
             remapped_rows_pending=_value(g, "remapped_rows", "pending"),
-            remapped_rows_failure=_value(g, "remapped_rows", "failure"), raw=g,
+            remapped_rows_failure=_value(g, "remapped_rows", "failure"), raw=g, pcie=_pcie(g.get("pcie")),
+            pcie_absent_reason=str(g["pcie"].get("reason")) if isinstance(g.get("pcie"), dict)
+            and g["pcie"].get("available") is False else None,
         )
         for g in (nvml.get("gpus", []) if nvml.get("available") else [])
     )

@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CLUSTER", "METRIC_PREFIX", "CheckResult", "OUTCOMES", "RunRecord", "format_metric", "from_test_report",
-           "node_verdicts", "parse_metrics", "remediation", "worst"]
+__all__ = ["CLUSTER", "METRIC_PREFIX", "SERIES_PREFIX", "CheckResult", "OUTCOMES", "RunRecord", "format_metric",
+           "from_test_report", "node_verdicts", "parse_metrics", "parse_series", "remediation", "worst"]
 
 PASS, DEGRADED, FAIL, NOT_TESTED = "pass", "degraded", "fail", "not-tested"
 OUTCOMES = (PASS, DEGRADED, FAIL, NOT_TESTED)
@@ -19,6 +19,9 @@ _RANK = {FAIL: 3, DEGRADED: 2, PASS: 1}
 #: A measured figure a test records for `gpuconf report diff`: ``gpuconf.metric.<name>`` = a number
 #: (gpuconf.plugin.record_metrics); the name carries the unit (kernel_ms, pull_s, to_running_s).
 METRIC_PREFIX = "gpuconf.metric."
+#: A measured series a test records (gpuconf.plugin.record_series): ``gpuconf.series.<name>`` =
+#: ``x:y`` pairs as the curve has them, x an item (a GPU index), y its figure (the name carries the unit).
+SERIES_PREFIX = "gpuconf.series."
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ class CheckResult:
     curve: tuple[tuple[int, float], ...] = ()
     #: Measured figures by name (``gpuconf.metric.*`` properties): {"kernel_ms": 0.04, "pull_s": 12.5, ...}.
     metrics: Mapping[str, float] = field(default_factory=dict, hash=False)
+    #: Measured series by name (``gpuconf.series.*``): {"h2d_gbps": ((0, 55.1), (1, 54.9), ...), ...}.
+    series: Mapping[str, tuple[tuple[int, float], ...]] = field(default_factory=dict, hash=False)
 
     @property
     def node_key(self) -> str:
@@ -100,7 +105,7 @@ def from_test_report(nodeid: str, pytest_outcome: str, duration: float, properti
     message = longrepr.strip() if longrepr else None
     return CheckResult(check, str(node) if node is not None else None, outcome, nodeid, duration,
                        opt("gpuconf.expected"), opt("gpuconf.observed"), message or None,
-                       parse_curve(opt("gpuconf.curve")), parse_metrics(properties))
+                       parse_curve(opt("gpuconf.curve")), parse_metrics(properties), parse_series(properties))
 
 
 def format_metric(value: float) -> str:
@@ -122,6 +127,16 @@ def parse_metrics(properties: Mapping[str, Any]) -> dict[str, float]:
             continue
         if math.isfinite(number):
             out[name] = number
+    return out
+
+
+def parse_series(properties: Mapping[str, Any]) -> dict[str, tuple[tuple[int, float], ...]]:
+    """The ``gpuconf.series.<name>`` properties; one that does not parse is left out."""
+    out: dict[str, tuple[tuple[int, float], ...]] = {}
+    for key, value in properties.items():
+        name = str(key).removeprefix(SERIES_PREFIX)
+        if str(key).startswith(SERIES_PREFIX) and name and (points := parse_curve(str(value))):
+            out[name] = points
     return out
 
 

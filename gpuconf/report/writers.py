@@ -82,6 +82,8 @@ def ctrf_document(run: RunRecord, results: Sequence[CheckResult]) -> dict[str, A
             test["extra"]["curve"] = [[x, y] for x, y in r.curve]
         if r.metrics:  # what `gpuconf report diff` compares besides the curve
             test["extra"]["metrics"] = {name: float(value) for name, value in r.metrics.items()}
+        if r.series:  # per-item figures (per-GPU copy bandwidth): {name: [[x, y], ...]}
+            test["extra"]["series"] = {name: [[x, y] for x, y in points] for name, points in r.series.items()}
         tests.append(test)
     summary = {**counts(results), "start": _ms(run.started), "stop": _ms(run.finished)}
     return {
@@ -159,9 +161,11 @@ def render_html(run: RunRecord, results: Sequence[CheckResult]) -> str:
     nodes, checks, cells = _matrix(results)
     failures = [{"result": r, "remediation": remediation(r.check)} for r in _failures(results)]
     curves = [{"result": r, "svg": curve_svg(r.curve)} for r in results if len(r.curve) >= 2]
+    bars = [{"result": r, "name": name, "points": points, "svg": bars_svg(points)}
+            for r in results for name, points in r.series.items() if points]
     return env.get_template("signoff.html.j2").render(
         title=_title(run), run=run, counts=counts(results), verdicts=node_verdicts(results), nodes=nodes,
-        checks=checks, cells=cells, failures=failures, outcomes=OUTCOMES, curves=curves,
+        checks=checks, cells=cells, failures=failures, outcomes=OUTCOMES, curves=curves, bars=bars,
         started=_iso(run.started), finished=_iso(run.finished))
 
 
@@ -192,6 +196,23 @@ def curve_svg(points: Sequence[tuple[int, float]], *, width: int = 480, height: 
         f'<text x="{pad}" y="{height - 6}" font-size="10">{points[0][0]} B</text>'
         f'<text x="{width - 70}" y="{height - 6}" font-size="10">{label}</text>'
         f'<polyline fill="none" stroke="#1565c0" stroke-width="2" points="{line}"/></svg>')
+
+
+def bars_svg(points: Sequence[tuple[int, float]], *, width: int = 480, height: int = 140) -> Markup:
+    """An inline SVG bar chart of one series (x: the item, e.g. a GPU index; y: its figure from 0), so
+    one GPU below its siblings shows at a glance. Numbers we format ourselves: safe to embed."""
+    pad, top = 40, max(y for _, y in points) or 1.0
+    step = (width - pad - 10) / len(points)
+    bars = "".join(
+        f'<rect x="{pad + i * step + 2:.1f}" y="{height - 20 - y / top * (height - 30):.1f}" '
+        f'width="{max(step - 4, 1):.1f}" height="{y / top * (height - 30):.1f}" fill="#1565c0"/>'
+        f'<text x="{pad + i * step + 2:.1f}" y="{height - 6}" font-size="10">{x}</text>'
+        for i, (x, y) in enumerate(points))
+    return Markup(
+        f'<svg width="{width}" height="{height}" role="img">'
+        f'<line x1="{pad}" y1="{height - 20}" x2="{width - 10}" y2="{height - 20}" stroke="#888"/>'
+        f'<text x="2" y="14" font-size="10">{top:g}</text><text x="2" y="{height - 22}" font-size="10">0</text>'
+        f'{bars}</svg>')
 
 
 def write_html(run: RunRecord, results: Sequence[CheckResult], path: Path) -> Path:

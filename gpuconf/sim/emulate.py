@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuconf.compat import rules, tables
+from gpuconf.compat import links, rules, tables
 from gpuconf.compat.require import Gpu, HostFacts, check_container
 from gpuconf.compat.rules import Mode
 from gpuconf.compat.versions import CudaVersion
@@ -172,6 +172,59 @@ def _thread_percentage(node: SimNode, v: Visible, env: Mapping[str, str]) -> int
     return 100 // node.device_plugin.sharing.replicas if _mps_client(node, v, env) else None
 
 
+#: The probe's copies (probes/cuda-probe/probe.cu run_host_device_bw): buffer and timed copies per direction.
+_COPY_BYTES, _COPY_ITERATIONS = 256 * _MIB, 8
+#: Pinned-copy efficiency against the link's theoretical per-direction rate, from public measurements
+#: (tests/data/real/bandwidth/SOURCES.md): PCIe H100 Gen5 57.06 of 63 host-to-device, RTX 4090 Gen4
+#: 26.3 / 27.1 of 31.5; GH200 NVLink-C2C 346 of 450 host-to-device, about 15% less back.
+_COPY_EFFICIENCY = {"pcie": (0.85, 0.86), "c2c": (0.77, 0.66)}
+#: A model the table does not know: a guess (Gen4 x16, the commonest data-center link of the
+#: catalogue); a real probe on that hardware settles it.
+_UNKNOWN_LINK = (4, 16)
+
+
+def _link(node: SimNode, gpu: SimGpu) -> tuple[links.Link, links.Link]:
+    """(the model's link, the link the GPU trained at: the model's unless pcie-link-degraded)."""
+    row = links.host_link(node.model.name)
+    model = row.link if row is not None else links.link_for(*_UNKNOWN_LINK)
+    assert model is not None
+    trained = links.link_for(*gpu.pcie_link) if gpu.pcie_link is not None and model.bus == "pcie" else None
+    return model, trained or model
+
+
+def host_device_bw_doc(node: SimNode, gpu: SimGpu, sfx: str) -> dict[str, Any]:
+    """The probe's ``host_device_bw`` on a full GPU: the trained link's rate at the measured efficiency
+    (a hair lower on each further GPU, as real siblings differ by a few tenths of a GB/s)."""
+    _, trained = _link(node, gpu)
+    h2d_eff, d2h_eff = _COPY_EFFICIENCY[trained.bus]
+    jitter = 1 - 0.003 * (gpu.index % 4)
+    h2d, d2h = round(trained.gbps * h2d_eff * jitter, 2), round(trained.gbps * d2h_eff * jitter, 2)
+    total = _COPY_BYTES * _COPY_ITERATIONS
+    return {"ok": True, "bytes": _COPY_BYTES, "iterations": _COPY_ITERATIONS, "h2d_gbps": h2d, "d2h_gbps": d2h,
+            "h2d_ms": round(total / (h2d * 1e6), 3), "d2h_ms": round(total / (d2h * 1e6), 3),
+            "result": _ok(f"host_device_bw{sfx}")}
+
+
+def _pcie_doc(node: SimNode, gpu: SimGpu) -> dict[str, Any]:
+    """NVML's PCIe section for ``gpu``, current values read under the probe's copies. A replay count
+    grows only under pcie-replays. A Grace superchip's GPU answers Not Supported: a guess, since no
+    public nvidia-smi -q of a GH200's PCI section was found to settle what NVML reports there."""
+    model, trained = _link(node, gpu)
+    if model.bus != "pcie":
+        return _absent("nvmlDeviceGetCurrPcieLinkGeneration: Not Supported")
+    if gpu.mig:  # the probe copies on full GPUs only: nothing ran on this one to read the link under
+        return {"link_gen_current": 1, "link_gen_max": trained.gen, "link_gen_gpu_max": model.gen,
+                "link_width_current": trained.width, "link_width_max": trained.width, "replay_counter": 0,
+                "replay_counter_after_load": _absent("not read: no copy ran on this GPU"),
+                "sampled_under_load": False, "load_window_ms": None}
+    window = host_device_bw_doc(node, gpu, "")
+    before = 0
+    return {"link_gen_current": trained.gen, "link_gen_max": trained.gen, "link_gen_gpu_max": model.gen,
+            "link_width_current": trained.width, "link_width_max": trained.width, "replay_counter": before,
+            "replay_counter_after_load": before + gpu.pcie_replays, "sampled_under_load": True,
+            "load_window_ms": round(window["h2d_ms"] + window["d2h_ms"], 3)}
+
+
 def _device(index: int, node: SimNode, v: Visible, sfx: str, *, ptx_ok: bool, kernel_ms: float) -> dict[str, Any]:
     model = node.model
     mig = v.mig
@@ -187,6 +240,8 @@ def _device(index: int, node: SimNode, v: Visible, sfx: str, *, ptx_ok: bool, ke
         "vector_add": {"ok": True, "verified": True, "elements": 1048576, "kernel_ms": kernel_ms, "mismatches": 0,
                        "result": _ok(f"vector_add{sfx}", kernel_ms)},
         "ptx_jit": {"ok": ptx_ok, "verified": ptx_ok, "ptx_target": "compute_75", "result": ptx},
+        "host_device_bw": _absent("not measured: a MIG instance (its copy engines are a slice of the GPU's)")
+        if mig else host_device_bw_doc(node, v.gpu, sfx),
     }
 
 
@@ -220,6 +275,7 @@ def _nvml(node: SimNode, visible: Sequence[Visible]) -> dict[str, Any]:
                               "uncorrectable": g.ecc_uncorrected + int(g.remap_failed),
                               "pending": g.ecc_uncorrected > 0 or g.remap_pending, "failure": g.remap_failed} if remaps
             else _absent("nvmlDeviceGetRemappedRows: Not Supported"),
+            "pcie": _pcie_doc(node, g),
         })
     return {"available": True, "library": "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
             "driver_version": str(node.driver), "cuda_driver_version": native.as_int(), "gpus": gpus}

@@ -715,6 +715,8 @@ class SimGpu:
     remap_failed: bool = False  # row remapping failed: the spare rows are exhausted
     dra_attributes: tuple[tuple[str, str], ...] = ()  # ResourceSlice attributes that lie
     exported: bool = True  # False: the node's DCGM exporter leaves it out (metrics-gpu-missing)
+    pcie_link: tuple[int, int] | None = None  # (gen, width) the link trained at; None: its model's (pcie-link-degraded)
+    pcie_replays: int = 0  # PCIe replays while the probe's copies run (pcie-replays)
 
     @property
     def dra_pci_bus_id(self) -> str:
@@ -869,6 +871,8 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
     "metrics-exporter-absent": lambda n, f: replace(n, exporter=False),
     "row-remap-failure": lambda n, f: _gpu(n, cast(int, f.gpu), remap_failed=True),
     "row-remap-pending": lambda n, f: _gpu(n, cast(int, f.gpu), remap_pending=True),
+    "pcie-link-degraded": lambda n, f: _gpu(n, cast(int, f.gpu), pcie_link=(f.param("gen"), f.param("width"))),
+    "pcie-replays": lambda n, f: _gpu(n, cast(int, f.gpu), pcie_replays=f.param("replays")),
 }
 
 

@@ -1,0 +1,233 @@
+"""Host-device bandwidth and PCIe links, read from the whole-node cuda-probe (launch once, assert
+many: the inventory suite's probe measures the copies and reads the links; nothing new runs).
+
+* ``bandwidth.pcie-link-at-max``: every GPU's PCIe link runs at the generation and width its model
+  has (``gpuconf/data/host_bandwidth.yaml``, or the ``--expect`` pool's declared link, or else
+  NVML's own maximum), read while the probe's copies ran, and its replay counter does not grow
+  faster than DCGM's limit during them. A GPU trained down (a bad riser, a misplaced card, a slot
+  of an older generation) is DEGRADED, named by index, bus id and the link seen and expected.
+* ``bandwidth.host-device-floor``: every GPU's pinned host-to-device and device-to-host copies
+  reach the floor of its link (DEGRADED below it, FAIL far below), and no GPU is far below its
+  node's other GPUs of the same model (named even on hardware without a floor).
+
+Decisions:
+
+* **Current link only under load.** An idle GPU lowers its link generation and width to save
+  power (nvidia-smi: "These may be reduced when the GPU is not in use"), so a current value read
+  at rest says nothing; without a reading under load only the maximum is judged, and said so.
+* **Unknown hardware has no floor.** A model missing from the table is measured and reported; its
+  floor is not tested (said so in the verdict), only its consistency with its siblings.
+* **NVLink-C2C is not PCIe.** Grace superchips reach the host over NVLink-C2C: no PCIe link to
+  judge (not tested), a floor of their own.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from gpuconf.compat import tables
+from gpuconf.compat.links import TABLE as _TABLE
+from gpuconf.compat.links import Link, host_link, link_for
+from gpuconf.probes.cuda import CudaProbeReport, DeviceReport, NvmlGpu
+from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
+
+__all__ = ["FLOOR_CHECK", "LINK_CHECK", "evaluate_host_device_floor", "evaluate_pcie_link_at_max", "series"]
+
+LINK_CHECK = "bandwidth.pcie-link-at-max"
+FLOOR_CHECK = "bandwidth.host-device-floor"
+
+
+def _floors(bus: str) -> tuple[float, float]:
+    row = tables.load(_TABLE)["floors"][bus]
+    return float(row["degraded_below"]), float(row["fail_below"])
+
+
+def _label(index: int, bus_id: str | None) -> str:
+    return f"GPU {index} {bus_id or '(no bus id)'}"
+
+
+# --- bandwidth.pcie-link-at-max -------------------------------------------------------------------
+
+
+def _replay_problem(gpu: NvmlGpu, label: str) -> str | None:
+    """The replay counter's growth during the probe's copies, when faster than DCGM's limit."""
+    link = gpu.pcie
+    if link is None or link.replays is None or link.replays_after_load is None or not link.load_ms:
+        return None
+    grown = link.replays_after_load - link.replays
+    limit = float(tables.load(_TABLE)["replays"]["max_per_minute"])
+    rate = grown / (link.load_ms / 60000.0)
+    if grown <= 0 or rate <= limit:
+        return None
+    return (f"{label}: {grown} PCIe replay(s) in {link.load_ms:g} ms of copies ({rate:.0f}/min, limit "
+            f"{limit:g}/min; {link.replays_after_load} since the driver loaded)")
+
+
+def evaluate_pcie_link_at_max(node: str, probe: CudaProbeReport, *,
+                              declared: tuple[int, int] | None = None) -> Verdict:
+    """``bandwidth.pcie-link-at-max`` on ``node``; ``declared`` is the (generation, width) its
+    ``--expect`` pool declares, which wins over the table."""
+    if probe.nvml_absent_reason is not None:
+        return not_tested(LINK_CHECK, node, f"NVML is not available in the probe on {node}: {probe.nvml_absent_reason}")
+    if not probe.nvml_gpus:
+        return not_tested(LINK_CHECK, node, f"NVML lists no GPU in the probe on {node}")
+    evidence: list[str] = []
+    problems: list[str] = []
+    checked = 0
+    for gpu in probe.nvml_gpus:
+        label = _label(gpu.index, gpu.pci_bus_id)
+        row = host_link(gpu.name or "")
+        if row is not None and row.link.bus != "pcie":
+            evidence.append(f"{label}: not tested, {row.gpu} reaches the host over {row.link}, not PCIe")
+            continue
+        link = gpu.pcie
+        if link is None or link.gen_max is None or link.width_max is None:
+            why = gpu.pcie_absent_reason or "; ".join(link.unread if link else ()) or "no PCIe section"
+            evidence.append(f"{label}: not tested, NVML gave no PCIe link ({why})")
+            continue
+        checked += 1
+        if declared is not None:
+            want, source = declared, "the --expect pool"
+        elif row is not None:
+            want, source = (row.link.gen or 0, row.link.width or 0), f"{row.gpu} in host_bandwidth.yaml"
+        else:
+            want, source = (link.gen_max, link.width_max), "NVML's maximum for this GPU and slot"
+        under_load = link.under_load and link.gen_current is not None and link.width_current is not None
+        seen = (link.gen_current, link.width_current) if under_load else (link.gen_max, link.width_max)
+        what = "under load" if under_load else "maximum (current not read under load)"
+        line = (f"{label}: Gen{seen[0]} x{seen[1]} {what}, max Gen{link.gen_max} x{link.width_max}, "
+                f"expected Gen{want[0]} x{want[1]} ({source}); replays {link.replays}")
+        evidence.append(line)
+        if (seen[0] or 0) < want[0] or (seen[1] or 0) < want[1]:
+            problems.append(f"{label} ({gpu.name}) runs at Gen{seen[0]} x{seen[1]} {what}, "
+                            f"expected Gen{want[0]} x{want[1]} ({source})")
+        if (replay := _replay_problem(gpu, label)) is not None:
+            problems.append(replay)
+    if not checked:
+        whys = {line.split(": not tested, ", 1)[-1] for line in evidence}
+        detail = f"all {len(evidence)} GPU(s): {whys.pop()}" if len(whys) == 1 else "; ".join(evidence)
+        return not_tested(LINK_CHECK, node, f"no GPU on {node} has a PCIe link to judge: {detail}")
+    expected = "every GPU's PCIe link at its model's generation and width under load, replays within DCGM's limit"
+    if problems:
+        return failed(LINK_CHECK, node, f"{len(problems)} PCIe link problem(s) on {node}: " + "; ".join(problems),
+                      expected=expected, observed="; ".join(problems), evidence=tuple(evidence))
+    return passed(LINK_CHECK, node, f"{checked} GPU(s) on {node} run their PCIe link at its maximum",
+                  expected=expected, observed=f"{checked} GPU(s) at their link", evidence=tuple(evidence))
+
+
+# --- bandwidth.host-device-floor ------------------------------------------------------------------
+
+_DIRECTIONS = (("h2d_gbps", "host-to-device"), ("d2h_gbps", "device-to-host"))
+
+
+def _measured(device: DeviceReport) -> dict[str, float] | None:
+    bw = device.host_device_bw
+    if bw is None or bw.absent_reason is not None:
+        return None
+    return {key: float(v) for key, _ in _DIRECTIONS if (v := getattr(bw, key)) is not None}
+
+
+def _link_of(device: DeviceReport, declared: tuple[int, int] | None) -> tuple[Link | None, str]:
+    if declared is not None and (link := link_for(*declared)) is not None:
+        return link, "the --expect pool's link"
+    row = host_link(device.name or "")
+    return (row.link, f"{row.gpu} in host_bandwidth.yaml") if row is not None else (None, "")
+
+
+def series(probe: CudaProbeReport) -> dict[str, list[tuple[int, float]]]:
+    """The per-GPU figures for the report: ``h2d_gbps`` and ``d2h_gbps`` by CUDA device index."""
+    out: dict[str, list[tuple[int, float]]] = {key: [] for key, _ in _DIRECTIONS}
+    for device in probe.devices:
+        for key, value in (_measured(device) or {}).items():
+            out[key].append((device.index, value))
+    return {k: v for k, v in out.items() if v}
+
+
+def evaluate_host_device_floor(node: str, probe: CudaProbeReport, *,
+                               declared: tuple[int, int] | None = None) -> Verdict:
+    """``bandwidth.host-device-floor`` on ``node``; ``declared``: the --expect pool's (gen, width)."""
+    evidence: list[str] = []
+    measured: dict[int, tuple[DeviceReport, dict[str, float]]] = {}
+    for d in probe.devices:
+        label = _label(d.index, d.pci_bus_id)
+        figures = _measured(d)
+        if figures is None:
+            why = d.host_device_bw.absent_reason if d.host_device_bw else "the probe did not measure copies"
+            evidence.append(f"{label}: not measured ({why})")
+            continue
+        bw = d.host_device_bw
+        if bw is not None and not bw.ok:
+            evidence.append(f"{label}: copies did not complete: {bw.result}")
+        measured[d.index] = (d, figures)
+    if not measured:
+        return not_tested(FLOOR_CHECK, node, f"no host-device copy was measured on {node}: " + "; ".join(evidence)
+                          if evidence else f"the probe on {node} lists no CUDA device")
+    degraded: list[str] = []
+    failing: list[str] = []
+    no_floor: list[str] = []
+    below: set[tuple[int, str]] = set()  # (GPU, direction) already under its floor
+    for index, (d, figures) in measured.items():
+        label = _label(index, d.pci_bus_id)
+        link, source = _link_of(d, declared)
+        text = ", ".join(f"{name} {figures[key]:.1f} GB/s" for key, name in _DIRECTIONS if key in figures)
+        bw = d.host_device_bw
+        if bw is not None and not bw.ok:
+            degraded.append(f"{label}: copies did not complete ({bw.result})")
+        if link is None:
+            no_floor.append(d.name or "(unnamed)")
+            evidence.append(f"{label}: {text} (no floor for {d.name})")
+            continue
+        warn, fail = _floors(link.bus)
+        evidence.append(f"{label}: {text}; floor {warn * link.gbps:.1f} GB/s ({warn:g} of {link} "
+                        f"{link.gbps:g} GB/s, {source})")
+        for key, name in _DIRECTIONS:
+            value = figures.get(key)
+            if value is None:
+                continue
+            if value < warn * link.gbps:
+                below.add((index, key))
+            if value < fail * link.gbps:
+                failing.append(f"{label} {name} {value:.1f} GB/s, far below the floor {warn * link.gbps:.1f} "
+                               f"(under {fail * link.gbps:.1f}: {link} expected)")
+            elif value < warn * link.gbps:
+                degraded.append(f"{label} {name} {value:.1f} GB/s, below the floor {warn * link.gbps:.1f} "
+                                f"({link} expected)")
+    degraded += _inconsistent(measured, skip=below)
+    if no_floor and len(measured) < 2 and not (failing or degraded):
+        return not_tested(FLOOR_CHECK, node, f"no bandwidth floor for {', '.join(sorted(set(no_floor)))} in "
+                          f"gpuconf/data/host_bandwidth.yaml and no sibling GPU on {node} to compare with")
+    expected = ("every GPU's pinned copies at or above its link's floor (gpuconf/data/host_bandwidth.yaml) and "
+                "within reach of its siblings")
+    facts: dict[str, Any] = {"series": series(probe)}
+    if failing or degraded:
+        problems = failing + degraded
+        outcome = Outcome.FAIL if failing else Outcome.DEGRADED
+        return Verdict(FLOOR_CHECK, node, outcome, f"{len(problems)} host-device bandwidth problem(s) on {node}: "
+                       + "; ".join(problems), expected=expected, observed="; ".join(problems),
+                       evidence=tuple(evidence), facts=facts)
+    note = f" (no floor for {', '.join(sorted(set(no_floor)))}: consistency only)" if no_floor else ""
+    return Verdict(FLOOR_CHECK, node, Outcome.PASS, f"{len(measured)} GPU(s) on {node} reach their host-device "
+                   f"floor{note}", expected=expected, observed=f"{len(measured)} GPU(s) measured",
+                   evidence=tuple(evidence), facts=facts)
+
+
+def _inconsistent(measured: dict[int, tuple[DeviceReport, dict[str, float]]], *,
+                  skip: set[tuple[int, str]]) -> list[str]:
+    """GPUs far below the median of their node's other GPUs of the same model, per direction (those
+    in ``skip``, already named under their floor, are not named twice)."""
+    ratio = float(tables.load(_TABLE)["consistency"]["below_median"])
+    out: list[str] = []
+    for key, name in _DIRECTIONS:
+        for index, (d, figures) in measured.items():
+            value = figures.get(key)
+            others: Sequence[float] = [f[key] for i, (o, f) in measured.items()
+                                       if i != index and o.name == d.name and key in f]
+            if value is None or not others or (index, key) in skip:
+                continue
+            median = statistics.median(others)
+            if value < ratio * median:
+                out.append(f"{_label(index, d.pci_bus_id)} {name} {value:.1f} GB/s, under {ratio:g} of its "
+                           f"{len(others)} sibling(s)' median {median:.1f}")
+    return out
