@@ -326,6 +326,19 @@ def test_nvml_facts_are_read_or_absent_with_the_nvml_reason(probe, fakes):
     assert g1["remapped_rows"] == {"available": False, "reason": "nvmlDeviceGetRemappedRows: Not Supported"}
 
 
+def test_nvml_pcie_links_are_read_and_not_claimed_under_load_without_copies(probe, fakes):
+    g0, g1 = run_probe(probe, env=clean_env(LD_LIBRARY_PATH=str(fakes["nvml"]))).doc()["nvml"]["gpus"]
+    no_copy = {"available": False, "reason": "not read: no copy ran on this GPU"}
+    assert g0["pcie"] == {"link_gen_current": 1, "link_gen_max": 5, "link_gen_gpu_max": 5, "link_width_current": 16,
+                          "link_width_max": 16, "replay_counter": 3, "replay_counter_after_load": no_copy,
+                          "sampled_under_load": False, "load_window_ms": None}
+    assert g1["pcie"]["link_gen_gpu_max"] == {"available": False,
+                                              "reason": "nvmlDeviceGetGpuMaxPcieLinkGeneration: Not Supported"}
+    assert g1["pcie"]["replay_counter"] == {"available": False,
+                                            "reason": "nvmlDeviceGetPcieReplayCounter: Not Supported"}
+    assert (g1["pcie"]["link_gen_current"], g1["pcie"]["link_width_current"]) == (4, 8)
+
+
 def test_nvml_version_mismatch_is_absent_with_nvmls_message(probe, fakes):
     doc = run_probe(probe, env=clean_env(LD_LIBRARY_PATH=str(fakes["nvml"]), FAKE_NVML_MODE="mismatch")).doc()
     assert doc["nvml"] == {"available": False, "reason": "nvmlInit_v2: Driver/library version mismatch"}
@@ -345,12 +358,20 @@ def test_watchdog_covers_nvml_calls(probe, fakes):
 
 
 @pytest.mark.parametrize("args", [["--bogus"], ["--timeout", "0"], ["--timeout", "abc"], ["--timeout"],
-                                  ["--elements", "0"], ["--elements", "-5"], ["--verbose=yes"], ["extra"]])
+                                  ["--elements", "0"], ["--elements", "-5"], ["--verbose=yes"], ["extra"],
+                                  ["--copy-mib", "4097"], ["--copy-mib", "-1"], ["--copy-mib"]])
 def test_bad_flags_exit_2_with_one_line_and_no_document(probe, args):
     r = run_probe(probe, *args)
     assert r.code == 2
     assert r.stdout == ""
     assert len(r.stderr.splitlines()) == 1 and r.stderr.startswith("cuda-probe: ")
+
+
+def test_bad_copy_size_in_the_environment_is_a_usage_error(probe):
+    r = run_probe(probe, env=clean_env(GPUCONF_PROBE_COPY_MIB="lots"))
+    assert (r.code, r.stdout) == (2, "")
+    assert r.stderr == ("cuda-probe: invalid GPUCONF_PROBE_COPY_MIB 'lots': expected an integer from 0 to 4096 "
+                        "(try --help)\n")
 
 
 def test_bad_timeout_in_the_environment_is_a_usage_error(probe):
@@ -379,6 +400,25 @@ def test_with_a_gpu_every_device_runs_and_verifies_both_kernels(probe):
         assert dev["vector_add"]["ok"] and dev["vector_add"]["verified"] and dev["vector_add"]["mismatches"] == 0
         assert dev["ptx_jit"]["ok"] and dev["ptx_jit"]["ptx_target"] == "compute_75"
     assert doc["libcuda"]["available"] is True
+
+
+@needs_driver
+def test_with_a_gpu_copies_are_timed_and_the_link_is_read_under_load(probe):
+    doc = run_probe(probe, "--timeout", "60", "--copy-mib", "64").doc()
+    nvml = {g["uuid"]: g for g in doc["nvml"].get("gpus", [])}
+    for dev in doc["devices"]:
+        bw = dev["host_device_bw"]
+        if dev["mig"]:
+            assert bw["available"] is False and "MIG instance" in bw["reason"]
+            continue
+        assert bw["ok"] and bw["bytes"] == 64 << 20 and bw["iterations"] == 8, bw
+        assert bw["h2d_gbps"] > 0.5 and bw["d2h_gbps"] > 0.5  # even a Gen1 x1 link moves more
+        pcie = nvml[dev["uuid"]]["pcie"] if dev["uuid"] in nvml else None
+        if pcie is not None and isinstance(pcie.get("link_gen_current"), int):
+            assert pcie["sampled_under_load"] is True and pcie["load_window_ms"] > 0
+    skipped = run_probe(probe, "--timeout", "60", "--copy-mib", "0").doc()
+    assert all(d["host_device_bw"] == {"available": False, "reason": "not measured: --copy-mib 0"}
+               for d in skipped["devices"])
 
 
 # ------------------------------------------------------------------------------------------------

@@ -64,6 +64,9 @@ constexpr double kDefaultTimeoutS = 30.0;
 constexpr unsigned long long kDefaultElements = 1ull << 20;
 constexpr unsigned long long kMaxElements = 1ull << 28;
 constexpr int kJitElements = 4096;
+constexpr unsigned long long kDefaultCopyMib = 256;
+constexpr unsigned long long kMaxCopyMib = 4096;
+constexpr int kCopyIterations = 8;
 constexpr int kJitSeed = 7;
 
 enum ExitCode {
@@ -665,6 +668,79 @@ void run_sm_occupancy(int dev, int multiprocessors, Json* so) {
   });
 }
 
+// Pinned host <-> device copy bandwidth on one device, the way nvbandwidth's copy-engine tests and
+// bandwidthTest measure it: a pinned buffer, a warm-up copy each way (the link trains up from its
+// idle state), then kCopyIterations cudaMemcpyAsync of `bytes` host-to-device on one stream timed
+// with CUDA events, then the same device-to-host. `link` reads the GPU's PCIe link through NVML
+// around the host-to-device copies (before, while they run, after); its parts may be empty.
+struct LinkSampler {
+  std::function<void()> before;
+  std::function<void()> at_load;
+  std::function<void()> after;
+};
+
+void run_host_device_bw(int dev, size_t bytes, Json* bw, const LinkSampler& link) {
+  const std::string sfx = "(device " + std::to_string(dev) + ")";
+  void* host = nullptr;
+  void* d = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  std::string reason;
+  StepRunner r(bw, &reason);
+  r.step("cudaSetDevice" + sfx, [&] { return cudaSetDevice(dev); });
+  r.step("cudaMallocHost(" + std::to_string(bytes) + ")" + sfx, [&] { return cudaMallocHost(&host, bytes); });
+  r.step("cudaMalloc(" + std::to_string(bytes) + ")" + sfx, [&] { return cudaMalloc(&d, bytes); });
+  r.step("cudaStreamCreate" + sfx, [&] { return cudaStreamCreate(&stream); });
+  r.step("cudaEventCreate" + sfx, [&] { return cudaEventCreate(&e0); });
+  r.step("cudaEventCreate" + sfx, [&] { return cudaEventCreate(&e1); });
+  r.step("cudaMemcpyAsync(HostToDevice, warm-up)" + sfx,
+         [&] { return cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, stream); });
+  r.step("cudaMemcpyAsync(DeviceToHost, warm-up)" + sfx,
+         [&] { return cudaMemcpyAsync(host, d, bytes, cudaMemcpyDeviceToHost, stream); });
+  r.step("cudaStreamSynchronize" + sfx, [&] { return cudaStreamSynchronize(stream); });
+  float ms[2] = {0.0f, 0.0f};
+  bool sampled = false;
+  for (int dir = 0; dir < 2 && !r.failed(); ++dir) {
+    const bool h2d = dir == 0;
+    if (h2d && link.before) {
+      link.before();
+      sampled = true;
+    }
+    const std::string what = std::string("cudaMemcpyAsync(") + (h2d ? "HostToDevice" : "DeviceToHost") + ")" + sfx;
+    r.step("cudaEventRecord" + sfx, [&] { return cudaEventRecord(e0, stream); });
+    for (int i = 0; i < kCopyIterations; ++i) {
+      r.step(what, [&] {
+        return h2d ? cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, stream)
+                   : cudaMemcpyAsync(host, d, bytes, cudaMemcpyDeviceToHost, stream);
+      });
+    }
+    r.step("cudaEventRecord" + sfx, [&] { return cudaEventRecord(e1, stream); });
+    if (h2d && !r.failed() && link.at_load) link.at_load();  // the copies are still in flight
+    r.step("cudaEventSynchronize" + sfx, [&] { return cudaEventSynchronize(e1); });
+    r.step("cudaEventElapsedTime" + sfx, [&] { return cudaEventElapsedTime(&ms[dir], e0, e1); });
+  }
+  if (sampled && link.after) link.after();
+  const bool ran = !r.failed();
+  // Cleanup: still under the watchdog; errors here do not change the figures.
+  if (e0) guarded("cudaEventDestroy" + sfx, nullptr, [&] { return cudaEventDestroy(e0); });
+  if (e1) guarded("cudaEventDestroy" + sfx, nullptr, [&] { return cudaEventDestroy(e1); });
+  if (stream) guarded("cudaStreamDestroy" + sfx, nullptr, [&] { return cudaStreamDestroy(stream); });
+  if (d) guarded("cudaFree" + sfx, nullptr, [&] { return cudaFree(d); });
+  if (host) guarded("cudaFreeHost" + sfx, nullptr, [&] { return cudaFreeHost(host); });
+  const double total = static_cast<double>(bytes) * kCopyIterations;
+  locked([&] {
+    bw->set("ok", ran);
+    bw->set("bytes", static_cast<unsigned long long>(bytes));
+    bw->set("iterations", kCopyIterations);
+    for (int dir = 0; dir < 2; ++dir) {
+      const bool have = ran && ms[dir] > 0.0f;
+      bw->set(dir == 0 ? "h2d_gbps" : "d2h_gbps", have ? Json(total / (static_cast<double>(ms[dir]) * 1e6)) : Json(nullptr));
+      bw->set(dir == 0 ? "h2d_ms" : "d2h_ms", have ? Json(static_cast<double>(ms[dir])) : Json(nullptr));
+    }
+    if (ran) bw->set("result", cuda_result("host_device_bw" + sfx, cudaSuccess, 0.0));
+  });
+}
+
 bool name_says_mig(const std::string& name) {
   return name.find(" MIG ") != std::string::npos || name.rfind("MIG ", 0) == 0;
 }
@@ -743,11 +819,15 @@ struct CudaDeviceRef {
   Json* json;
   unsigned char uuid[16];
   std::string name;
+  int index = -1;
+  bool mig = false;       // a MIG instance (by name, then as NVML says)
+  Json* bw = nullptr;     // its host_device_bw slot, when copies are to be measured
+  bool measured = false;  // the copies ran (or were declined) already
 };
 
 // Fills root["nvml"] and, while NVML is initialised, tells which CUDA devices are MIG instances
 // (a CUDA device whose UUID NVML knows as a MIG device handle).
-void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
+void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices, size_t copy_bytes) {
   Nvml nv;
   const std::string lib_name = "libnvidia-ml.so.1";
   std::string open_error;
@@ -864,6 +944,22 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
     }
   }
 
+  // One unsigned fact of a device (PCIe link generation, width, replay counter), or why not.
+  auto read_uint = [&](const char* fn_name, nvmlDevice_t dev, const std::string& sfx, Json* slot) -> Json {
+    auto fn = nv.sym<DevUIntFn>(fn_name);
+    if (!fn) return Json::absent(std::string(fn_name) + ": symbol not found in libnvidia-ml");
+    unsigned v = 0;
+    const nvmlReturn_t r = nvml_call(fn_name + sfx, slot, "pcie", [&] { return fn(dev, &v); });
+    return r == NVML_SUCCESS ? Json(v) : Json::absent(nv.fail(fn_name, r));
+  };
+  struct NvmlGpuRef {
+    std::string uuid;
+    Json* json;
+    nvmlDevice_t dev;
+    std::string sfx;
+  };
+  std::vector<NvmlGpuRef> nvml_gpus;
+
   auto get_uuid = nv.sym<DevStrFn>("nvmlDeviceGetUUID");
   auto get_name = nv.sym<DevStrFn>("nvmlDeviceGetName");
   for (unsigned i = 0; i < count; ++i) {
@@ -880,11 +976,12 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
       obj.set("index", i);
       obj.set("uuid", nullptr);
       obj.set("name", nullptr);
-      for (const char* k : {"brand", "persistence_mode", "mig_mode", "ecc", "retired_pages", "remapped_rows"})
+      for (const char* k : {"brand", "persistence_mode", "mig_mode", "ecc", "retired_pages", "remapped_rows", "pcie"})
         obj.set(k, Json::absent("not read yet"));
       gpu = &pub_gpus->push(std::move(obj));
     });
     auto set = [&](const char* key, Json v) { locked([&] { gpu->set(key, std::move(v)); }); };
+    std::string uuid_read;
 
     for (auto [fnp, fname, key] : {std::make_tuple(get_uuid, "nvmlDeviceGetUUID", "uuid"),
                                    std::make_tuple(get_name, "nvmlDeviceGetName", "name")}) {
@@ -895,8 +992,12 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
       char buf[128] = {0};
       const nvmlReturn_t r = nvml_call(std::string(fname) + sfx, gpu, std::string(key) + "_error",
                                        [&, fnp = fnp] { return fnp(dev, buf, sizeof buf - 1); });
-      if (r == NVML_SUCCESS) set(key, std::string(buf));
-      else note(nv.fail(fname, r) + " (index " + std::to_string(i) + ")");
+      if (r == NVML_SUCCESS) {
+        set(key, std::string(buf));
+        if (std::string(key) == "uuid") uuid_read = buf;
+      } else {
+        note(nv.fail(fname, r) + " (index " + std::to_string(i) + ")");
+      }
     }
 
     if (auto fn = nv.sym<DevPciFn>("nvmlDeviceGetPciInfo_v3")) {
@@ -1039,6 +1140,24 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
         }
       }
     }
+    // PCIe link and replay counter. The current generation and width read here, with the GPU idle,
+    // may be trained down to save power; they are read again while the copies run (below).
+    {
+      Json pcie = Json::object();
+      for (auto [fname, key] : {std::make_pair("nvmlDeviceGetCurrPcieLinkGeneration", "link_gen_current"),
+                                std::make_pair("nvmlDeviceGetMaxPcieLinkGeneration", "link_gen_max"),
+                                std::make_pair("nvmlDeviceGetGpuMaxPcieLinkGeneration", "link_gen_gpu_max"),
+                                std::make_pair("nvmlDeviceGetCurrPcieLinkWidth", "link_width_current"),
+                                std::make_pair("nvmlDeviceGetMaxPcieLinkWidth", "link_width_max"),
+                                std::make_pair("nvmlDeviceGetPcieReplayCounter", "replay_counter")}) {
+        pcie.set(key, read_uint(fname, dev, sfx, gpu));
+      }
+      pcie.set("replay_counter_after_load", Json::absent("not read: no copy ran on this GPU"));
+      pcie.set("sampled_under_load", false);
+      pcie.set("load_window_ms", nullptr);
+      set("pcie", std::move(pcie));
+    }
+    if (!uuid_read.empty()) nvml_gpus.push_back({uuid_read, gpu, dev, sfx});
   }
 
   // MIG: a CUDA device is a MIG instance when NVML knows its UUID as a MIG device handle.
@@ -1056,6 +1175,7 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
         unsigned m = 0;
         if (nvml_call("nvmlDeviceIsMigDeviceHandle", nullptr, "", [&] { return is_mig(h, &m); }) == NVML_SUCCESS) mig = m;
       }
+      cd.mig = mig != 0;
       locked([&] {
         cd.json->set("uuid", mig ? format_uuid(cd.uuid, "MIG") : uuid);
         cd.json->set("mig", mig != 0);
@@ -1063,6 +1183,40 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices) {
       });
       break;
     }
+  }
+
+  // Host-device copies on every full GPU, one at a time, its PCIe link read while they run.
+  for (auto& cd : cuda_devices) {
+    if (!cd.bw || cd.measured || cd.mig) continue;
+    cd.measured = true;
+    const std::string uuid = format_uuid(cd.uuid, "GPU");
+    const NvmlGpuRef* ng = nullptr;
+    for (const auto& n : nvml_gpus)
+      if (n.uuid == uuid) ng = &n;
+    LinkSampler link;
+    Clock::time_point t0;
+    if (ng) {
+      auto update = [ng](const char* key, Json v) {
+        locked([&] {
+          Json* p = ng->json->find("pcie");
+          if (p && !p->find("available")) p->set(key, std::move(v));
+        });
+      };
+      link.before = [&, ng, update] {
+        t0 = Clock::now();
+        update("replay_counter", read_uint("nvmlDeviceGetPcieReplayCounter", ng->dev, ng->sfx, ng->json));
+      };
+      link.at_load = [&, ng, update] {
+        update("link_gen_current", read_uint("nvmlDeviceGetCurrPcieLinkGeneration", ng->dev, ng->sfx, ng->json));
+        update("link_width_current", read_uint("nvmlDeviceGetCurrPcieLinkWidth", ng->dev, ng->sfx, ng->json));
+        update("sampled_under_load", Json(true));
+      };
+      link.after = [&, ng, update] {
+        update("replay_counter_after_load", read_uint("nvmlDeviceGetPcieReplayCounter", ng->dev, ng->sfx, ng->json));
+        update("load_window_ms", Json(ms_between(t0, Clock::now())));
+      };
+    }
+    run_host_device_bw(cd.index, copy_bytes, cd.bw, link);
   }
 
   if (shutdown) nvml_call("nvmlShutdown", nullptr, "", [&] { return shutdown(); });
@@ -1079,6 +1233,7 @@ struct Options {
   unsigned long long elements = kDefaultElements;
   bool verbose = false;
   bool measure_alloc = false;
+  unsigned long long copy_mib = kDefaultCopyMib;
 };
 
 const char* kUsage =
@@ -1093,6 +1248,9 @@ const char* kUsage =
     "  --measure-alloc    also find each device's largest single allocation (an MPS client's\n"
     "                     memory limit) and the SMs a kernel of this client occupies (its\n"
     "                     active thread percentage); env GPUCONF_PROBE_MEASURE_ALLOC=1\n"
+    "  --copy-mib N       pinned host<->device copy buffer in MiB, timed 8 times each way per\n"
+    "                     full GPU with its PCIe link read under load (default 256, at most 4096;\n"
+    "                     0 skips the copies); env GPUCONF_PROBE_COPY_MIB\n"
     "  --verbose          diagnostics on stderr\n"
     "  --help             this text\n"
     "\n"
@@ -1119,6 +1277,16 @@ bool parse_count(const std::string& s, unsigned long long* out) {
   return true;
 }
 
+bool parse_mib(const std::string& s, unsigned long long* out) {
+  if (s.empty() || s[0] < '0' || s[0] > '9') return false;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0' || v > kMaxCopyMib) return false;
+  *out = v;
+  return true;
+}
+
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "cuda-probe: %s (try --help)\n", msg.c_str());
   std::fflush(stderr);
@@ -1136,6 +1304,11 @@ Options parse_args(int argc, char** argv) {
     if (v != "0" && v != "1" && !v.empty())
       usage_error("invalid GPUCONF_PROBE_MEASURE_ALLOC '" + v + "': expected 1 or 0");
     o.measure_alloc = v == "1";
+  }
+  if (const char* env = std::getenv("GPUCONF_PROBE_COPY_MIB")) {
+    if (!parse_mib(env, &o.copy_mib))
+      usage_error(std::string("invalid GPUCONF_PROBE_COPY_MIB '") + env + "': expected an integer from 0 to " +
+                  std::to_string(kMaxCopyMib));
   }
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -1166,6 +1339,10 @@ Options parse_args(int argc, char** argv) {
     } else if (a == "--timeout") {
       const std::string v = take_value();
       if (!parse_seconds(v, &o.timeout_s)) usage_error("invalid --timeout '" + v + "': expected seconds > 0 and <= 86400");
+    } else if (a == "--copy-mib") {
+      const std::string v = take_value();
+      if (!parse_mib(v, &o.copy_mib))
+        usage_error("invalid --copy-mib '" + v + "': expected an integer from 0 to " + std::to_string(kMaxCopyMib));
     } else if (a == "--elements") {
       const std::string v = take_value();
       if (!parse_count(v, &o.elements))
@@ -1338,6 +1515,7 @@ std::pair<int, std::string> run(const Options& opt) {
         be = cuda_call("cudaDeviceGetPCIBusId" + sfx, nullptr, "", [&] { return cudaDeviceGetPCIBusId(bus, sizeof bus - 1, i); });
       }
       CudaDeviceRef ref{dev, {0}, ""};
+      ref.index = i;
       locked([&] {
         dev->set("properties", cuda_result("cudaGetDeviceProperties" + sfx, pe, pms));
         if (pe != cudaSuccess) return;
@@ -1346,6 +1524,7 @@ std::pair<int, std::string> run(const Options& opt) {
         const bool mig_by_name = name_says_mig(name);
         std::memcpy(ref.uuid, prop.uuid.bytes, 16);
         ref.name = name;
+        ref.mig = mig_by_name;
         dev->set("name", name);
         dev->set("uuid", format_uuid(ref.uuid, mig_by_name ? "MIG" : "GPU"));
         if (be == cudaSuccess) {
@@ -1362,6 +1541,22 @@ std::pair<int, std::string> run(const Options& opt) {
         dev->set("mig_source", "name");
         dev->set("multiprocessors", prop.multiProcessorCount);
       });
+      // Host-device copies: measured after NVML has the device's handle (run_nvml), so its PCIe
+      // link is read while they run; a MIG instance is not measured (a slice of the copy engines).
+      if (opt.copy_mib == 0) {
+        locked([&] { dev->set("host_device_bw", Json::absent("not measured: --copy-mib 0")); });
+      } else if (pe != cudaSuccess) {
+        locked([&] { dev->set("host_device_bw", Json::absent("not measured: cudaGetDeviceProperties returned " + describe(pe))); });
+      } else {
+        locked([&] {
+          Json b = Json::object();
+          b.set("ok", false);
+          b.set("bytes", opt.copy_mib << 20);
+          b.set("iterations", kCopyIterations);
+          b.set("result", not_run_result("host_device_bw" + sfx, "not run yet"));
+          ref.bw = &dev->set("host_device_bw", std::move(b));
+        });
+      }
       if (pe == cudaSuccess) cuda_devices.push_back(ref);
 
       Json* va = nullptr;
@@ -1453,7 +1648,21 @@ std::pair<int, std::string> run(const Options& opt) {
     }
   }
 
-  run_nvml(root, cuda_devices);
+  const size_t copy_bytes = static_cast<size_t>(opt.copy_mib) << 20;
+  run_nvml(root, cuda_devices, copy_bytes);
+  // Without NVML (or before it listed the device) the copies are measured all the same.
+  for (auto& cd : cuda_devices) {
+    if (!cd.bw || cd.measured) continue;
+    cd.measured = true;
+    if (cd.mig) {
+      locked([&] {
+        cd.json->set("host_device_bw",
+                     Json::absent("not measured: a MIG instance (its copy engines are a slice of the GPU's)"));
+      });
+      continue;
+    }
+    run_host_device_bw(cd.index, copy_bytes, cd.bw, LinkSampler{});
+  }
   return {exit_code, exit_reason};
 }
 
