@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks import bandwidth
-from gpuconf.plugin import judge, probe_report, record_series
+from gpuconf.plugin import judge, probe_report, record_metrics, record_series
 
 pytestmark = pytest.mark.bandwidth
 
@@ -20,10 +20,13 @@ def declared_link(expect_profile, gpu_inventory, node: str) -> tuple[int, int] |
 
 
 def report(verdict, record_property) -> None:
-    """Each GPU's reading as evidence, the per-GPU copy figures as series, then the verdict."""
+    """Each GPU's reading as evidence, the per-GPU copy figures as series and the node's slowest GPU
+    as the figures `gpuconf report diff` compares, then the verdict."""
     for line in verdict.evidence:
         record_property("gpuconf.gpu", line)
-    record_series(record_property, verdict.facts.get("series", {}))
+    series = verdict.facts.get("series", {})
+    record_series(record_property, series)
+    record_metrics(record_property, **{name: min(y for _, y in points) for name, points in series.items()})
     judge(verdict, record_property)
 
 

@@ -371,8 +371,12 @@ def test_slower_kernels_pulls_and_starts_are_regression_lines_and_gate(tmp_path:
     pytest.param({"to_running_s": 3.0, "pull_s": 1.0}, {"to_running_s": 60.0, "pull_s": 1.1}, True,
                  id="start after a pull in both runs"),
     pytest.param({"kernel_ms": 0.052}, {"kernel_ms": 0.040}, False, id="a faster kernel is no regression"),
+    pytest.param({"h2d_gbps": 53.6}, {"h2d_gbps": 26.8}, True, id="host-to-device halved: a regression"),
+    pytest.param({"d2h_gbps": 9.0}, {"d2h_gbps": 8.05}, False, id="device-to-host -11% but under the 1 GB/s floor"),
+    pytest.param({"d2h_gbps": 54.0}, {"d2h_gbps": 50.0}, False, id="device-to-host -7%, within tolerance"),
+    pytest.param({"h2d_gbps": 26.8}, {"h2d_gbps": 53.6}, False, id="faster copies are no regression"),
 ])
-def test_each_figure_regresses_upward_beyond_both_the_tolerance_and_its_floor(
+def test_each_figure_regresses_in_its_worse_direction_beyond_both_the_tolerance_and_its_floor(
         tmp_path: Path, old: dict[str, float], new: dict[str, float], regressed: bool) -> None:
     assert bool(metric_diff(tmp_path, old, new).regressions) is regressed
 
@@ -397,9 +401,9 @@ def test_a_figure_of_unknown_direction_is_not_compared_and_said_so(tmp_path: Pat
 
 
 def test_every_figure_has_a_direction_a_floor_and_a_unit_its_name_ends_with() -> None:
-    assert set(METRICS) == {"kernel_ms", "pull_s", "to_running_s"}
+    assert set(METRICS) == {"kernel_ms", "pull_s", "to_running_s", "h2d_gbps", "d2h_gbps"}
     for name, spec in METRICS.items():
-        assert spec.higher_is_worse and spec.floor > 0 and name.endswith(f"_{spec.unit}")
+        assert spec.higher_is_worse is (spec.unit != "gbps") and spec.floor > 0 and name.endswith(f"_{spec.unit}")
 
 
 def test_a_smoke_run_records_the_figures_and_diffs_against_itself_with_nothing_regressed(

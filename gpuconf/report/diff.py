@@ -5,7 +5,8 @@ Pure apart from :func:`load_report`: a report is read into a :class:`Report`, tw
 by :func:`diff_reports` into a :class:`ReportDiff`, and the renderers turn that into text, JSON or
 Markdown. The diff covers what report.json holds: outcomes per check and node, per-node verdicts, the
 NCCL busbw curves and the measured figures of :data:`METRICS` (``extra.metrics``: the smoke check's
-slowest-GPU kernel time, the whole-node probe pod's image pull time and time to Running), each
+slowest-GPU kernel time, the whole-node probe pod's image pull time and time to Running, the bandwidth
+check's slowest-GPU host-device copy bandwidth), each
 compared in the direction that is worse, beyond a relative tolerance and an absolute floor.
 """
 
@@ -54,10 +55,15 @@ class MetricSpec:
 #:   registry's latency wanders by a second or so, so a change under 1 s is below what can be measured.
 #: to_running_s includes the pull: it is compared only between runs that both pulled the image or both
 #: found it present (pull_s present in both or in neither), else a warm cache would pass for a speed-up.
+#: - h2d_gbps and d2h_gbps: the node's slowest GPU on the whole-node probe's pinned copies (lower is
+#:   worse); healthy siblings of one node differ by up to 2.5 GB/s in public samples (8 x RTX 4090:
+#:   23.90-26.38 GB/s), so a change under 1 GB/s is not a finding.
 METRICS: Mapping[str, MetricSpec] = {
     "kernel_ms": MetricSpec("ms", higher_is_worse=True, floor=0.01, digits=3),
     "pull_s": MetricSpec("s", higher_is_worse=True, floor=1.0, digits=2),
     "to_running_s": MetricSpec("s", higher_is_worse=True, floor=1.0, digits=2, alike="pull_s"),
+    "h2d_gbps": MetricSpec("gbps", higher_is_worse=False, floor=1.0, digits=2),
+    "d2h_gbps": MetricSpec("gbps", higher_is_worse=False, floor=1.0, digits=2),
 }
 #: What a nightly comparison might want but the diff does not compare (said in --json and the docs).
 NOT_COMPARED = (
