@@ -8,12 +8,15 @@ and ``tests/fixtures/diagnose/`` keeps the real variants.
 ``diagnose(text)`` never guesses: text no pattern recognises gives an empty list. Results come most
 specific first (the order of the data file), one per category, and a generic category (e.g. "an OCI
 hook failed") is dropped when a category that explains it (e.g. "requirement unsatisfied") matched
-the same input.
+the same input. ``closest(text)`` names the categories whose wording the unrecognised text shares
+most, as pointers for the reader, never as a cause.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -21,7 +24,7 @@ from typing import Any
 
 from gpuconf.compat import tables
 
-__all__ = ["Category", "Diagnosis", "categories", "diagnose", "diagnose_pod", "pod_texts"]
+__all__ = ["Category", "Diagnosis", "categories", "closest", "diagnose", "diagnose_pod", "pod_texts"]
 
 #: An excerpt longer than this is cut to a window around the match.
 _MAX_EXCERPT = 400
@@ -133,6 +136,52 @@ def diagnose(text: str) -> list[Diagnosis]:
     ids = {d.category for d in found}
     by_id = {c.id: c for c in categories()}
     return [d for d in found if not (by_id[d.category].superseded_by & ids)]
+
+
+# --- near misses ----------------------------------------------------------------------------
+
+#: Words too common in GPU failure text to say anything about a category.
+_STOP = frozenset({
+    "error", "errors", "failed", "failure", "fails", "with", "from", "that", "this", "there", "their",
+    "cannot", "could", "unable", "node", "nodes", "container", "pod", "pods", "gpu", "gpus", "nvidia",
+    "warning", "unknown", "found", "when", "then", "than", "have", "been", "does", "into", "only",
+    "the", "and", "for", "not", "was", "are", "has", "any", "all", "can", "its", "one", "per", "out",
+})
+_WORD = re.compile(r"[a-z][a-z0-9]{2,}")
+_REGEX_SYNTAX = re.compile(r"\\[A-Za-z]|\(\?P<\w+>|\(\?[:=!<]+|\[\^?[^\]]*\]|\{[^}]*\}")
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+@cache
+def _vocabulary() -> tuple[tuple[Category, dict[str, float]], ...]:
+    """Each category's distinctive words (title and the literal text of its patterns), weighted by
+    how few categories use them (inverse document frequency)."""
+    bags = []
+    for c in categories():
+        named = _words(c.id.replace("-", " ") + " " + c.title)
+        bags.append((c, named, named | _words(" ".join(_REGEX_SYNTAX.sub(" ", p.pattern) for p in c.patterns))))
+    df = Counter(w for _, _, bag in bags for w in bag)
+    n = len(bags)
+    # a word in the category's name or title counts twice: it says what the category is about
+    return tuple((c, {w: math.log(n / df[w]) * (2 if w in named else 1) for w in bag if df[w] < n})
+                 for c, named, bag in bags)
+
+
+def closest(text: str, limit: int = 3) -> list[Category]:
+    """The categories whose wording shares most with ``text`` (at most ``limit``, best first); ``[]``
+    when no category shares a distinctive word. For text ``diagnose`` did not recognise: these are
+    where to look, not a diagnosis."""
+    words = _words(text)
+    scored = []
+    for category, weights in _vocabulary():
+        score = sum(weights.get(w, 0.0) for w in words)
+        if score > 0:
+            scored.append((score, category))
+    scored.sort(key=lambda sc: -sc[0])
+    return [c for _, c in scored[:limit]]
 
 
 # --- pods -----------------------------------------------------------------------------------
