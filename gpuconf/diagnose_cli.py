@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 from gpuconf.diagnose import Category, Diagnosis, categories, closest, diagnose
 from gpuconf.errors import EXIT_OK, EXIT_REJECTED, UsageError
+from gpuconf.tool_outputs import ToolOutput, read_outputs
 
 __all__ = ["add_diagnose_parser", "render_text"]
 
@@ -25,7 +26,8 @@ def add_diagnose_parser(sub: Any) -> None:
         description="Classify a message (or `kubectl describe pod` / `kubectl get events` output, or a "
         "container log) into known GPU failure categories, with the matched line, an explanation and "
         "a remediation. Reads TEXT, --file PATH, or stdin when neither is given: kubectl describe pod x | "
-        "gpuconf diagnose. Text that matches no category says so and names the closest categories. "
+        "gpuconf diagnose. nvidia-smi and nccl-tests output in the text is read by gpuconf's parsers and "
+        "summarised. Text that matches no category says so and names the closest categories. "
         "Exit 0 when something was recognised, 1 when nothing was, 2 on bad input.")
     source = p.add_mutually_exclusive_group()
     source.add_argument("text", nargs="?", metavar="TEXT", help="the message (default: read stdin)")
@@ -35,7 +37,8 @@ def add_diagnose_parser(sub: Any) -> None:
                         help="list the failure categories (id, stage, title, checks that catch the cause)")
     p.add_argument("--json", action="store_true",
                    help='print {"recognised": bool, "diagnoses": [{category, title, excerpt, facts, '
-                   'explanation, remediation, checks}], "closest": [{category, title}]}; with --list '
+                   'explanation, remediation, checks}], "closest": [{category, title}], "outputs": [{kind, '
+                   'line, summary, facts, error}]}; with --list '
                    '{"categories": [{category, stage, title, checks}]}')
     p.set_defaults(func=_cmd_diagnose)
 
@@ -65,13 +68,20 @@ def _read_input(args: argparse.Namespace) -> str:
     return text
 
 
-def render_text(diagnoses: list[Diagnosis], near: list[Category] | None = None) -> str:
+def _render_outputs(outputs: list[ToolOutput]) -> str:
+    if not outputs:
+        return ""
+    return "\ntool output read:\n" + "".join(f"  line {o.line}: {o.summary}\n" for o in outputs)
+
+
+def render_text(diagnoses: list[Diagnosis], near: list[Category] | None = None,
+                outputs: list[ToolOutput] | None = None) -> str:
     if not diagnoses:
         out = "no known GPU failure recognised in the input\n"
         if near:
             out += "closest categories (not a diagnosis; no pattern matched):\n" + "".join(
                 f"  {c.id}: {c.title}\n" for c in near)
-        return out
+        return out + _render_outputs(outputs or [])
     blocks = []
     for d in diagnoses:
         lines = [f"[{d.category}] {d.title}", f"  matched: {d.excerpt}"]
@@ -82,7 +92,7 @@ def render_text(diagnoses: list[Diagnosis], near: list[Category] | None = None) 
         if d.checks:
             lines.append("  checks:  " + ", ".join(d.checks))
         blocks.append("\n".join(lines))
-    return "\n\n".join(blocks) + "\n"
+    return "\n\n".join(blocks) + "\n" + _render_outputs(outputs or [])
 
 
 def render_list() -> str:
@@ -105,10 +115,11 @@ def _cmd_diagnose(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> i
     text = _read_input(args)
     found = diagnose(text)
     near = [] if found else closest(text)
+    outputs = read_outputs(text)
     if args.json:
         stdout.write(json.dumps({"recognised": bool(found), "diagnoses": [d.as_dict() for d in found],
-                                 "closest": [{"category": c.id, "title": c.title} for c in near]},
-                                ensure_ascii=False) + "\n")
+                                 "closest": [{"category": c.id, "title": c.title} for c in near],
+                                 "outputs": [o.as_dict() for o in outputs]}, ensure_ascii=False) + "\n")
     else:
-        stdout.write(render_text(found, near))
+        stdout.write(render_text(found, near, outputs))
     return EXIT_OK if found else EXIT_REJECTED

@@ -277,6 +277,9 @@ def _parse_placement(tokens: Sequence[str], layout: _Layout, line: int) -> Place
 def _parse_row(text: str, layout: _Layout, line: int) -> SizeResult:
     tokens = text.split()
     width = len(layout.leading)
+    if not tokens[0].isdigit():
+        raise _fail(f"the results table stops at {text.strip()!r} without its summary: the run did not finish "
+                    "(truncated or interrupted)", line)
     if len(tokens) != width + 8:
         raise _fail(f"result row has {len(tokens)} columns, expected {width + 8}: {text.strip()!r}", line)
     lead = dict(zip(layout.leading, tokens[:width], strict=True))
