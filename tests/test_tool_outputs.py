@@ -117,3 +117,17 @@ def test_the_cli_prints_and_returns_the_outputs(tmp_path):
     main(["diagnose", "--json", "--file", str(path)], stdout=out, stderr=io.StringIO())
     (o,) = json.loads(out.getvalue())["outputs"]
     assert o["kind"] == "nccl-tests" and o["facts"]["launcher_prefix"] == " 0: " and o["error"] is None
+
+
+def test_a_failing_check_s_hint_reads_tool_output_in_its_evidence():
+    from gpuconf.plugin import _diagnosis
+    from gpuconf.verdict import Outcome, Verdict
+
+    table = read(REAL / "nvidia-smi" / "table_550_a100_two_ci_per_gpu_instance.txt")
+    # constructed from a real table, as above: the pending "*" a mig-mode change leaves
+    evidence = ("probe log:\n" + table.replace("|              Enabled |", "|             Enabled* |"),)
+    verdict = Verdict("mig.layout-matches-config", "node-1", Outcome.FAIL, "MIG layout differs", evidence=evidence)
+    recorded: list[tuple[str, str]] = []
+    text = _diagnosis(verdict, lambda name, value: recorded.append((name, value)))
+    assert recorded == [("gpuconf.diagnosis", "mig-mode-change-pending")]
+    assert "MIG mode change is pending" in text
