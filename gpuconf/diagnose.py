@@ -8,20 +8,28 @@ and ``tests/fixtures/diagnose/`` keeps the real variants.
 ``diagnose(text)`` never guesses: text no pattern recognises gives an empty list. Results come most
 specific first (the order of the data file), one per category, and a generic category (e.g. "an OCI
 hook failed") is dropped when a category that explains it (e.g. "requirement unsatisfied") matched
-the same input.
+the same input. ``closest(text)`` names the categories whose wording the unrecognised text shares
+most, as pointers for the reader, never as a cause.
+
+nvidia-smi and nccl-tests output inside the text is read by the parsers (:mod:`gpuconf.tool_outputs`):
+a table showing a MIG mode change pending (``Enabled*``) is diagnosed as such, and a requirement error
+next to the node's nvidia-smi gets the driver's CUDA and the compatibility rule that applies.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
 from gpuconf.compat import tables
+from gpuconf.compat.versions import VersionError, parse_cuda, parse_driver
 
-__all__ = ["Category", "Diagnosis", "categories", "diagnose", "diagnose_pod", "pod_texts"]
+__all__ = ["Category", "Diagnosis", "categories", "closest", "diagnose", "diagnose_pod", "pod_texts"]
 
 #: An excerpt longer than this is cut to a window around the match.
 _MAX_EXCERPT = 400
@@ -127,12 +135,115 @@ def _match(category: Category, text: str) -> Diagnosis | None:
 
 def diagnose(text: str) -> list[Diagnosis]:
     """Every known failure in ``text`` (a message, ``kubectl describe pod`` or ``kubectl get
-    events`` output, a log), most specific first; ``[]`` when nothing is recognised."""
+    events`` output, a log, nvidia-smi or nccl-tests output), most specific first; ``[]`` when
+    nothing is recognised."""
+    from gpuconf.tool_outputs import read_outputs
+
     text = text.replace("\r\n", "\n")
     found = [d for d in (_match(c, text) for c in categories()) if d is not None]
+    found = _from_outputs(found, read_outputs(text))
     ids = {d.category for d in found}
     by_id = {c.id: c for c in categories()}
+    order = {c.id: n for n, c in enumerate(categories())}
+    found.sort(key=lambda d: order[d.category])
     return [d for d in found if not (by_id[d.category].superseded_by & ids)]
+
+
+def _diagnosis_of(category_id: str, excerpt: str, facts: dict[str, str]) -> Diagnosis:
+    c = next(c for c in categories() if c.id == category_id)
+    return Diagnosis(c.id, c.title, excerpt, facts, c.explanation, c.remediation, c.checks)
+
+
+def _compat_rule(required: str, driver: str, cuda: str) -> str | None:
+    """Which CUDA rule decides an image needing CUDA ``required`` on a node whose nvidia-smi shows
+    ``driver`` / ``cuda``, in words; None when a version does not parse."""
+    try:
+        want, have, drv = parse_cuda(required).major_minor, parse_cuda(cuda).major_minor, parse_driver(driver)
+    except VersionError:
+        return None
+    if have >= want:
+        return (f"the driver supports CUDA {have} natively, so CUDA {want} is not what failed: another factor of the "
+                "requirement (brand, driver branch, arch) or another node")
+    baseline = tables.minor_version_baseline(want.major)
+    if have.major == want.major and baseline is not None and drv >= baseline:
+        return (f"minor-version compatibility: CUDA {want} on a CUDA {have} driver runs where the requirement is not "
+                "checked (CDI / jit-cdi), except APIs newer than the driver (36) and PTX JIT (222); with cuda-compat "
+                "loaded on a GeForce it fails with 804")
+    return (f"CUDA {want} needs a newer driver than this CUDA {have} one: without the check it fails at CUDA "
+            "initialisation with 35 unless cuda-compat carries it on a data-center GPU of a supported branch")
+
+
+def _from_outputs(found: list[Diagnosis], outputs: Sequence[Any]) -> list[Diagnosis]:
+    """What the parsed tool outputs add: a pending MIG mode change seen in an nvidia-smi table, and
+    the node's driver next to a requirement error."""
+    ids = {d.category for d in found}
+    smi = [o for o in outputs if o.kind == "nvidia-smi" and o.error is None and "driver" in o.facts]
+    for o in smi:
+        if "mig_pending_gpus" in o.facts and "mig-mode-change-pending" not in ids:
+            pending = (ln.strip() for ln in o.text.splitlines() if re.search(r"\b(?:Enabled|Disabled)\*", ln))
+            line = next(pending, o.summary)
+            found.append(_diagnosis_of("mig-mode-change-pending", line, {"gpus": o.facts["mig_pending_gpus"]}))
+            ids.add("mig-mode-change-pending")
+    node = next((o for o in smi if "cuda" in o.facts), None)
+    if node is None:
+        return found
+    out = []
+    for d in found:
+        required = d.facts.get("required_cuda")
+        if d.category == "requirement-unsatisfied" and required:
+            facts = dict(d.facts, node_driver=node.facts["driver"], node_cuda=node.facts["cuda"])
+            rule = _compat_rule(required, node.facts["driver"], node.facts["cuda"])
+            if rule:
+                facts["compat_rule"] = rule
+            d = replace(d, facts=facts)
+        out.append(d)
+    return out
+
+
+# --- near misses ----------------------------------------------------------------------------
+
+#: Words too common in GPU failure text to say anything about a category.
+_STOP = frozenset({
+    "error", "errors", "failed", "failure", "fails", "with", "from", "that", "this", "there", "their",
+    "cannot", "could", "unable", "node", "nodes", "container", "pod", "pods", "gpu", "gpus", "nvidia",
+    "warning", "unknown", "found", "when", "then", "than", "have", "been", "does", "into", "only",
+    "the", "and", "for", "not", "was", "are", "has", "any", "all", "can", "its", "one", "per", "out",
+})
+_WORD = re.compile(r"[a-z][a-z0-9]{2,}")
+_REGEX_SYNTAX = re.compile(r"\\[A-Za-z]|\(\?P<\w+>|\(\?[:=!<]+|\[\^?[^\]]*\]|\{[^}]*\}")
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+@cache
+def _vocabulary() -> tuple[tuple[Category, dict[str, float]], ...]:
+    """Each category's distinctive words (title and the literal text of its patterns), weighted by
+    how few categories use them (inverse document frequency)."""
+    bags = []
+    for c in categories():
+        named = _words(c.id.replace("-", " ") + " " + c.title)
+        bags.append((c, named, named | _words(" ".join(_REGEX_SYNTAX.sub(" ", p.pattern) for p in c.patterns))))
+    df = Counter(w for _, _, bag in bags for w in bag)
+    n = len(bags)
+    # a word in the category's name or title counts twice: it says what the category is about
+    return tuple((c, {w: math.log(n / df[w]) * (2 if w in named else 1) for w in bag if df[w] < n})
+                 for c, named, bag in bags)
+
+
+def closest(text: str, limit: int = 3) -> list[Category]:
+    """The categories whose wording shares most with ``text`` (at most ``limit``, best first); ``[]``
+    when no category shares a distinctive word. For text ``diagnose`` did not recognise: these are
+    where to look, not a diagnosis."""
+    words = _words(text)
+    scored = []
+    for category, weights in _vocabulary():
+        score = sum(weights.get(w, 0.0) for w in words)
+        if score > 0:
+            scored.append((score, category))
+    scored.sort(key=lambda sc: -sc[0])
+    return [c for _, c in scored[:limit]]
 
 
 # --- pods -----------------------------------------------------------------------------------

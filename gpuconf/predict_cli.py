@@ -45,6 +45,12 @@ def add_predict_parser(sub: Any) -> None:
     p.add_argument("--device-list-strategy", choices=("envvar", "volume-mounts", "cdi-annotations", "cdi-cri"),
                    help="the NVIDIA device plugin's deviceListStrategy (GPU Operator with CDI enabled uses "
                    "cdi-cri); cdi-* means the requirement check never runs")
+    p.add_argument("--uses-new-apis", action="store_true",
+                   help="the program calls CUDA APIs newer than the driver's native CUDA: under "
+                   "minor-version compatibility that is a failure (36), not a caveat")
+    p.add_argument("--ptx-jit", action="store_true",
+                   help="the program ships PTX only (no SASS for this GPU): under minor-version "
+                   "compatibility PTX from a newer toolkit fails to JIT (222)")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
     p.set_defaults(func=_cmd_predict)
 
@@ -106,7 +112,8 @@ def build(args: argparse.Namespace) -> tuple[Node, Image, Runtime]:
         env = (env or []) + list(args.env)
     compat = image.compat if args.compat is None else args.compat == "yes"
     image = Image(cuda=image.cuda, ref=image.ref, env=tuple(env) if env is not None else None,
-                  compat=compat, assumptions=(*image.assumptions, *notes))
+                  compat=compat, assumptions=(*image.assumptions, *notes),
+                  uses_new_apis=args.uses_new_apis, ptx_jit=args.ptx_jit)
     runtime = Runtime(toolkit=_toolkit(args.toolkit), mode=Mode(args.mode), launcher=args.launcher,
                       device_list_strategy=args.device_list_strategy)
     return node, image, runtime

@@ -372,7 +372,8 @@ def test_cli_nothing_recognised_exits_1(monkeypatch):
     code, out, _ = run_cli(["diagnose", "all good"], monkeypatch=monkeypatch)
     assert code == 1 and "no known GPU failure" in out
     code, out, _ = run_cli(["diagnose", "--json", "all good"], monkeypatch=monkeypatch)
-    assert code == 1 and json.loads(out) == {"recognised": False, "diagnoses": []}
+    assert code == 1 and json.loads(out) == {"recognised": False, "diagnoses": [], "closest": [],
+                                             "outputs": []}
 
 
 @pytest.mark.parametrize("argv,stdin_text", [(["diagnose"], ""), (["diagnose"], "  \n"), (["diagnose", "   "], None),

@@ -82,6 +82,12 @@ class Image:
     env: tuple[str, ...] | None = None
     compat: bool | None = None  # carries /usr/local/cuda/compat (cuda-compat), None = unknown
     assumptions: tuple[str, ...] = ()
+    #: The program calls CUDA APIs introduced after the driver's native CUDA (e.g. a 13.1 API on a
+    #: 13.0 driver): under minor-version compatibility that call fails with 36, not just a caveat.
+    uses_new_apis: bool = False
+    #: The program ships PTX only for this GPU (no SASS), so the driver must JIT it: PTX from a
+    #: newer toolkit than the driver's fails with 222 under minor-version compatibility.
+    ptx_jit: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,7 +122,7 @@ class Scenario:
 class Outcome:
     result: str  # runs | rejected | cuda-error
     rule: str  # backward | minor-version | forward-compat | none
-    stage: str | None  # None when it runs; "container creation" or "CUDA init"
+    stage: str | None  # None when it runs; "container creation", "CUDA init", "a CUDA call", "kernel load"
     error_code: int | None = None
     error_name: str | None = None
     error_message: str | None = None
@@ -289,9 +295,9 @@ def _err(code: int) -> tables.CudaError:
     return tables.cuda_error(code)
 
 
-def _cuda_error(code: int, rule: str, seen: str, why: list[str], **kw: Any) -> Outcome:
+def _cuda_error(code: int, rule: str, seen: str, why: list[str], stage: str = "CUDA init", **kw: Any) -> Outcome:
     err = _err(code)
-    return Outcome("cuda-error", rule, "CUDA init", err.code, err.name, err.message,
+    return Outcome("cuda-error", rule, stage, err.code, err.name, err.message,
                    seen=seen.format(err=err), why=tuple(why), **kw)
 
 
@@ -374,9 +380,20 @@ def outcome(s: Scenario) -> Outcome:
     baseline = tables.minor_version_baseline(want.major)
     if native.major == want.major and baseline is not None and node.driver >= baseline:
         why.append(f"minor-version compatibility: same CUDA major {want.major} and driver >= {baseline}")
+        if image.uses_new_apis:
+            why.append(f"the program calls CUDA APIs newer than CUDA {native}, which this driver does not "
+                       "implement (minor-version compatibility covers only the driver's own CUDA API)")
+            return _cuda_error(36, "minor-version", _SEEN_NEW_API.replace("{native}", str(native)), why,
+                               stage="a CUDA call")
+        if image.ptx_jit:
+            why.append(f"the program's kernels are PTX from CUDA {want}; the CUDA {native} driver's JIT "
+                       "cannot compile PTX from a newer toolkit (the exception to minor-version compatibility)")
+            return _cuda_error(222, "minor-version", _SEEN_PTX, why, stage="kernel load")
         return Outcome("runs", "minor-version", None, seen="runs", why=tuple(why), caveats=(
-            f"PTX-only kernels that need JIT fail with {_err(222).name} (222): {_err(222).message}",
-            f"CUDA APIs newer than CUDA {native} fail with {_err(36).name} (36): {_err(36).message}",
+            f"PTX-only kernels that need JIT fail with {_err(222).name} (222): {_err(222).message} "
+            "(--ptx-jit makes this the verdict)",
+            f"CUDA APIs newer than CUDA {native} fail with {_err(36).name} (36): {_err(36).message} "
+            "(--uses-new-apis makes this the verdict)",
         ))
     if native.major == want.major:
         why.append(f"minor-version compatibility needs driver >= {baseline} for CUDA {want.major}.x")
@@ -388,6 +405,10 @@ def outcome(s: Scenario) -> Outcome:
 
 _SEEN_INIT = ("the container starts, then the first CUDA call (context creation, e.g. cudaFree(0)) "
               "fails: {err}; frameworks report no usable GPU (torch.cuda.is_available() is False)")
+_SEEN_NEW_API = ("the container starts and CUDA initialises; older APIs work, and the first call to an API "
+                 "newer than CUDA {native} fails: {err}")
+_SEEN_PTX = ("the container starts and CUDA initialises; loading the PTX-only kernels fails: {err} "
+             "(frameworks: 'no kernel image is available' or a JIT error at the first launch)")
 _RULE_TEXT = {
     "none": "this toolkit does not inject compat libraries in this mode",
     "mount": "toolkit <= 1.17.3 mounts compat libraries whose branch differs from the host's",

@@ -17,6 +17,13 @@ Layouts read, each seen in real output (tests/fixtures/nccl_tests/README.md):
 Layouts *not* read (no real example found): per-iteration columns (``i_min`` …), the timestamp
 column and the 2017 layout with times in milliseconds; their headers are rejected by name.
 
+Launchers that prefix every line are read too: Open MPI's ``mpirun --tag-output``
+(``[1,0]<stdout>:``), Ray / SkyPilot (``(head, rank=0, pid=3808) ``), Slurm's ``srun --label``
+(``0: ``) and ``kubectl logs --prefix`` (``[pod/name/container] ``), alone or nested. The prefix is
+taken from the line holding the run header (``# nThread``); only lines with that exact prefix are
+read (the reporting rank's stdout), everything else (other ranks, stderr, the launcher's own lines)
+is skipped, and line numbers stay those of the text as given.
+
 A run without its ``# Avg bus bandwidth`` line did not finish: that, a table with no rows, and a
 row that does not parse all raise :class:`ProbeParseError` with the line number.
 """
@@ -26,7 +33,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuconf.probes.errors import ProbeParseError
 
@@ -47,6 +54,10 @@ _OUT_OF_BOUNDS = re.compile(r"^# Out of bounds values\s*: (\d+) (OK|FAILED)\s*$"
 _AVG = re.compile(r"^# Avg bus bandwidth\s*: (\S+)(?: (OK|FAILED))?\s*$")
 # NCCL_DEBUG=INFO interleaves lines like "host:1234:1234 [0] NCCL INFO ..." with the table.
 _NCCL_LOG = re.compile(r"^\S+:\d+:\d+ \[\d+\] NCCL ")
+
+# One launcher tag: Open MPI --tag-output, Ray/SkyPilot, srun --label, kubectl logs --prefix.
+_LAUNCHER_TAG = r"(?:\[\d+,\d+\]<stdout>:|\([^()\n]*\) |\s*\d+: |\[pod/[^\]\s]+\] )"
+_PREFIXED_HEADER = re.compile(rf"^(?P<prefix>{_LAUNCHER_TAG}+)# nThread ")
 
 _LEADING = ("size", "count", "type", "redop", "root")
 _PLACEMENT = ("time", "algbw", "busbw")
@@ -138,6 +149,8 @@ class NcclTestsRun:
     out_of_bounds: int
     avg_busbw_reported: float
     avg_check: str | None
+    #: The launcher's per-line prefix that was stripped (``[1,0]<stdout>:``), None for plain output.
+    launcher_prefix: str | None = None
 
     @property
     def ranks(self) -> int:
@@ -264,6 +277,9 @@ def _parse_placement(tokens: Sequence[str], layout: _Layout, line: int) -> Place
 def _parse_row(text: str, layout: _Layout, line: int) -> SizeResult:
     tokens = text.split()
     width = len(layout.leading)
+    if not tokens[0].isdigit():
+        raise _fail(f"the results table stops at {text.strip()!r} without its summary: the run did not finish "
+                    "(truncated or interrupted)", line)
     if len(tokens) != width + 8:
         raise _fail(f"result row has {len(tokens)} columns, expected {width + 8}: {text.strip()!r}", line)
     lead = dict(zip(layout.leading, tokens[:width], strict=True))
@@ -297,13 +313,14 @@ def _read_devices(lines: Sequence[str], start: int, state: _State) -> int:
     """Read '#', '# Using devices' and the rank lines after the run header; return the next index."""
     devices: list[RankDevice] = []
     i = start
-    while i < len(lines) and lines[i].strip() == "#":
+    while i < len(lines) and lines[i].strip() in ("#", ""):
         i += 1
     if i >= len(lines) or lines[i].strip() != "# Using devices":
         raise _fail("expected '# Using devices' after the run header", i + 1)
     i += 1
-    while i < len(lines) and re.match(r"^#\s+Rank\b", lines[i]):
-        devices.append(_parse_rank(lines[i], i + 1))
+    while i < len(lines) and (re.match(r"^#\s+Rank\b", lines[i]) or not lines[i].strip()):
+        if lines[i].strip():
+            devices.append(_parse_rank(lines[i], i + 1))
         i += 1
     if not devices:
         raise _fail("no '#  Rank' lines under '# Using devices'", i + 1)
@@ -329,9 +346,18 @@ def _summary(text: str, number: int, state: _State, newline: bool) -> None:
     state.avg_check = m.group(2)
 
 
+def _strip_launcher(raw: list[str]) -> tuple[list[str], str | None]:
+    """The reporting rank's lines without the launcher's prefix; other lines become blank so that
+    line numbers stay those of the input."""
+    prefix = next((m["prefix"] for m in map(_PREFIXED_HEADER.match, raw) if m is not None), None)
+    if prefix is None:
+        return raw, None
+    return [r[len(prefix):] if r.startswith(prefix) else ("\n" if r.endswith("\n") else "") for r in raw], prefix
+
+
 def parse_nccl_tests(text: str) -> NcclTestsRun:
     """Parse one finished ``*_perf`` run; raise :class:`ProbeParseError` on anything less."""
-    raw = text.splitlines(keepends=True)
+    raw, prefix = _strip_launcher(text.splitlines(keepends=True))
     lines = [r.rstrip("\r\n") for r in raw]
     state = _State()
     i = 0
@@ -363,7 +389,8 @@ def parse_nccl_tests(text: str) -> NcclTestsRun:
                 raise _fail(f"result row after the summary: {line.strip()!r}", number)
             state.rows.append(_parse_row(line, state.layout, number))
         i += 1
-    return _finish(state, len(lines) + 1)
+    run = _finish(state, len(lines) + 1)
+    return run if prefix is None else replace(run, launcher_prefix=prefix)
 
 
 def _finish(state: _State, end: int) -> NcclTestsRun:

@@ -1,4 +1,5 @@
-"""Parse ``nvidia-smi`` text: ``-L``, ``--query-gpu=... --format=csv`` and the default table.
+"""Parse ``nvidia-smi`` text: ``-L``, ``--query-gpu=... --format=csv``, the default table, the MIG
+listings (``nvidia-smi mig -lgip / -lgi / -lcip / -lci``) and the output of ``nvidia-smi -mig 0|1``.
 
 Pure functions over captured stdout (stderr merged is fine); no subprocess here.
 
@@ -17,8 +18,13 @@ Three things nvidia-smi prints instead of its output are told apart (:class:`Smi
 Any other ``Failed to initialize NVML: <reason>`` (``Unknown Error`` is what a container prints
 after losing its device cgroup, NVIDIA/nvidia-container-toolkit#48) is ``NVML_INIT_FAILED``.
 
+The table is read in the R440 to R580 layouts, with GPUs whose memory reads ``Not Supported``
+(unified-memory parts such as GB10: ``memory_*_mib`` None) and MIG sections where several compute
+instances share one GPU instance (the memory cell spans their rows: ``memory_shared``).
+
 Everything else that does not read as the expected output raises :class:`ProbeParseError` with a
-line number; a truncated table (for instance without its Processes section) is not returned.
+line number; a truncated table (for instance without its Processes section), a MIG listing without
+its closing border and ``-mig`` output without its final ``All done.`` are not returned.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpuconf.probes.errors import ProbeParseError
 
@@ -42,6 +48,9 @@ class SmiCondition(enum.Enum):
     DRIVER_NOT_LOADED = "driver-not-loaded"
     VERSION_MISMATCH = "driver-library-version-mismatch"
     NVML_INIT_FAILED = "nvml-init-failed"
+    #: ``Failed to display compute instances: Insufficient Permissions`` (MIG listings without the
+    #: MIG monitor/config capability).
+    NO_PERMISSION = "insufficient-permissions"
 
 
 class NvidiaSmiFailure(ProbeParseError):
@@ -312,8 +321,14 @@ _SMI_HEADER = re.compile(
     r"^\|\s*NVIDIA-SMI (\S+)\s+Driver Version: (\S+)(?:\s+CUDA Version: (\S+))?\s*\|$"
 )
 _GPU_CELL = re.compile(r"^\s*(\d+)\s+(.+?)\s+(On|Off|N/A)\s*$")
-_BUS_CELL = re.compile(r"^\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s+(On|Off|N/A)\s*$")
+_BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"
+_BUS_CELL = re.compile(rf"^\s*({_BUS_ID})\s+(On|Off|N/A)\s*$")
 _MEMORY_CELL = re.compile(r"^\s*(\d+)MiB\s*/\s*(\d+)MiB\s*$")
+# Unified-memory GPUs (GB10) print "Not Supported": NVML's memory query returns NOT_SUPPORTED.
+_MEMORY_UNAVAILABLE = re.compile(r"^\s*(?:Not Supported|N/A)\s*$")
+# A rule under a MIG device whose memory cell continues into the next device's rows (compute
+# instances sharing one GPU instance): "+-----+          +-----+-----+".
+_SPAN_RULE = re.compile(r"^\+-+\+ +\+-+(?:\+-+)*\+$")
 _UTIL_CELL = re.compile(r"^\s*(?:(\d+)%|N/A)\s+(.+?)\s*$")
 _MIG_MODE_CELL = re.compile(r"^\s*(N/A|Enabled|Disabled)(\*)?\s*$")
 _MIG_IDS_CELL = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*$")
@@ -330,6 +345,8 @@ class SmiGpu:
     (``Tesla P100-PCIE...``); take the full name from ``-L`` or ``--query-gpu=name``.
     ``mig_mode`` is None on drivers whose table has no ``MIG M.`` row (before R450);
     ``mig_mode_pending`` is the ``*`` shown while a MIG mode change waits for a GPU reset.
+    ``memory_used_mib``/``memory_total_mib`` are None where nvidia-smi prints ``Not Supported``
+    (unified memory, e.g. GB10: NVML cannot report a framebuffer).
     """
 
     index: int
@@ -339,8 +356,8 @@ class SmiGpu:
     bus_id: str
     display_active: str
     volatile_uncorrected_ecc: str
-    memory_used_mib: int
-    memory_total_mib: int
+    memory_used_mib: int | None
+    memory_total_mib: int | None
     utilization_percent: int | None
     compute_mode: str
     mig_mode: str | None
@@ -349,7 +366,9 @@ class SmiGpu:
 
 @dataclass(frozen=True)
 class SmiMigDevice:
-    """A row of the ``MIG devices:`` section."""
+    """A row of the ``MIG devices:`` section. Compute instances of one GPU instance share its memory:
+    nvidia-smi prints the memory once, in a cell spanning their rows, and each of them carries that
+    GPU instance's figures with ``memory_shared`` True."""
 
     gpu: int
     gpu_instance: int
@@ -358,6 +377,7 @@ class SmiMigDevice:
     memory_used_mib: int
     memory_total_mib: int
     sm_count: int
+    memory_shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -455,7 +475,8 @@ def _gpu_block(cur: _Cursor, rows: int) -> SmiGpu:
     top = -rows + 1  # line number offset of the first row relative to cur.i
     gpu = _match(_GPU_CELL, first[0], "GPU index/name/persistence", cur, top)
     bus = _match(_BUS_CELL, first[1], "bus id", cur, top)
-    mem = _match(_MEMORY_CELL, second[1], "memory usage", cur, top + 1)
+    unavailable = _MEMORY_UNAVAILABLE.match(second[1]) is not None
+    mem = None if unavailable else _match(_MEMORY_CELL, second[1], "memory usage", cur, top + 1)
     util = _match(_UTIL_CELL, second[2], "utilization/compute mode", cur, top + 1)
     mig_mode: str | None = None
     pending = False
@@ -467,8 +488,8 @@ def _gpu_block(cur: _Cursor, rows: int) -> SmiGpu:
     return SmiGpu(
         index=int(gpu.group(1)), name=name, name_truncated=name.endswith("..."),
         persistence_mode=gpu.group(3), bus_id=bus.group(1), display_active=bus.group(2),
-        volatile_uncorrected_ecc=first[2].strip(), memory_used_mib=int(mem.group(1)),
-        memory_total_mib=int(mem.group(2)),
+        volatile_uncorrected_ecc=first[2].strip(), memory_used_mib=None if mem is None else int(mem.group(1)),
+        memory_total_mib=None if mem is None else int(mem.group(2)),
         utilization_percent=None if util.group(1) is None else int(util.group(1)),
         compute_mode=util.group(2), mig_mode=mig_mode, mig_mode_pending=pending,
     )
@@ -496,21 +517,41 @@ def _mig_section(cur: _Cursor) -> list[SmiMigDevice]:
         cur.i += 1
         cur.expect(_BORDER, "the border closing 'No MIG devices found'")
         return devices
+    spanning = False  # the previous device's memory cell continues into this device's rows
     while (line := cur.peek()) is not None and line.startswith("|"):
         cells = _cells(cur.take("a MIG device row"), 4, cur)
         ids = _match(_MIG_IDS_CELL, cells[0], "MIG ids", cur, 0)
-        mem = _match(_MEMORY_CELL, cells[1], "MIG memory usage", cur, 0)
         sm = _match(_MIG_SM_CELL, cells[2], "MIG SM count", cur, 0)
+        gpu, gpu_instance = int(ids.group(1)), int(ids.group(2))
+        if cells[1].strip():
+            if spanning:
+                raise cur.fail("a MIG device with its own memory inside a spanning memory cell")
+            mem = _match(_MEMORY_CELL, cells[1], "MIG memory usage", cur, 0)
+            used, total, shared = int(mem.group(1)), int(mem.group(2)), False
+        else:
+            if not spanning or (devices[-1].gpu, devices[-1].gpu_instance) != (gpu, gpu_instance):
+                raise cur.fail("a MIG device row without memory that does not continue its GPU instance's cell")
+            used, total, shared = devices[-1].memory_used_mib, devices[-1].memory_total_mib, True
+            devices[-1] = replace(devices[-1], memory_shared=True)
         devices.append(SmiMigDevice(
-            gpu=int(ids.group(1)), gpu_instance=int(ids.group(2)), compute_instance=int(ids.group(3)),
-            mig_device=int(ids.group(4)), memory_used_mib=int(mem.group(1)), memory_total_mib=int(mem.group(2)),
-            sm_count=int(sm.group(1)),
+            gpu=gpu, gpu_instance=gpu_instance, compute_instance=int(ids.group(3)),
+            mig_device=int(ids.group(4)), memory_used_mib=used, memory_total_mib=total,
+            sm_count=int(sm.group(1)), memory_shared=shared,
         ))
         while (line := cur.peek()) is not None and line.startswith("|"):
             _cells(cur.take("a MIG device continuation row"), 4, cur)
-        cur.expect(_BLOCK_END, "the rule closing a MIG device")
+        rule = cur.take("the rule closing a MIG device")
+        if _SPAN_RULE.match(rule):
+            spanning = True
+        elif _BLOCK_END.match(rule):
+            spanning = False
+        else:
+            cur.i -= 1
+            raise cur.fail(f"expected the rule closing a MIG device, found {rule.strip()!r}")
     if not devices:
         raise cur.fail("MIG devices section without rows")
+    if spanning:
+        raise cur.fail("the MIG devices section ends inside a shared memory cell (truncated?)")
     return devices
 
 
@@ -592,3 +633,273 @@ def parse_table(text: str) -> SmiTable:
         cuda_version=header.group(3), gpus=tuple(gpus), mig_devices=tuple(mig_devices),
         processes=tuple(processes),
     )
+
+
+# ------------------------------------------------------------- nvidia-smi mig -lgip/-lgi/-lcip/-lci
+
+MIG_SOURCE = "nvidia-smi mig"
+_MIG_TITLES = {
+    "GPU instance profiles:": "-lgip", "GPU instances:": "-lgi",
+    "Compute instance profiles:": "-lcip", "Compute instances:": "-lci",
+}
+_MIG_FAILED = re.compile(r"^\s*Failed to display (.+?): (.+?)\s*$")
+# A guess (no real capture found): the wording of an empty listing. A capture of `nvidia-smi mig -lgi`
+# on a GPU in MIG mode without instances would settle it.
+_MIG_NONE = re.compile(r"^\s*No (?:GPU|compute) instances? (?:profiles? )?found\b.*$", re.IGNORECASE)
+_LGIP_ROW = re.compile(
+    r"^\|\s*(\d+)\s+MIG\s+(\S+)\s+(\d+)\s+(\d+)/(\d+)\s+([\d.]+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|$")
+_LGIP_ROW2 = re.compile(r"^\|\s+(\d+)\s+(\d+)\s+(\d+)\s*\|$")
+_LGI_ROW = re.compile(r"^\|\s*(\d+)\s+MIG\s+(\S+)\s+(\d+)\s+(\d+)\s+(\d+):(\d+)\s*\|$")
+_LCIP_ROW = re.compile(
+    r"^\|\s*(\d+)\s+(\d+)\s+MIG\s+(\S+)\s+(\d+)(\*?)\s+(\d+)/(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*\|$")
+_LCIP_ROW2 = re.compile(r"^\|\s+(\d+)\s+(\d+)\s*\|$")
+_LCI_ROW = re.compile(r"^\|\s*(\d+)\s+(\d+)\s+MIG\s+(\S+)\s+(\d+)\s+(\d+)(?:\s+(\d+):(\d+))?\s*\|$")
+
+
+@dataclass(frozen=True)
+class MigGpuInstanceProfile:
+    """A ``nvidia-smi mig -lgip`` entry: ``profile`` as the device plugin names it (``1g.10gb``,
+    ``1g.10gb+me``), ``free``/``total`` instances that can still be / can be created."""
+
+    gpu: int
+    profile: str
+    profile_id: int
+    free: int
+    total: int
+    memory_gib: float
+    p2p: str
+    sm: int
+    dec: int
+    enc: int
+    ce: int
+    jpeg: int
+    ofa: int
+
+
+@dataclass(frozen=True)
+class MigGpuInstance:
+    """A ``nvidia-smi mig -lgi`` entry (placement ``start``:``size`` in memory slices)."""
+
+    gpu: int
+    profile: str
+    profile_id: int
+    instance_id: int
+    placement_start: int
+    placement_size: int
+
+
+@dataclass(frozen=True)
+class MigComputeInstanceProfile:
+    """A ``nvidia-smi mig -lcip`` entry; ``default`` is the profile marked ``*`` (the whole GPU
+    instance, what ``-cgi ... -C`` creates)."""
+
+    gpu: int
+    gpu_instance: int
+    profile: str
+    profile_id: int
+    default: bool
+    free: int
+    total: int
+    sm: int
+    dec: int
+    enc: int
+    ofa: int
+    ce: int
+    jpeg: int
+
+
+@dataclass(frozen=True)
+class MigComputeInstance:
+    """A ``nvidia-smi mig -lci`` entry (placement only where the driver prints it)."""
+
+    gpu: int
+    gpu_instance: int
+    profile: str
+    profile_id: int
+    instance_id: int
+    placement_start: int | None
+    placement_size: int | None
+
+
+MigListing = tuple[MigGpuInstanceProfile, ...] | tuple[MigGpuInstance, ...] | \
+    tuple[MigComputeInstanceProfile, ...] | tuple[MigComputeInstance, ...]
+
+
+def _mig_records(text: str, title: str) -> list[list[tuple[int, str]]]:
+    """The rows of each record of a boxed ``nvidia-smi mig`` listing titled ``title`` (with line
+    numbers); ``[]`` when the tool said there are none. Raises on anything that is not that listing."""
+    lines = text.splitlines()
+    content = [(n, line.rstrip()) for n, line in enumerate(lines, start=1) if line.strip()]
+    for n, line in content:
+        if m := _MIG_FAILED.match(line):
+            condition = (SmiCondition.NO_PERMISSION if "insufficient permissions" in m.group(2).lower()
+                         else SmiCondition.NVML_INIT_FAILED)
+            raise NvidiaSmiFailure(condition, line.strip(), source=MIG_SOURCE, line=n)
+    _raise_on_failure(lines, MIG_SOURCE)
+    if content and all(_MIG_NONE.match(line) for _, line in content):
+        return []
+    if not content:
+        raise ProbeParseError("empty output", source=MIG_SOURCE, line=None)
+
+    def fail(message: str, number: int | None) -> ProbeParseError:
+        return ProbeParseError(message, source=MIG_SOURCE, line=number)
+
+    n, line = content[0]
+    if not _BORDER.match(line):
+        raise fail(f"expected the '+---+' border opening the listing, found {line.strip()!r}", n)
+    if len(content) < 2 or content[1][1].strip("| ") != title:
+        found = content[1][1].strip("| ") if len(content) > 1 else "nothing"
+        raise fail(f"expected the title {title!r}, found {found!r}", content[1][0] if len(content) > 1 else None)
+    i = 2
+    while i < len(content) and not _DOUBLE_RULE.match(content[i][1]):
+        if not content[i][1].startswith("|"):
+            raise fail(f"expected the column headers, found {content[i][1].strip()!r}", content[i][0])
+        i += 1
+    if i >= len(content):
+        raise fail("output ends in the column headers (truncated?)", None)
+    i += 1
+    records: list[list[tuple[int, str]]] = []
+    rows: list[tuple[int, str]] = []
+    for n, line in content[i:]:
+        if _BORDER.match(line):
+            if not rows:
+                raise fail("an empty record", n)
+            records.append(rows)
+            rows = []
+        elif line.startswith("|"):
+            rows.append((n, line))
+        else:
+            raise fail(f"unexpected text in the listing: {line.strip()!r}", n)
+    if rows:
+        raise fail("the last record has no closing border: the output is truncated", rows[-1][0])
+    if not records:
+        raise fail("a listing without records", None)
+    return records
+
+
+def _rows(record: list[tuple[int, str]], patterns: Sequence[re.Pattern[str]], what: str) -> list[re.Match[str]]:
+    if len(record) != len(patterns):
+        raise ProbeParseError(f"a {what} record of {len(record)} rows, expected {len(patterns)}",
+                              source=MIG_SOURCE, line=record[0][0])
+    out = []
+    for (n, line), pattern in zip(record, patterns, strict=True):
+        m = pattern.match(line)
+        if m is None:
+            raise ProbeParseError(f"unreadable {what} row {line.strip()!r}", source=MIG_SOURCE, line=n)
+        out.append(m)
+    return out
+
+
+def parse_mig_gpu_instance_profiles(text: str) -> tuple[MigGpuInstanceProfile, ...]:
+    """Parse ``nvidia-smi mig -lgip``."""
+    out = []
+    for record in _mig_records(text, "GPU instance profiles:"):
+        a, b = _rows(record, (_LGIP_ROW, _LGIP_ROW2), "GPU instance profile")
+        out.append(MigGpuInstanceProfile(
+            gpu=int(a[1]), profile=a[2], profile_id=int(a[3]), free=int(a[4]), total=int(a[5]),
+            memory_gib=float(a[6]), p2p=a[7], sm=int(a[8]), dec=int(a[9]), enc=int(a[10]),
+            ce=int(b[1]), jpeg=int(b[2]), ofa=int(b[3])))
+    return tuple(out)
+
+
+def parse_mig_gpu_instances(text: str) -> tuple[MigGpuInstance, ...]:
+    """Parse ``nvidia-smi mig -lgi``; ``()`` when there are none."""
+    out = []
+    for record in _mig_records(text, "GPU instances:"):
+        (a,) = _rows(record, (_LGI_ROW,), "GPU instance")
+        out.append(MigGpuInstance(gpu=int(a[1]), profile=a[2], profile_id=int(a[3]), instance_id=int(a[4]),
+                                  placement_start=int(a[5]), placement_size=int(a[6])))
+    return tuple(out)
+
+
+def parse_mig_compute_instance_profiles(text: str) -> tuple[MigComputeInstanceProfile, ...]:
+    """Parse ``nvidia-smi mig -lcip``."""
+    out = []
+    for record in _mig_records(text, "Compute instance profiles:"):
+        a, b = _rows(record, (_LCIP_ROW, _LCIP_ROW2), "compute instance profile")
+        out.append(MigComputeInstanceProfile(
+            gpu=int(a[1]), gpu_instance=int(a[2]), profile=a[3], profile_id=int(a[4]), default=a[5] == "*",
+            free=int(a[6]), total=int(a[7]), sm=int(a[8]), dec=int(a[9]), enc=int(a[10]), ofa=int(a[11]),
+            ce=int(b[1]), jpeg=int(b[2])))
+    return tuple(out)
+
+
+def parse_mig_compute_instances(text: str) -> tuple[MigComputeInstance, ...]:
+    """Parse ``nvidia-smi mig -lci``; ``()`` when there are none."""
+    out = []
+    for record in _mig_records(text, "Compute instances:"):
+        (a,) = _rows(record, (_LCI_ROW,), "compute instance")
+        out.append(MigComputeInstance(
+            gpu=int(a[1]), gpu_instance=int(a[2]), profile=a[3], profile_id=int(a[4]), instance_id=int(a[5]),
+            placement_start=None if a[6] is None else int(a[6]),
+            placement_size=None if a[7] is None else int(a[7])))
+    return tuple(out)
+
+
+def parse_mig_listing(text: str) -> tuple[str, MigListing]:
+    """Any of the four listings, told apart by its title: ``("-lgip", profiles)`` and so on."""
+    title = next((line.strip("| \t") for line in text.splitlines()[:3] if line.strip("| \t") in _MIG_TITLES), None)
+    if title is None:
+        _mig_records(text, "GPU instances:")  # raises the tool's failure, or says what it found instead
+        raise ProbeParseError("not an nvidia-smi mig listing", source=MIG_SOURCE, line=None)
+    kind = _MIG_TITLES[title]
+    if kind == "-lgip":
+        return kind, parse_mig_gpu_instance_profiles(text)
+    if kind == "-lgi":
+        return kind, parse_mig_gpu_instances(text)
+    if kind == "-lcip":
+        return kind, parse_mig_compute_instance_profiles(text)
+    return kind, parse_mig_compute_instances(text)
+
+
+# ------------------------------------------------------------------------ nvidia-smi -mig 0|1
+
+MIG_MODE_SOURCE = "nvidia-smi -mig"
+_MODE_DONE = re.compile(rf"^(Enabled|Disabled) MIG Mode for GPU ({_BUS_ID})\s*$")
+_MODE_PENDING = re.compile(rf"^Warning: MIG mode is in pending (enable|disable) state for GPU ({_BUS_ID}):(.+?)\s*$")
+_MODE_REBOOT = re.compile(r"^Reboot the system or try nvidia-smi --gpu-reset to make MIG mode effective on GPU (\S+)")
+_MODE_IN_USE = re.compile(r"^(\S+) is currently being used by one or more other processes\b")
+
+
+@dataclass(frozen=True)
+class MigModeChange:
+    """One GPU in the output of ``nvidia-smi -mig 0|1``. ``pending`` True means the new mode waits
+    for a GPU reset or a reboot (nvidia-smi then shows the mode with ``*``); ``reason`` is what
+    stopped the reset (``In use by another client``, ``Not Supported`` in VMs, ``Timeout``)."""
+
+    bus_id: str
+    mode: str  # enabled | disabled: the mode asked for
+    pending: bool
+    reason: str | None = None
+
+
+def parse_mig_mode(text: str) -> tuple[MigModeChange, ...]:
+    """Parse the output of ``nvidia-smi [-i N] -mig 0|1``; it must end with ``All done.``."""
+    lines = text.splitlines()
+    _raise_on_failure(lines, MIG_MODE_SOURCE)
+    changes: list[MigModeChange] = []
+    done = False
+    for n, line in enumerate(lines, start=1):
+        s = line.strip()
+        if not s:
+            continue
+        if done:
+            raise ProbeParseError(f"text after 'All done.': {s!r}", source=MIG_MODE_SOURCE, line=n)
+        if s == "All done.":
+            done = True
+        elif m := _MODE_DONE.match(s):
+            changes.append(MigModeChange(bus_id=m[2], mode=m[1].lower(), pending=False))
+        elif m := _MODE_PENDING.match(s):
+            changes.append(MigModeChange(bus_id=m[2], mode=f"{m[1]}d", pending=True, reason=m[3]))
+        elif (m := _MODE_REBOOT.match(s) or _MODE_IN_USE.match(s)) is not None:
+            if not changes or not changes[-1].pending or changes[-1].bus_id != m[1]:
+                raise ProbeParseError(f"a reset/reboot note for a GPU without a pending change: {s!r}",
+                                      source=MIG_MODE_SOURCE, line=n)
+        else:
+            raise ProbeParseError(f"not nvidia-smi -mig output: {s!r}", source=MIG_MODE_SOURCE, line=n)
+    if not changes:
+        raise ProbeParseError("no GPU in the output", source=MIG_MODE_SOURCE, line=None)
+    if not done:
+        raise ProbeParseError("no 'All done.' at the end: the output is truncated", source=MIG_MODE_SOURCE,
+                              line=len(lines) or None)
+    return tuple(changes)
