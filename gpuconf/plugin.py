@@ -14,7 +14,7 @@ import functools
 import re
 import signal
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -455,6 +455,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     cncf = [str(m.args[0]) for m in item.iter_markers("cncf")]
     if cncf and "gpuconf.cncf" not in recorded:  # the requirements it gives evidence for (--cncf-evidence)
         item.user_properties.append(("gpuconf.cncf", ",".join(cncf)))
+    if "gpuconf.outcome" not in recorded and call.excinfo is not None and call.excinfo.errisinstance(
+            pytest.skip.Exception):  # a skip before judge(): junit.xml says NOT TESTED as judge() would
+        item.user_properties.append(("gpuconf.outcome", "not-tested"))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -792,6 +795,26 @@ def record_metrics(record_property: Any, **values: float | None) -> None:
     for name, value in values.items():
         if value is not None and math.isfinite(value):
             record_property(METRIC_PREFIX + name, format_metric(value))
+
+
+def record_series(record_property: Any, name: str, points: Iterable[tuple[float, float]], *, x: tuple[str, str],
+                  y: tuple[str, str], floor: float | None = None, x_scale: str = "linear",
+                  title: str | None = None) -> None:
+    """Record a measured series as the ``gpuconf.series.<name>`` property: the reports draw it with
+    its axes (``x``/``y``: quantity and unit), the floor as a line, and keep it in report.json.
+
+    Example::
+
+        record_series(record_property, "busbw", [(1024, 0.5), (1 << 30, 462.0)], x=("message size", "B"),
+                      y=("bus bandwidth", "GB/s"), floor=400.0, x_scale="log2")
+    """
+    import json
+
+    from gpuconf.report.model import SERIES_PREFIX, Series
+
+    series = Series(name, tuple((float(px), float(py)) for px, py in points), x[0], x[1], y[0], y[1], floor,
+                    x_scale, title)
+    record_property(SERIES_PREFIX + name, json.dumps(series.as_json(), separators=(",", ":")))
 
 
 #: The kubelet's Pulled event after a pull (pkg/kubelet/images/image_manager.go): the pull time is

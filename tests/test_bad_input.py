@@ -173,7 +173,7 @@ def test_a_suite_run_started_wrong_says_why_in_one_line(pytester: pytest.Pyteste
     said = _said(output)
     assert len(said) == 1 and fragment in said[0], said
     if status >= 10 or case == "--namespace that does not exist":  # started, then stopped: the reports say why
-        doc = json.loads((pytester.path / "reports" / "report.json").read_text())["gpuconf"]
+        doc = json.loads((pytester.path / "reports" / "report.json").read_text())["extra"]["gpuconf"]
         assert doc["exit_status"] == status and fragment in doc["error"]
 
 
