@@ -209,11 +209,32 @@ def _interrupt_on_sigterm(config: pytest.Config) -> None:
     config.add_cleanup(restore)
 
 
+#: pytest's own markers (registered by its plugins, maybe after this one's pytest_configure).
+_BUILTIN_MARKERS = frozenset({"filterwarnings", "parametrize", "skip", "skipif", "tryfirst", "trylast", "usefixtures",
+                              "xfail"})
+#: The names in a -m expression: pytest's identifier characters (_pytest/mark/expression.py), less
+#: the operators.
+_MARK_IDENT = re.compile(r"(?:\w|:|\+|-|\.|\[|\]|\\|/)+")
+
+
+def unknown_markers(expression: str, registered: Iterable[str]) -> list[str]:
+    """The names a ``-m`` expression uses that no marker is registered under (pytest would select
+    nothing by them, silently, after the cluster started)."""
+    known = {line.split(":", 1)[0].split("(", 1)[0].strip() for line in registered} | _BUILTIN_MARKERS
+    names = [n for n in _MARK_IDENT.findall(expression) if n not in ("and", "or", "not")]
+    return sorted({n for n in names if n not in known})
+
+
 def _validate_options(config: pytest.Config) -> None:
     """Bad option values end the run at startup with one line (pytest's usage error, exit 4)."""
     import re
 
     from gpuconf.sim.selectors import SelectorError, parse_label_selector
+
+    markexpr = config.getoption("markexpr", "") or ""
+    if unknown := unknown_markers(markexpr, config.getini("markers")):
+        raise pytest.UsageError(f"-m {markexpr!r}: no marker named {', '.join(unknown)} (known: "
+                                + ", ".join(sorted(MARKERS)) + "; pytest --markers lists all)")
 
     selector = config.getoption("--node-selector")
     if selector is not None:
