@@ -115,7 +115,8 @@ def test_profiles_and_faults_are_listed():
     out = io.StringIO()
     assert main(["sim", "faults"], stdout=out, stderr=io.StringIO()) == 0
     assert "gpu-lost" in out.getvalue() and "caught by" in out.getvalue()
-    assert "    kernel_driver: driver-version, default 580.82.07: the version of the loaded kernel module" in out.getvalue()
+    listed = out.getvalue()
+    assert "    kernel_driver: driver-version, default 580.82.07: the version of the loaded kernel module" in listed
     assert "    layout: mig-layout, default null: " in out.getvalue()
 
 
