@@ -344,3 +344,26 @@ def test_the_remedy_reported_is_the_one_the_failure_gave_else_the_checks(tmp_pat
     assert first == "a GPU is missing: see X" and second.startswith("Find the unhealthy GPU")
     html = write_html(run(), [specific, plain], tmp_path / "report.html").read_text()
     assert html.count("a GPU is missing: see X") == 1 and "Fewer GPUs allocatable than" not in html
+
+
+def test_any_recorded_series_is_drawn_with_its_axes_units_and_floor(tmp_path):
+    """Not only NCCL's: a series a suite records (record_series) comes back from the properties and
+    is drawn the same way, and report.json keeps it."""
+    from gpuconf.plugin import record_series
+
+    props: list[tuple[str, str]] = []
+    record_series(lambda k, v: props.append((k, v)), "h2d", [(1 << 20, 12.5), (1 << 24, 48.0), (1 << 28, 53.1)],
+                  x=("transfer size", "B"), y=("host to device bandwidth", "GB/s"), floor=40.0, x_scale="log2",
+                  title="GPU 0 host-to-device copy")
+    properties = {"gpuconf.check": "hostbw.h2d", "gpuconf.node": "n1", "gpuconf.outcome": "pass", **dict(props)}
+    r = from_test_report("suites/test_hostbw.py::test_h2d[n1]", "passed", 1.0, properties, None)
+    [series] = r.series
+    assert (series.name, series.floor, series.points[-1]) == ("h2d", 40.0, (float(1 << 28), 53.1)) and not r.curve
+    html = write_html(run(), [r], tmp_path / "report.html").read_text()
+    assert "GPU 0 host-to-device copy" in html and "transfer size (B, log scale)" in html
+    assert "host to device bandwidth (GB/s)" in html and 'class="floor"' in html and "floor 40 GB/s" in html
+    assert ">256 MiB</text>" in html and ">16 MiB</text>" in html  # byte ticks in binary units
+    doc = json.loads(write_json(run(), [r], tmp_path / "report.json").read_text())
+    assert doc["results"]["tests"][0]["extra"]["series"][0]["floor"] == 40.0
+    bad = from_test_report("s.py::t", "passed", 0.0, {"gpuconf.series.x": "{not json"}, None)
+    assert bad.series == ()  # a malformed recording is left out, the report still written

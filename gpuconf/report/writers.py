@@ -353,7 +353,7 @@ def series_svg(series: Series, *, width: int = 560, height: int = 240) -> Markup
     is a number formatted here or an escaped label, so the markup is safe to embed."""
     from markupsafe import escape
 
-    left, right, top_pad, bottom = 64, 16, 16, 44
+    left, right, top_pad, bottom = 64, 32, 16, 44
     xs_raw = [x for x, _ in series.points]
     log = series.x_scale == "log2" and min(xs_raw) > 0
     xs = [math.log2(x) if log else x for x in xs_raw]
