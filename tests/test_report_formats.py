@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -225,3 +226,11 @@ def test_the_sign_off_renders_to_png_at_1400_px(runs: dict[str, Path], tmp_path:
     if keep := os.environ.get("GPUCONF_SCREENSHOTS"):
         Path(keep).mkdir(parents=True, exist_ok=True)
         shutil.copy(png, Path(keep) / png.name)
+
+
+def test_the_sign_off_prints_on_a4(runs: dict[str, Path], tmp_path: Path) -> None:
+    pdf = tmp_path / "failing.pdf"
+    _browse(runs["failing"] / "report.html", tmp_path, "--no-pdf-header-footer", f"--print-to-pdf={pdf}")
+    boxes = re.findall(rb"/MediaBox\s*\[0 0 ([\d.]+) ([\d.]+)\]", pdf.read_bytes())
+    assert boxes and all(round(float(w)) == 595 and round(float(h)) == 842 for w, h in boxes), boxes  # A4 in pt
+    assert len(boxes) <= 2, f"{len(boxes)} pages for one failure on two nodes"
