@@ -367,3 +367,26 @@ def test_any_recorded_series_is_drawn_with_its_axes_units_and_floor(tmp_path):
     assert doc["results"]["tests"][0]["extra"]["series"][0]["floor"] == 40.0
     bad = from_test_report("s.py::t", "passed", 0.0, {"gpuconf.series.x": "{not json"}, None)
     assert bad.series == ()  # a malformed recording is left out, the report still written
+
+
+@pytest.mark.parametrize(("reason", "kind"), [
+    # the suites' own skip reasons (gpuconf/checks, suites/), as a reader would sort them
+    ("h100-0 does not use MIG (nvidia.com/mig.strategy=none, nvidia.com/mig.capable=true)", "not-applicable"),
+    ("burn-in: give --burn-in to run it", "not-applicable"),
+    ("the node advertises no nvidia.com/gpu to request", "not-applicable"),
+    ("h100-0 shares its GPUs (time-slicing, 4 replicas): an NCCL job needs whole GPUs", "not-applicable"),
+    ("measured 400 GB/s; no floor for this hardware in gpuconf/data/nccl_floors.yaml (recorded, not judged)",
+     "not-applicable"),
+    ("no canary ran on h100-0", "could-not-run"),
+    ("no matrix pod ran on h100-1", "could-not-run"),
+    ("h100-0 has 8 of 8 GPUs in use by other pods (team/a: 8): NCCL runs on idle nodes only", "could-not-run"),
+    ("requirement enforcement on h100-0 is unknown: the canary timed out", "could-not-run"),
+    ("no exporter scrape for h100-0", "could-not-run"),
+    ("the probe reported no transport: exit 3", "could-not-run"),
+    ("the two pods did not hold their GPUs at the same time (one finished before the other started)",
+     "could-not-run"),
+])
+def test_not_tested_is_split_into_could_not_run_and_not_applicable(reason, kind):
+    from gpuconf.report.model import not_tested_kind
+
+    assert not_tested_kind(CheckResult("c", "n", "not-tested", "s.py::t[n]", message=reason)) == kind

@@ -164,9 +164,10 @@ def cluster_verdict(run: RunRecord, results: Sequence[CheckResult]) -> str:
 #: the suites' skip reasons (pytest.skip / gpuconf.verdict.not_tested); a reason matching none of them
 #: is "not applicable here".
 _COULD_NOT_RUN = re.compile(
-    r"could not|cannot|can't|failed|forbidden|timed? ?out|unreachable|did not (?:complete|run|start|finish)|"
-    r"no (?:result|report|output)|error|refused|missing rbac|not allowed|interrupted|unparsable|"
-    r"never (?:ran|started|scheduled)|pending", re.I)
+    r"could not|cannot|can't|failed|forbidden|timed? ?out|unreachable|did not|not run\b|never (?:ran|started)|"
+    r"no (?:result|report|output)|error|refused|interrupted|unparsable|pending|in use by|unknown|"
+    r"no [\w-]+(?: [\w-]+)? (?:ran|was planned|was launched)|no exporter scrape|(?:measured|reports?|reported) no",
+    re.I)
 
 
 def not_tested_kind(result: CheckResult) -> str:
