@@ -234,3 +234,19 @@ def test_the_sign_off_prints_on_a4(runs: dict[str, Path], tmp_path: Path) -> Non
     boxes = re.findall(rb"/MediaBox\s*\[0 0 ([\d.]+) ([\d.]+)\]", pdf.read_bytes())
     assert boxes and all(round(float(w)) == 595 and round(float(h)) == 842 for w, h in boxes), boxes  # A4 in pt
     assert len(boxes) <= 2, f"{len(boxes)} pages for one failure on two nodes"
+
+
+def test_every_capability_on_long_node_names_fits_1400_px(tmp_path: Path) -> None:
+    """Thirteen suites' columns (all of suites/) on nodes with long names: no sideways scrolling."""
+    from gpuconf.report.model import CheckResult, RunRecord
+    from gpuconf.report.writers import write_html
+
+    suites = sorted(p.stem.removeprefix("test_") for p in (ROOT / "suites").glob("test_*.py"))
+    assert len(suites) >= 13
+    results = [CheckResult(f"{suite}.x", node, outcome, f"suites/test_{suite}.py::test_x[{node}]",
+                           message="the probe pod could not start" if outcome == "not-tested" else "x")
+               for node in ("gpu-node-a100-pool-0001", "gpu-node-a100-pool-0002", "h100-2")
+               for i, suite in enumerate(suites) for outcome in (("not-tested", "pass", "fail")[i % 3],)]
+    page = write_html(RunRecord("simulated:x", 1.7e9, 1.7e9 + 1, 1), results, tmp_path / "runs" / "report.html")
+    seen = _measure({"wide": page.parent}, "wide", tmp_path)
+    assert seen["width"] <= SCREEN[0] and seen["verdict_text"].split("\n")[0] == "FAIL"

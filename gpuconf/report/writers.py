@@ -220,7 +220,7 @@ def _cell_label(results: Sequence[CheckResult]) -> tuple[str, str]:
     if outcome != NOT_TESTED:
         return outcome, outcome.upper()
     if any(not_tested_kind(r) == COULD_NOT_RUN for r in results):
-        return COULD_NOT_RUN, "COULD NOT RUN"
+        return COULD_NOT_RUN, "NOT RUN"
     return NOT_APPLICABLE, "N/A"
 
 
