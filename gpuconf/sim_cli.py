@@ -175,6 +175,17 @@ def _cmd_profiles(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> i
 def _cmd_faults(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from gpuconf.sim.profile import fault_catalog
 
+    pad = " " * 27
+    targets = {"gpu": "pool, node (or all), gpu", "node": "pool, node (or all)", "cluster": "the whole cluster"}
     for fault in fault_catalog().values():
-        stdout.write(f"{fault.id:26s} {fault.summary}\n{'':26s} caught by {fault.check} ({fault.suite})\n")
+        stdout.write(f"{fault.id:26s} {fault.summary}\n{pad}caught by {fault.check} ({fault.suite})\n"
+                     f"{pad}targets: {targets[fault.scope]}\n")
+        for param in fault.parameters:
+            choices = f"; one of {', '.join(map(str, param.enum))}" if param.enum else ""
+            default = param.default if isinstance(param.default, str) else json.dumps(param.default)
+            stdout.write(f"{pad}{param.name}: {param.type}, default {default}{choices}: {param.description}\n")
+        example = {"gpu": ", pool: POOL, node: 0, gpu: 0", "node": ", pool: POOL, node: 0", "cluster": ""}[fault.scope]
+        given = "".join(f", {param.name}: {json.dumps(param.default)}" for param in fault.parameters[:1]
+                        if param.default is not None)
+        stdout.write(f"{pad}in a profile: faults: [{{id: {fault.id}{example}{given}}}]\n")
     return EXIT_OK

@@ -59,10 +59,13 @@ class Verdict:
     observed: str | None = None
     evidence: tuple[str, ...] = ()
     facts: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: The remedy for what was observed, where the check's own (gpuconf/data/checks.yaml) covers
+    #: another cause: a remedy never sends the reader to a check that passed, or to a wrong fix.
+    remedy: str | None = None
 
     @property
     def remediation(self) -> str:
-        return check(self.check).remediation
+        return self.remedy or check(self.check).remediation
 
     def message(self) -> str:
         """What a failing test prints: the summary, one expected/observed line, the remedy."""

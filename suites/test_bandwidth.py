@@ -12,6 +12,9 @@ from gpuconf.plugin import judge, probe_report, record_metrics, record_series
 
 pytestmark = pytest.mark.bandwidth
 
+#: The series the bandwidth checks record, by name: what each measures.
+_DIRECTIONS = {"h2d_gbps": "host-to-device", "d2h_gbps": "device-to-host"}
+
 
 def declared_link(expect_profile, gpu_inventory, node: str) -> tuple[int, int] | None:
     """The (generation, width) the node's --expect pool declares under ``pcie``, or None."""
@@ -25,7 +28,10 @@ def report(verdict, record_property) -> None:
     for line in verdict.evidence:
         record_property("gpuconf.gpu", line)
     series = verdict.facts.get("series", {})
-    record_series(record_property, series)
+    for name, points in series.items():
+        direction = _DIRECTIONS.get(name, name)
+        record_series(record_property, name, points, x=("GPU", "CUDA index"), y=(f"{direction} copy", "GB/s"),
+                      x_scale="category", title=f"{direction} pinned copy bandwidth per GPU")
     record_metrics(record_property, **{name: min(y for _, y in points) for name, points in series.items()})
     judge(verdict, record_property)
 

@@ -27,7 +27,7 @@ from gpuconf.checks import nccl as checks
 from gpuconf.cluster import GpuNode, Inventory, PodOutcome, list_active_pods, run_campaign
 from gpuconf.compat import tables
 from gpuconf.compat.tables import NcclFloor
-from gpuconf.plugin import ClusterHandle, judge, record_metrics, run_context
+from gpuconf.plugin import ClusterHandle, judge, record_metrics, record_series, run_context
 from gpuconf.probe_pods import NCCL_JOB_LABEL, make_nccl_job_service, make_nccl_probe_pod, nccl_rank0_address
 from gpuconf.probes import ProbeParseError
 from gpuconf.probes.nccl import NcclProbeReport, parse_nccl_probe
@@ -144,9 +144,12 @@ def test_busbw_above_floor(gpu_node, gpu_inventory, intra_node, expect_profile, 
     node = nccl_node(gpu_inventory, gpu_node)
     doc = report(intra_node, gpu_node)
     floor = checks.expected_floor(node.labels.get("nvidia.com/gpu.product", ""), whole_gpus(node))
-    record_property("gpuconf.curve", format_curve((size.bytes, size.busbw_gbps) for size in doc.sizes))
-    judge(checks.evaluate_busbw(gpu_node, doc, floor, declared_gbps=declared_floor(expect_profile, node)),
-          record_property)
+    declared = declared_floor(expect_profile, node)
+    minimum = declared if declared is not None else floor.minimum_gbps if floor is not None else None
+    record_series(record_property, "busbw", ((size.bytes, size.busbw_gbps) for size in doc.sizes),
+                  x=("message size", "B"), y=("bus bandwidth", "GB/s"), floor=minimum, x_scale="log2",
+                  title="all-reduce bus bandwidth by message size (floor: messages of 1 GiB and more)")
+    judge(checks.evaluate_busbw(gpu_node, doc, floor, declared_gbps=declared), record_property)
 
 
 @pytest.mark.check("nccl.transport-expected")

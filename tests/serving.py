@@ -10,14 +10,29 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 GPUCONF = [sys.executable, "-m", "gpuconf.cli"]
+#: How many suite runs a fixture makes at once: one per core (at least two; a run waits on its
+#: simulated cluster part of the time). More starve each other's start-up deadlines on 2 cores.
+PARALLEL_RUNS = max(2, os.cpu_count() or 1)
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def in_parallel(jobs: Mapping[K, Callable[[], V]]) -> dict[K, V]:
+    """Run independent jobs (each starting its own suite run) PARALLEL_RUNS at a time; their results
+    by key, in the jobs' order. The first job to raise raises here, after the others finished."""
+    with ThreadPoolExecutor(max_workers=PARALLEL_RUNS) as pool:
+        futures = {key: pool.submit(job) for key, job in jobs.items()}
+    return {key: future.result() for key, future in futures.items()}
 
 
 @dataclass

@@ -117,7 +117,7 @@ def test_an_outage_mid_run_ends_the_run_with_one_line_and_status_11(tmp_path: Pa
     assert "Traceback" not in output, output[-3000:]
     said = [line for line in output.splitlines() if "cannot reach the API server" in line]
     assert said and "Interrupted: gpuconf: cannot reach the API server at http://127.0.0.1:" in output, output[-3000:]
-    written = report(tmp_path / "reports")["gpuconf"]
+    written = report(tmp_path / "reports")["extra"]["gpuconf"]
     assert written["exit_status"] == 11 and written["run_id"]
 
 

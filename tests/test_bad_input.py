@@ -147,6 +147,9 @@ SUITE_CASES: list[tuple[str, Build, int, str]] = [
     ("--nccl-nodes 1", lambda d, r, s: ["--simulate", "healthy-h100", "--nccl-nodes", "1"], 4,
      "--nccl-nodes 1: give 2 or more nodes"),
     ("--dcgm-diag 7", lambda d, r, s: ["--simulate", "healthy-h100", "--dcgm-diag", "7"], 4, "--dcgm-diag 7"),
+    # a -m naming no marker would select nothing, silently, after starting the cluster: refused first
+    ("-m unknown marker", lambda d, r, s: ["--simulate", "healthy-h100", "-m", "smoke and not gpu_smoke"], 4,
+     "-m 'smoke and not gpu_smoke': no marker named gpu_smoke (known: "),
 ]
 
 
@@ -173,7 +176,7 @@ def test_a_suite_run_started_wrong_says_why_in_one_line(pytester: pytest.Pyteste
     said = _said(output)
     assert len(said) == 1 and fragment in said[0], said
     if status >= 10 or case == "--namespace that does not exist":  # started, then stopped: the reports say why
-        doc = json.loads((pytester.path / "reports" / "report.json").read_text())["gpuconf"]
+        doc = json.loads((pytester.path / "reports" / "report.json").read_text())["extra"]["gpuconf"]
         assert doc["exit_status"] == status and fragment in doc["error"]
 
 

@@ -204,6 +204,12 @@ def test_a_node_short_of_the_gpus_its_pool_has_is_named_by_the_preflight():
                                         expected_from="its pool's other nodes have")
     assert verdict.outcome is Outcome.FAIL
     assert verdict.summary.startswith("h100-0 has 7/8 GPUs allocatable (its pool's other nodes have 8)")
+    # its remedy names the check that fails with it (a GPU gone), not the allocatable one, which passes
+    assert "inventory.gpu-count-matches-expected" in verdict.remediation
+    assert "allocatable-matches-capacity" not in verdict.remediation
+    unhealthy = checks.evaluate_preflight("h100-1", capacity=8, allocatable=7, holders=[], expected=8)
+    assert "marks 1 of the node's 8 GPUs unhealthy (see inventory.allocatable-matches-capacity)" in \
+        unhealthy.remediation and "gpu-count" not in unhealthy.remediation
     same = checks.evaluate_preflight("h100-1", capacity=8, allocatable=8, holders=[], expected=8)
     assert same.outcome is Outcome.PASS
 

@@ -41,6 +41,15 @@ def test_cuda_that_cannot_start_fails_with_the_error():
     assert verdict.outcome is Outcome.FAIL and "cudaErrorUnknown (999)" in verdict.summary
 
 
+def test_a_driver_library_mismatch_is_remedied_by_a_reboot_not_a_gpu_reset():
+    fault = {"id": "library-mismatch", "pool": "h100", "node": 0}
+    verdict = evaluate_vector_add("h100-0", probe([fault]), requested=8)
+    assert verdict.outcome is Outcome.FAIL and "(803)" in verdict.summary
+    assert "reboot it" in verdict.remediation and "reset or replace" not in verdict.remediation
+    other = evaluate_vector_add("h100-0", probe([{"id": "uvm-missing", "pool": "h100", "node": 0}]), requested=8)
+    assert "reset or replace the GPU" in other.remediation  # the check's own remedy for other causes
+
+
 def test_fewer_gpus_than_requested_fail():
     verdict = evaluate_vector_add("h100-0", probe([{"id": "gpu-lost", "pool": "h100", "node": 0, "gpu": 1}]),
                                   requested=8)

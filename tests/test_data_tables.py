@@ -553,3 +553,14 @@ def test_each_intra_node_floor_names_a_known_gpu_once():
     keys = [(r["gpu"], r["gpus"], r["fabric"], r["algorithm"]) for r in rows]
     assert len(keys) == len(set(keys))
     assert all(find_gpu(r["gpu"]) is not None and find_gpu(r["gpu"]).name == r["gpu"] for r in rows)
+
+
+@pytest.mark.parametrize("path", ["gpuconf/data/faults.yaml", "suites/README.md", "README.md"])
+def test_what_a_new_user_reads_names_no_path_outside_the_repository(path):
+    """Sources are public (a URL) or repository-relative: a reader of a clone can follow every one."""
+    text = (DATA.parent.parent / path).read_text()
+    assert not re.findall(r"(?<![\w.:/])/(?:work|home|root|tmp/gpuconf)/[^\s\"')]*", text)
+    if path.endswith(".yaml"):
+        for fault in yaml.safe_load(text)["faults"]:
+            for source in fault["sources"]:
+                assert not source.startswith("/") and "domain.md" not in source, (fault["id"], source)

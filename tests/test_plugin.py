@@ -59,7 +59,7 @@ def test_a_run_that_cannot_start_writes_every_report_saying_why(pytester: pytest
     fragment, status = "cannot reach the API server", 11
     assert result.ret == status, result.stdout.str() + result.stderr.str()
     reports = pytester.path / "reports"
-    doc = json.loads((reports / "report.json").read_text())["gpuconf"]
+    doc = json.loads((reports / "report.json").read_text())["extra"]["gpuconf"]
     assert fragment in doc["error"] and doc["exit_status"] == status and doc["provenance"] == f"kubeconfig:{kubeconfig}"
     for name in ("report.md", "report.html"):
         assert "NOT STARTED" in (reports / name).read_text()

@@ -11,11 +11,13 @@ admits pods there as Pod Security admission would (proven last).
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+from serving import in_parallel
 from test_rbac import AGENT_USER_AGENT, RUNNER, copy_suites, record
 
 from gpuconf.podsecurity import CONTROLS, EXCEPTIONS_ANNOTATION, assess, exceptions_annotation, violations
@@ -254,12 +256,9 @@ def created_pods(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dic
     copy_suites(base)
     conftest = base / "suites" / "conftest.py"
     conftest.write_text(conftest.read_text() + CAPTURE)
-    pods: dict[str, list[dict[str, Any]]] = {}
-    for profile in PROFILES:
-        record(base, profile)
-        log = Path(f"{base / profile}.jsonl.pods")
-        pods[profile] = [json.loads(line) for line in log.read_text().splitlines()]
-    return pods
+    in_parallel({profile: functools.partial(record, base, profile) for profile in PROFILES})
+    return {profile: [json.loads(line) for line in Path(f"{base / profile}.jsonl.pods").read_text().splitlines()]
+            for profile in PROFILES}
 
 
 @pytest.mark.parametrize("profile", PROFILES)

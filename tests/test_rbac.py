@@ -11,6 +11,7 @@ gpuconf.rbac.REAL_CLUSTER_ONLY with its reason.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from serving import in_parallel
 
 from gpuconf.rbac import (
     REAL_CLUSTER_ONLY,
@@ -139,7 +141,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[ApiRequ
     """Run every suite on each profile; the resource requests each run made, by profile."""
     base = tmp_path_factory.mktemp("rbac")
     copy_suites(base)
-    return {profile: record(base, profile) for profile in PROFILES}
+    return in_parallel({profile: functools.partial(record, base, profile) for profile in PROFILES})
 
 
 @pytest.fixture(scope="module")

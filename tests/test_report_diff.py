@@ -219,9 +219,11 @@ def test_curves_over_different_message_ranges_are_not_compared(tmp_path: Path) -
 @pytest.mark.parametrize(("content", "says"), [
     pytest.param(None, "no such file", id="a missing file"),
     pytest.param("<testsuites/>", "not JSON", id="junit.xml given by mistake"),
-    pytest.param('{"results": {"tests": []}}', "not a gpuconf report (no 'gpuconf' section)", id="plain CTRF"),
-    pytest.param('{"gpuconf": {}, "results": {}}', "not a gpuconf report (no results.tests list)", id="no tests"),
-    pytest.param('{"gpuconf": {}, "results": {"tests": [{"name": "t", "extra": {"check": "c", "outcome": "ok"}}]}}',
+    pytest.param('{"results": {"tests": []}}', "not a gpuconf report (no 'extra.gpuconf' section)", id="plain CTRF"),
+    pytest.param('{"extra": {"gpuconf": {}}, "results": {}}', "not a gpuconf report (no results.tests list)",
+                 id="no tests"),
+    pytest.param('{"extra": {"gpuconf": {}}, '
+                 '"results": {"tests": [{"name": "t", "extra": {"check": "c", "outcome": "ok"}}]}}',
                  "not a gpuconf report (results.tests[0] has no gpuconf check and outcome)", id="foreign outcome"),
     pytest.param("[]", "not a gpuconf report (not a JSON object)", id="a JSON list"),
 ])

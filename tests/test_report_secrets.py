@@ -110,7 +110,7 @@ def test_a_passing_run_through_a_token_and_client_certificate_leaks_none(tmp_pat
     assert status == 0, output[-3000:]
     assert REPORTS | {"cncf"} <= written(out)
     assert leaks(out) == []
-    doc = json.loads((out / "reports" / "report.json").read_text())["gpuconf"]
+    doc = json.loads((out / "reports" / "report.json").read_text())["extra"]["gpuconf"]
     assert doc["provenance"] == f"kubeconfig:{kubeconfig}"
 
 

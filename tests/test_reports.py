@@ -99,9 +99,10 @@ def test_json_is_ctrf_shaped_and_carries_provenance_and_node_verdicts(tmp_path):
     summary = doc["results"]["summary"]
     assert (summary["tests"], summary["passed"], summary["failed"], summary["skipped"]) == (9, 3, 3, 3)
     assert doc["results"]["tool"]["name"] == "gpuconf"
-    assert doc["gpuconf"]["provenance"] == "simulated:healthy-h100" and doc["gpuconf"]["simulated"] is True
-    assert doc["gpuconf"]["run_id"] == "abc123"
-    assert doc["gpuconf"]["nodes"] == {"a": "fail", "b": "pass", "c": "not-tested", "d": "degraded"}
+    meta = doc["extra"]["gpuconf"]
+    assert meta["provenance"] == "simulated:healthy-h100" and meta["simulated"] is True
+    assert meta["run_id"] == "abc123"
+    assert meta["nodes"] == {"a": "fail", "b": "pass", "c": "not-tested", "d": "degraded"}
     assert [p.name for p in path.parent.iterdir()] == ["report.json"]  # no temporary file left behind
 
 
@@ -111,8 +112,9 @@ def test_html_is_self_contained_escapes_messages_and_says_simulated(tmp_path):
     assert not re.search(r"<link\b|<script\b|<img\b|@import|url\(", html, re.I)
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in html
     assert "SIMULATED" in html
-    for outcome in ("PASS", "DEGRADED", "FAIL", "NOT-TESTED"):
-        assert f">{outcome}</td>" in html
+    for cell in ('class="cell pass" data-node="b"', 'class="cell fail" data-node="a"',
+                 'class="cell degraded" data-node="d"', 'class="cell not-applicable" data-node="c"'):
+        assert cell in html
     assert "Find the unhealthy GPU" not in html  # no remediation for a check that did not fail...
     html = write_html(run(), [result("n", "fail")], tmp_path / "report.html").read_text()
     assert "Find the unhealthy GPU" in html  # ...the one from checks.yaml for one that did
@@ -126,12 +128,13 @@ def test_html_for_a_real_cluster_does_not_say_simulated(tmp_path):
 def test_markdown_lists_each_failure_once(tmp_path):
     md = write_markdown(run(), RESULTS, tmp_path / "report.md").read_text()
     failure_lines = [line for line in md.splitlines() if line.startswith("- ")]
-    assert failure_lines == [
-        "- FAIL a c2: c2 on a: <script>alert(1)</script> & more",
-        "- DEGRADED a c3: DEGRADED: slow",
-        "- DEGRADED d c3: DEGRADED: x",
+    assert failure_lines[:3] == [
+        "- **FAIL** a `c2`: <script>alert(1)</script> & more (expected 8; observed 7)",
+        "- **DEGRADED** a `c3`: slow (expected 8; observed 7)",
+        "- **DEGRADED** d `c3`: x (expected 8; observed 7)",
     ]
-    assert "| a | FAIL |" in md and "| c | NOT-TESTED |" in md
+    assert "**FAIL**: 1 of 4 node(s) fail: a; 1 of 4 node(s) degraded: d" in md
+    assert "| a | FAIL |" in md and "| c | NOT TESTED |" in md
     assert "9 checks: 3 passed, 3 failed, 3 skipped" in md
 
 
@@ -171,7 +174,8 @@ def test_a_simulated_run_writes_four_reports_that_agree(pytester: pytest.Pyteste
     md = (out / "report.md").read_text()
     assert f"{summary['tests']} checks: {summary['passed']} passed, 0 failed, 0 skipped" in md
     html = (out / "report.html").read_text()
-    assert "SIMULATED" in html and html.count(">PASS</td>") >= summary["tests"]
+    assert "SIMULATED" in html and '<div class="word">PASS</div>' in html
+    assert 'class="cell pass"' in html and 'class="cell fail"' not in html
 
 
 def test_a_faulty_node_fails_in_the_sign_off_with_its_remediation(pytester: pytest.Pytester, tmp_path):
@@ -185,15 +189,17 @@ def test_a_faulty_node_fails_in_the_sign_off_with_its_remediation(pytester: pyte
     res = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", str(fault), "--report-dir", str(out))
     assert res.ret == 1
     html = (out / "report.html").read_text()
-    assert re.search(rf'<td class="fail"[^>]*data-node="h100-0" data-check="{re.escape(CHECK)}">FAIL</td>', html)
-    assert re.search(r'<tr><th>h100-0</th><td class="fail">FAIL</td>', html)
-    assert re.search(r'<tr><th>h100-1</th><td class="pass">PASS</td>', html)
+    assert '<div class="word">FAIL</div>' in html
+    assert '<td class="cell fail" data-node="h100-0" data-capability="inventory">' in html
+    assert '<td class="cell pass" data-node="h100-1" data-capability="inventory">' in html
+    assert re.search(r'<tr><th>h100-0</th><td class="nodeverdict"><span class="tag fail">FAIL</span>', html)
+    assert re.search(r'<tr><th>h100-1</th><td class="nodeverdict"><span class="tag pass">PASS</span>', html)
     assert "Find the unhealthy GPU" in html
     doc = json.loads((out / "report.json").read_text())
-    assert doc["gpuconf"]["nodes"] == {"h100-0": "fail", "h100-1": "pass"}
+    assert doc["extra"]["gpuconf"]["nodes"] == {"h100-0": "fail", "h100-1": "pass"}
     assert _junit_counts(out / "junit.xml")["failed"] == doc["results"]["summary"]["failed"] == 1
     md = (out / "report.md").read_text()
-    assert sum(line.startswith("- FAIL h100-0 " + CHECK) for line in md.splitlines()) == 1
+    assert sum(line.startswith(f"- **FAIL** h100-0 `{CHECK}`") for line in md.splitlines()) == 1
 
 
 def test_an_interrupted_run_writes_what_it_collected_and_says_so(pytester: pytest.Pytester, tmp_path):
@@ -211,7 +217,7 @@ def test_never():
     res = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--report-dir", str(out))
     assert res.ret == pytest.ExitCode.INTERRUPTED
     doc = json.loads((out / "report.json").read_text())
-    assert doc["gpuconf"]["interrupted"] is True and doc["gpuconf"]["exit_status"] == 2
+    assert doc["extra"]["gpuconf"]["interrupted"] is True and doc["extra"]["gpuconf"]["exit_status"] == 2
     assert [t["name"] for t in doc["results"]["tests"]][0] == "test_stop.py::test_first"
     assert "test_stop.py::test_never" not in [t["name"] for t in doc["results"]["tests"]]
     assert "INTERRUPTED" in (out / "report.html").read_text() and "INTERRUPTED" in (out / "report.md").read_text()
@@ -247,7 +253,8 @@ def test_a_measured_curve_is_drawn_inline_in_html_and_kept_in_json(tmp_path):
                           "gpuconf.outcome": "pass", "gpuconf.curve": format_curve(points)}, None)
     assert r.curve == points
     html = write_html(run(), [r], tmp_path / "report.html").read_text()
-    assert html.count("<polyline") == 1 and "4 GiB" in html and "1073741824&nbsp;B&nbsp;462.0" in html
+    assert html.count("<polyline") == 1 and ">4 GiB</text>" in html and "<td>1.07374e+09</td><td>462</td>" in html
+    assert "message size (B, log scale)" in html and "bus bandwidth (GB/s)" in html
     assert "http://" not in html and "https://" not in html
     doc = json.loads(write_json(run(), [r], tmp_path / "report.json").read_text())
     assert doc["results"]["tests"][0]["extra"]["curve"] == [list(p) for p in points]
@@ -328,14 +335,79 @@ def test_the_probe_pods_pull_time_and_time_to_running():
     assert probe_pod_metrics(_probe_outcome(started=None)) == {"pull_s": None, "to_running_s": None}
 
 
-def test_per_gpu_series_reach_report_json_and_the_html_bars(tmp_path):
-    props = {"gpuconf.check": "bandwidth.host-device-floor", "gpuconf.node": "h100-0", "gpuconf.outcome": "degraded",
-             "gpuconf.series.h2d_gbps": "0:53.6 1:53.4 2:26.5", "gpuconf.series.bad": "0:x"}
-    r = from_test_report("suites/test_bandwidth.py::test_host_device_floor[h100-0]", "failed", 0.1, props, "msg")
-    assert r.series == {"h2d_gbps": ((0, 53.6), (1, 53.4), (2, 26.5))}
-    run = RunRecord("simulated:healthy-h100", 0.0, 1.0, 1)
-    doc = json.loads(write_json(run, [r], tmp_path / "report.json").read_text())
-    assert doc["results"]["tests"][0]["extra"]["series"] == {"h2d_gbps": [[0, 53.6], [1, 53.4], [2, 26.5]]}
-    html = write_html(run, [r], tmp_path / "report.html").read_text()
-    assert "Measured per GPU" in html and html.count("<rect ") == 3
-    assert "h2d_gbps by GPU: GPU&nbsp;0&nbsp;53.6; GPU&nbsp;1&nbsp;53.4; GPU&nbsp;2&nbsp;26.5" in html
+def test_the_remedy_reported_is_the_one_the_failure_gave_else_the_checks(tmp_path):
+    specific = CheckResult("nccl.preflight-gpus-free", "n", "fail", "s.py::t[n]", 0.1, "8/8", "7/8",
+                           "nccl.preflight-gpus-free on n: n has 7/8 GPUs\n  remediation: a GPU is missing: see X")
+    plain = result("m", "fail", message="inventory.allocatable-matches-capacity on m: 7 of 8")
+    doc = json.loads(write_json(run(), [specific, plain], tmp_path / "report.json").read_text())
+    first, second = (t["extra"]["remediation"] for t in doc["results"]["tests"])
+    assert first == "a GPU is missing: see X" and second.startswith("Find the unhealthy GPU")
+    html = write_html(run(), [specific, plain], tmp_path / "report.html").read_text()
+    assert html.count("a GPU is missing: see X") == 1 and "Fewer GPUs allocatable than" not in html
+
+
+def test_any_recorded_series_is_drawn_with_its_axes_units_and_floor(tmp_path):
+    """Not only NCCL's: a series a suite records (record_series) comes back from the properties and
+    is drawn the same way, and report.json keeps it."""
+    from gpuconf.plugin import record_series
+
+    props: list[tuple[str, str]] = []
+    record_series(lambda k, v: props.append((k, v)), "h2d", [(1 << 20, 12.5), (1 << 24, 48.0), (1 << 28, 53.1)],
+                  x=("transfer size", "B"), y=("host to device bandwidth", "GB/s"), floor=40.0, x_scale="log2",
+                  title="GPU 0 host-to-device copy")
+    properties = {"gpuconf.check": "hostbw.h2d", "gpuconf.node": "n1", "gpuconf.outcome": "pass", **dict(props)}
+    r = from_test_report("suites/test_hostbw.py::test_h2d[n1]", "passed", 1.0, properties, None)
+    [series] = r.series
+    assert (series.name, series.floor, series.points[-1]) == ("h2d", 40.0, (float(1 << 28), 53.1)) and not r.curve
+    html = write_html(run(), [r], tmp_path / "report.html").read_text()
+    assert "GPU 0 host-to-device copy" in html and "transfer size (B, log scale)" in html
+    assert "host to device bandwidth (GB/s)" in html and 'class="floor"' in html and "floor 40 GB/s" in html
+    assert ">256 MiB</text>" in html and ">16 MiB</text>" in html  # byte ticks in binary units
+    doc = json.loads(write_json(run(), [r], tmp_path / "report.json").read_text())
+    assert doc["results"]["tests"][0]["extra"]["series"][0]["floor"] == 40.0
+    bad = from_test_report("s.py::t", "passed", 0.0, {"gpuconf.series.x": "{not json"}, None)
+    assert bad.series == ()  # a malformed recording is left out, the report still written
+
+
+@pytest.mark.parametrize(("reason", "kind"), [
+    # the suites' own skip reasons (gpuconf/checks, suites/), as a reader would sort them
+    ("h100-0 does not use MIG (nvidia.com/mig.strategy=none, nvidia.com/mig.capable=true)", "not-applicable"),
+    ("burn-in: give --burn-in to run it", "not-applicable"),
+    ("the node advertises no nvidia.com/gpu to request", "not-applicable"),
+    ("h100-0 shares its GPUs (time-slicing, 4 replicas): an NCCL job needs whole GPUs", "not-applicable"),
+    ("measured 400 GB/s; no floor for this hardware in gpuconf/data/nccl_floors.yaml (recorded, not judged)",
+     "not-applicable"),
+    ("no canary ran on h100-0", "could-not-run"),
+    ("no matrix pod ran on h100-1", "could-not-run"),
+    ("h100-0 has 8 of 8 GPUs in use by other pods (team/a: 8): NCCL runs on idle nodes only", "could-not-run"),
+    ("requirement enforcement on h100-0 is unknown: the canary timed out", "could-not-run"),
+    ("no exporter scrape for h100-0", "could-not-run"),
+    ("the probe reported no transport: exit 3", "could-not-run"),
+    ("the two pods did not hold their GPUs at the same time (one finished before the other started)",
+     "could-not-run"),
+])
+def test_not_tested_is_split_into_could_not_run_and_not_applicable(reason, kind):
+    from gpuconf.report.model import not_tested_kind
+
+    assert not_tested_kind(CheckResult("c", "n", "not-tested", "s.py::t[n]", message=reason)) == kind
+
+
+def test_per_gpu_series_reach_report_json_and_are_drawn_as_bars(tmp_path):
+    """The bandwidth checks' per-GPU copy figures: a category series, one bar per GPU, kept in report.json."""
+    from gpuconf.plugin import record_series
+
+    props: list[tuple[str, str]] = []
+    record_series(lambda k, v: props.append((k, v)), "h2d_gbps", [(0, 53.6), (1, 53.4), (2, 26.5)],
+                  x=("GPU", "CUDA index"), y=("host-to-device copy", "GB/s"), x_scale="category",
+                  title="host-to-device pinned copy bandwidth per GPU")
+    properties = {"gpuconf.check": "bandwidth.host-device-floor", "gpuconf.node": "h100-0",
+                  "gpuconf.outcome": "degraded", **dict(props)}
+    r = from_test_report("suites/test_bandwidth.py::test_host_device_floor[h100-0]", "failed", 0.1, properties, "m")
+    [series] = r.series
+    assert (series.x_scale, series.points) == ("category", ((0.0, 53.6), (1.0, 53.4), (2.0, 26.5)))
+    doc = json.loads(write_json(run(), [r], tmp_path / "report.json").read_text())
+    [kept] = doc["results"]["tests"][0]["extra"]["series"]
+    assert kept["x"]["scale"] == "category" and kept["points"] == [[0.0, 53.6], [1.0, 53.4], [2.0, 26.5]]
+    html = write_html(run(), [r], tmp_path / "report.html").read_text()
+    assert "host-to-device pinned copy bandwidth per GPU" in html and html.count('class="bar"') == 3
+    assert "GPU 2: 26.5 GB/s" in html

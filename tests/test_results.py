@@ -48,10 +48,11 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "manifests" / "runner"
 USER_AGENT = "gpuconf-results-test"
 
+META: dict[str, Any] = {"run_id": "20261201-030000-abcd", "started": "2026-12-01T03:00:00Z",
+                        "finished": "2026-12-01T03:10:00Z", "exit_status": 1, "interrupted": False, "error": None,
+                        "nodes": {"h100-0": "fail", "h100-1": "pass", "(cluster)": "pass"}}
 REPORT: dict[str, Any] = {"results": {"summary": {"tests": 4, "passed": 3, "failed": 1, "skipped": 0}},
-          "gpuconf": {"run_id": "20261201-030000-abcd", "started": "2026-12-01T03:00:00Z",
-                      "finished": "2026-12-01T03:10:00Z", "exit_status": 1, "interrupted": False, "error": None,
-                      "nodes": {"h100-0": "fail", "h100-1": "pass", "(cluster)": "pass"}}}
+                          "extra": {"gpuconf": META}}
 
 
 @pytest.fixture
@@ -60,8 +61,8 @@ def volume(tmp_path: Path) -> Path:
     root = tmp_path / "volume"
     old = root / "gpuconf-nightly-29000000-aaaaa"
     old.mkdir(parents=True)
-    (old / "report.json").write_text(json.dumps({**REPORT, "gpuconf": {**REPORT["gpuconf"], "exit_status": 0,
-                                                                       "nodes": {"h100-0": "pass"}}}))
+    (old / "report.json").write_text(json.dumps({**REPORT, "extra": {"gpuconf": {
+        **META, "exit_status": 0, "nodes": {"h100-0": "pass"}}}}))
     new = root / "gpuconf-x7k2p"
     (new / "cncf").mkdir(parents=True)
     (new / "report.json").write_text(json.dumps(REPORT))

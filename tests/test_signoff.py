@@ -238,7 +238,7 @@ def run_inventory(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, pr
     result = pytester.runpytest_subprocess("suites", "-p", "gpuconf.plugin", "--simulate", profile, "--report-dir",
                                            str(reports), "-p", "no:cacheprovider", *args)
     nodes = json.loads((pytester.path / "nodes.json").read_text())
-    run_id = json.loads((reports / "report.json").read_text())["gpuconf"]["run_id"]
+    run_id = json.loads((reports / "report.json").read_text())["extra"]["gpuconf"]["run_id"]
     return result, nodes, run_id
 
 

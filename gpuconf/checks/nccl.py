@@ -48,10 +48,16 @@ def evaluate_preflight(node: str, *, capacity: int, allocatable: int, holders: S
         return not_tested(cid, node, f"{node} advertises no nvidia.com/gpu")
     full = max(capacity, expected or 0)
     if allocatable < full:
-        why = f" ({expected_from} {expected})" if expected is not None and expected > capacity else ""
+        missing = expected is not None and expected > capacity
+        why = f" ({expected_from} {expected})" if missing else ""
+        remedy = (f"The node advertises {capacity} GPUs where {expected_from} {expected}: a GPU is missing from "
+                  "it (see inventory.gpu-count-matches-expected; nvidia-smi -L, dmesg for Xid 79); drain the node "
+                  "and recover or replace the GPU." if missing else
+                  f"The device plugin marks {capacity - allocatable} of the node's {capacity} GPUs unhealthy (see "
+                  "inventory.allocatable-matches-capacity); drain the node and reset or replace the GPU.")
         return failed(cid, node, f"{node} has {allocatable}/{full} GPUs allocatable{why}: an all-GPU NCCL job "
                       "cannot be placed there", expected=f"{full}/{full} allocatable",
-                      observed=f"{allocatable}/{full} allocatable")
+                      observed=f"{allocatable}/{full} allocatable", remedy=remedy)
     used = sum(h.gpus for h in holders)
     if used:
         return not_tested(cid, node, f"{node} has {used} of {capacity} GPUs in use by other pods ("

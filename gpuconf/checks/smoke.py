@@ -5,7 +5,16 @@ from __future__ import annotations
 from gpuconf.probes.cuda import CudaProbeReport
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
-__all__ = ["evaluate_vector_add"]
+__all__ = ["CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "evaluate_vector_add"]
+
+#: cuInit's "mismatch between the versions of the display driver and the CUDA driver" (cuda.h,
+#: CUresult): the loaded kernel module and the user-mode libraries differ, typically a driver
+#: upgraded in place without a reboot. The GPU is fine; resetting or replacing it fixes nothing.
+CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803
+DRIVER_MISMATCH_REMEDY = (
+    "The loaded NVIDIA kernel module and the driver's user-mode libraries are different versions (a driver "
+    "upgraded without a reboot; driver.nvml-initializes says the same): drain the node and reboot it, or unload "
+    "and reload the nvidia kernel modules, so both come from the installed driver. The GPU itself needs no reset.")
 
 
 def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, replicas: int = 1,
@@ -22,7 +31,8 @@ def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, re
     if not probe.init.ok:
         return failed(cid, node, f"CUDA could not start in the probe pod: {probe.init}",
                       expected=f"a CUDA context on {requested} GPUs", observed=str(probe.init),
-                      evidence=(probe.exit_reason,))
+                      evidence=(probe.exit_reason,),
+                      remedy=DRIVER_MISMATCH_REMEDY if probe.init.code == CUDA_ERROR_SYSTEM_DRIVER_MISMATCH else None)
     bad = [d for d in probe.devices if not d.vector_add_ok]
     per_gpu = tuple(f"GPU {d.index} {d.uuid}: " + ("ok" if d.vector_add_ok else f"FAILED {d.vector_add}")
                     + (f", {d.kernel_ms} ms" if d.kernel_ms is not None else "") for d in probe.devices)

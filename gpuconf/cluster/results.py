@@ -81,7 +81,7 @@ def fail(code, kind, message):
 def summary(path):
     with open(path, encoding="utf-8") as f:
         doc = json.load(f)
-    meta = doc.get("gpuconf") or {}
+    meta = (doc.get("extra") or {}).get("gpuconf") or {}
     verdicts = {}
     for verdict in (meta.get("nodes") or {}).values():
         verdicts[str(verdict)] = verdicts.get(str(verdict), 0) + 1

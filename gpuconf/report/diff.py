@@ -210,12 +210,14 @@ def _metrics(value: Any) -> dict[str, float]:
 
 
 def parse_report(doc: Any, *, source: str) -> Report:
-    """A parsed report.json (CTRF with a ``gpuconf`` section, see gpuconf.report.writers)."""
+    """A parsed report.json (CTRF with gpuconf's section in ``extra.gpuconf``, see gpuconf.report.writers)."""
+    from gpuconf.report.writers import run_meta
+
     if not isinstance(doc, dict):
         raise _not_gpuconf(source, "not a JSON object")
-    meta, results = doc.get("gpuconf"), doc.get("results")
-    if not isinstance(meta, dict):
-        raise _not_gpuconf(source, "no 'gpuconf' section")
+    meta, results = run_meta(doc), doc.get("results")
+    if meta is None:
+        raise _not_gpuconf(source, "no 'extra.gpuconf' section")
     if not isinstance(results, dict) or not isinstance(results.get("tests"), list):
         raise _not_gpuconf(source, "no results.tests list")
     seen: dict[Key, list[str]] = {}

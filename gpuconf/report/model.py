@@ -4,12 +4,14 @@ and pure rules; the plugin builds it from pytest reports, the writers render it.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CLUSTER", "METRIC_PREFIX", "SERIES_PREFIX", "CheckResult", "OUTCOMES", "RunRecord", "format_metric",
-           "from_test_report", "node_verdicts", "parse_metrics", "parse_series", "remediation", "worst"]
+__all__ = ["CLUSTER", "METRIC_PREFIX", "SERIES_PREFIX", "CheckResult", "OUTCOMES", "RunRecord", "Series",
+           "cluster_verdict", "format_metric", "from_test_report", "node_verdicts", "not_tested_kind", "parse_metrics",
+           "parse_series", "remediation", "result_remediation", "worst"]
 
 PASS, DEGRADED, FAIL, NOT_TESTED = "pass", "degraded", "fail", "not-tested"
 OUTCOMES = (PASS, DEGRADED, FAIL, NOT_TESTED)
@@ -19,9 +21,15 @@ _RANK = {FAIL: 3, DEGRADED: 2, PASS: 1}
 #: A measured figure a test records for `gpuconf report diff`: ``gpuconf.metric.<name>`` = a number
 #: (gpuconf.plugin.record_metrics); the name carries the unit (kernel_ms, pull_s, to_running_s).
 METRIC_PREFIX = "gpuconf.metric."
-#: A measured series a test records (gpuconf.plugin.record_series): ``gpuconf.series.<name>`` =
-#: ``x:y`` pairs as the curve has them, x an item (a GPU index), y its figure (the name carries the unit).
+#: A measured series a test records for the reports: ``gpuconf.series.<name>`` = Series.as_json() as
+#: JSON text (gpuconf.plugin.record_series). The HTML draws each one with its axes, units and floor.
 SERIES_PREFIX = "gpuconf.series."
+#: The cluster verdicts (the sign-off's first line): the node outcomes plus a run that never reached
+#: a check (NOT STARTED) and one stopped before it finished without a failure (INCOMPLETE).
+NOT_STARTED, INCOMPLETE = "not-started", "incomplete"
+#: Why a check was not tested: the capability is absent here (MIG on a node without MIG, a tier not
+#: asked for), or the check could not run (its probe or a permission failed, the run stopped).
+NOT_APPLICABLE, COULD_NOT_RUN = "not-applicable", "could-not-run"
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,71 @@ class RunRecord:
 
 
 @dataclass(frozen=True)
+class Series:
+    """A measured series: y against x, each axis with its quantity and unit, and optionally the floor
+    (the least y that passes) drawn as a line. ``x_scale`` is "log2" (message and buffer sizes),
+    "linear", or "category" (one bar per item, such as a GPU's index)."""
+
+    name: str
+    points: tuple[tuple[float, float], ...]
+    x_label: str
+    x_unit: str
+    y_label: str
+    y_unit: str
+    floor: float | None = None
+    x_scale: str = "linear"
+    title: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "title": self.title or self.name, "points": [[x, y] for x, y in self.points],
+                "x": {"label": self.x_label, "unit": self.x_unit, "scale": self.x_scale},
+                "y": {"label": self.y_label, "unit": self.y_unit}, "floor": self.floor}
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def parse_series(name: str, doc: Any) -> Series | None:
+    """A Series from its JSON form (Series.as_json(), text or parsed); None for anything malformed
+    (a report is written whatever a test recorded)."""
+    import json
+
+    if isinstance(doc, str):
+        try:
+            doc = json.loads(doc)
+        except ValueError:
+            return None
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("x"), Mapping) or not isinstance(doc.get("y"), Mapping):
+        return None
+    points = []
+    for point in doc.get("points") or ():
+        if not isinstance(point, (list, tuple)) or len(point) != 2:
+            return None
+        x, y = _finite(point[0]), _finite(point[1])
+        if x is None or y is None:
+            return None
+        points.append((x, y))
+    x, y = doc["x"], doc["y"]
+    scale = str(x.get("scale")) if x.get("scale") in ("log2", "category") else "linear"
+    return Series(str(doc.get("name") or name), tuple(points), str(x.get("label", "")), str(x.get("unit", "")),
+                  str(y.get("label", "")), str(y.get("unit", "")), _finite(doc.get("floor")),
+                  scale, str(doc.get("title") or name))
+
+
+def busbw_series(curve: Sequence[tuple[int, float]], floor: float | None = None) -> Series:
+    """The NCCL all-reduce curve (``gpuconf.curve``) as a Series: bus bandwidth by message size."""
+    return Series("busbw", tuple((float(x), float(y)) for x, y in curve), "message size", "B", "bus bandwidth",
+                  "GB/s", floor, "log2", "all-reduce bus bandwidth by message size")
+
+
+@dataclass(frozen=True)
 class CheckResult:
     check: str
     node: str | None
@@ -53,8 +126,8 @@ class CheckResult:
     curve: tuple[tuple[int, float], ...] = ()
     #: Measured figures by name (``gpuconf.metric.*`` properties): {"kernel_ms": 0.04, "pull_s": 12.5, ...}.
     metrics: Mapping[str, float] = field(default_factory=dict, hash=False)
-    #: Measured series by name (``gpuconf.series.*``): {"h2d_gbps": ((0, 55.1), (1, 54.9), ...), ...}.
-    series: Mapping[str, tuple[tuple[int, float], ...]] = field(default_factory=dict, hash=False)
+    #: Measured series (``gpuconf.series.*`` properties; a bare ``gpuconf.curve`` becomes a busbw one).
+    series: tuple[Series, ...] = ()
 
     @property
     def node_key(self) -> str:
@@ -73,6 +146,35 @@ def node_verdicts(results: Sequence[CheckResult]) -> dict[str, str]:
     for r in results:
         by_node.setdefault(r.node_key, []).append(r.outcome)
     return {node: worst(outcomes) for node, outcomes in by_node.items()}
+
+
+def cluster_verdict(run: RunRecord, results: Sequence[CheckResult]) -> str:
+    """The run's one word: NOT STARTED when no check could run, FAIL > DEGRADED over every check
+    (cluster-wide ones too), INCOMPLETE for an interrupted run without either, PASS when something
+    passed, NOT TESTED when everything skipped."""
+    if run.error:
+        return NOT_STARTED
+    verdict = worst(r.outcome for r in results)
+    if run.interrupted and verdict not in (FAIL, DEGRADED):
+        return INCOMPLETE
+    return verdict
+
+
+#: Skip reasons that say the check tried and could not run (a probe, a permission, the API server, a
+#: campaign that failed first), as opposed to a capability this node or run does not have. Read from
+#: the suites' skip reasons (pytest.skip / gpuconf.verdict.not_tested); a reason matching none of them
+#: is "not applicable here".
+_COULD_NOT_RUN = re.compile(
+    r"could not|cannot|can't|failed|forbidden|timed? ?out|unreachable|did not|not run\b|never (?:ran|started)|"
+    r"no (?:result|report|output)|error|refused|interrupted|unparsable|pending|in use by|unknown|"
+    r"no [\w-]+(?: [\w-]+)? (?:ran|was planned|was launched)|no exporter scrape|(?:measured|reports?|reported) no",
+    re.I)
+
+
+def not_tested_kind(result: CheckResult) -> str:
+    """NOT TESTED split for the reader: "could-not-run" (the reason names a failure to run) or
+    "not-applicable" (the capability is absent here, or the tier was not asked for)."""
+    return COULD_NOT_RUN if result.message and _COULD_NOT_RUN.search(result.message) else NOT_APPLICABLE
 
 
 def _test_name(nodeid: str) -> str:
@@ -103,9 +205,17 @@ def from_test_report(nodeid: str, pytest_outcome: str, duration: float, properti
         return None if value is None else str(value)
 
     message = longrepr.strip() if longrepr else None
+    curve = parse_curve(opt("gpuconf.curve"))
+    series = [s for key, value in properties.items() if str(key).startswith(SERIES_PREFIX)
+              if (s := parse_series(str(key).removeprefix(SERIES_PREFIX), value)) is not None]
+    busbw = next((s for s in series if s.name == "busbw"), None)
+    if curve and busbw is None:
+        series.insert(0, busbw_series(curve))
+    elif busbw is not None and not curve:  # what `gpuconf report diff` compares (report.json extra.curve)
+        curve = tuple((int(x), y) for x, y in busbw.points)
     return CheckResult(check, str(node) if node is not None else None, outcome, nodeid, duration,
                        opt("gpuconf.expected"), opt("gpuconf.observed"), message or None,
-                       parse_curve(opt("gpuconf.curve")), parse_metrics(properties), parse_series(properties))
+                       curve, parse_metrics(properties), tuple(series))
 
 
 def format_metric(value: float) -> str:
@@ -130,16 +240,6 @@ def parse_metrics(properties: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def parse_series(properties: Mapping[str, Any]) -> dict[str, tuple[tuple[int, float], ...]]:
-    """The ``gpuconf.series.<name>`` properties; one that does not parse is left out."""
-    out: dict[str, tuple[tuple[int, float], ...]] = {}
-    for key, value in properties.items():
-        name = str(key).removeprefix(SERIES_PREFIX)
-        if str(key).startswith(SERIES_PREFIX) and name and (points := parse_curve(str(value))):
-            out[name] = points
-    return out
-
-
 def format_curve(points: Iterable[tuple[int, float]]) -> str:
     """The ``gpuconf.curve`` property: ``bytes:value`` pairs separated by spaces."""
     return " ".join(f"{int(x)}:{float(y):g}" for x, y in points)
@@ -154,6 +254,15 @@ def parse_curve(text: str | None) -> tuple[tuple[int, float], ...]:
         except ValueError:
             return ()
     return tuple(out)
+
+
+def result_remediation(result: CheckResult) -> str | None:
+    """The remedy for what a failed check observed: the one its message gives (gpuconf.verdict.Verdict.
+    remediation, specific to the cause), else the check's own from gpuconf/data/checks.yaml."""
+    for line in (result.message or "").splitlines():
+        if line.strip().startswith("remediation: "):
+            return line.strip().removeprefix("remediation: ")
+    return remediation(result.check)
 
 
 def remediation(check_id: str) -> str | None:

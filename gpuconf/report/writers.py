@@ -8,6 +8,7 @@ on it; the HTML escapes every value and references nothing outside itself.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import time
@@ -18,15 +19,22 @@ from typing import Any
 from markupsafe import Markup
 
 from gpuconf.report.model import (
+    CLUSTER,
+    COULD_NOT_RUN,
     DEGRADED,
     FAIL,
+    INCOMPLETE,
+    NOT_APPLICABLE,
+    NOT_STARTED,
     NOT_TESTED,
-    OUTCOMES,
     PASS,
     CheckResult,
     RunRecord,
+    Series,
+    cluster_verdict,
     node_verdicts,
-    remediation,
+    not_tested_kind,
+    result_remediation,
     worst,
 )
 
@@ -37,6 +45,12 @@ CTRF_STATUS = {PASS: "passed", FAIL: "failed", DEGRADED: "failed", NOT_TESTED: "
 _TEMPLATES = Path(__file__).parent / "templates"
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _atomic_write(path: Path, text: str) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -44,6 +58,7 @@ def _atomic_write(path: Path, text: str) -> Path:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="\n") as fh:
             fh.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # as junit.xml and the CNCF evidence get: mkstemp's 0600 is private
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -67,34 +82,67 @@ def _iso(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
+#: The CTRF specification version report.json follows (the JSON schema the official validator, npm
+#: ``ctrf``, checks it against: tests/test_reports_ctrf.py).
+CTRF_SPEC_VERSION = "0.0.0"
+
+
+def run_meta(doc: Any) -> dict[str, Any] | None:
+    """gpuconf's own section of a report.json (``extra.gpuconf``: provenance, run id, node verdicts...),
+    or None when the document has none (not a gpuconf report)."""
+    extra = doc.get("extra") if isinstance(doc, dict) else None
+    meta = extra.get("gpuconf") if isinstance(extra, dict) else None
+    return meta if isinstance(meta, dict) else None
+
+
+def _suite_path(r: CheckResult) -> list[str]:
+    """CTRF's suite hierarchy (top level first): the test file, then the capability's check family."""
+    path = [r.nodeid.split("::", 1)[0] or "gpuconf"]
+    family = r.check.split(".", 1)[0] if "." in r.check else None
+    return path + [family] if family else path
+
+
 def ctrf_document(run: RunRecord, results: Sequence[CheckResult]) -> dict[str, Any]:
+    """The run as a CTRF document (https://ctrf.io, spec 0.0.0); gpuconf's data sits in CTRF's
+    extension points: each test's ``extra`` and the document's ``extra.gpuconf``."""
+    import uuid
+
+    from gpuconf import __version__
+
     tests = []
     for r in results:
         test: dict[str, Any] = {"name": r.nodeid, "status": CTRF_STATUS.get(r.outcome, "other"),
-                                "duration": _ms(r.duration), "suite": r.nodeid.split("::", 1)[0],
-                                "filePath": r.nodeid.split("::", 1)[0]}
+                                "duration": _ms(r.duration), "suite": _suite_path(r),
+                                "filePath": r.nodeid.split("::", 1)[0], "rawStatus": r.outcome}
         if r.message:
             test["message"] = r.message
         test["extra"] = {"check": r.check, "node": r.node, "outcome": r.outcome, "expected": r.expected,
-                         "observed": r.observed, "remediation": remediation(r.check) if r.outcome in (
+                         "observed": r.observed, "remediation": result_remediation(r) if r.outcome in (
                              FAIL, DEGRADED) else None}
+        if r.outcome == NOT_TESTED:
+            test["extra"]["not_tested"] = not_tested_kind(r)
         if r.curve:
             test["extra"]["curve"] = [[x, y] for x, y in r.curve]
         if r.metrics:  # what `gpuconf report diff` compares besides the curve
             test["extra"]["metrics"] = {name: float(value) for name, value in r.metrics.items()}
-        if r.series:  # per-item figures (per-GPU copy bandwidth): {name: [[x, y], ...]}
-            test["extra"]["series"] = {name: [[x, y] for x, y in points] for name, points in r.series.items()}
+        if r.series:
+            test["extra"]["series"] = [s.as_json() for s in r.series]
         tests.append(test)
-    summary = {**counts(results), "start": _ms(run.started), "stop": _ms(run.finished)}
+    summary = {**counts(results), "start": _ms(run.started), "stop": _ms(run.finished),
+               "duration": max(0, _ms(run.finished - run.started))}
     return {
         "reportFormat": "CTRF",
-        "specVersion": "0.0.0",
-        "results": {"tool": {"name": "gpuconf"}, "summary": summary, "tests": tests,
-                    "environment": {"extra": {"provenance": run.provenance}}},
-        "gpuconf": {"provenance": run.provenance, "simulated": run.simulated, "run_id": run.run_id,
-                    "started": _iso(run.started), "finished": _iso(run.finished),
-                    "exit_status": run.exit_status, "interrupted": run.interrupted, "error": run.error,
-                    "nodes": node_verdicts(results)},
+        "specVersion": CTRF_SPEC_VERSION,
+        "reportId": str(uuid.uuid4()),
+        "timestamp": _iso(run.finished),
+        "generatedBy": f"gpuconf {__version__}",
+        "results": {"tool": {"name": "gpuconf", "version": __version__}, "summary": summary, "tests": tests,
+                    "environment": {"reportName": _title(run), "testEnvironment": run.provenance or "no cluster",
+                                    "extra": {"provenance": run.provenance}}},
+        "extra": {"gpuconf": {"provenance": run.provenance, "simulated": run.simulated, "run_id": run.run_id,
+                              "started": _iso(run.started), "finished": _iso(run.finished),
+                              "exit_status": run.exit_status, "interrupted": run.interrupted, "error": run.error,
+                              "verdict": cluster_verdict(run, results), "nodes": node_verdicts(results)}},
     }
 
 
@@ -117,40 +165,143 @@ def _title(run: RunRecord) -> str:
     return f"gpuconf sign-off: {'SIMULATED cluster, ' if run.simulated else ''}{where}"
 
 
+_WORDS = {PASS: "PASS", FAIL: "FAIL", DEGRADED: "DEGRADED", NOT_TESTED: "NOT TESTED", NOT_STARTED: "NOT STARTED",
+          INCOMPLETE: "INCOMPLETE"}
+
+
 def write_markdown(run: RunRecord, results: Sequence[CheckResult], path: Path) -> Path:
+    """The CI summary: the cluster verdict, each failure once with its remedy, the node verdicts, and
+    the NOT TESTED reasons, each distinct reason once."""
     c = counts(results)
-    lines = [f"# {_cell(_title(run))}", ""]
-    if run.error:
-        lines += [f"**NOT STARTED**: {_cell(run.error)}", ""]
+    verdict = cluster_verdict(run, results)
+    lines = [f"# {_cell(_title(run))}", "",
+             f"**{_WORDS.get(verdict, verdict.upper())}**: {_cell(_headline(run, verdict, results))}", ""]
     if run.interrupted:
         lines += ["**INTERRUPTED**: the run was stopped; these are the results collected so far.", ""]
     lines += [f"{c['tests']} checks: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
               + (f", {c['other']} other" if c["other"] else "") + f" (pytest exit status {run.exit_status})", ""]
-    verdicts = node_verdicts(results)
-    if verdicts:
-        lines += ["| node | verdict |", "|---|---|"]
-        lines += [f"| {_cell(node)} | {verdict.upper()} |" for node, verdict in verdicts.items()]
-        lines.append("")
-    failures = _failures(results)
+    failures = sorted(_failures(results), key=lambda r: 0 if r.outcome == FAIL else 1)
     if failures:
         lines += ["## Failures", ""]
         for r in failures:
-            first = (r.message or "").strip().splitlines()[0] if r.message and r.message.strip() else ""
-            lines.append(f"- {r.outcome.upper()} {_cell(r.node_key)} {_cell(r.check)}"
-                         + (f": {_cell(first)}" if first else ""))
+            view = failure_view(r)
+            seen = f" (expected {r.expected}; observed {r.observed})" if r.expected or r.observed else ""
+            lines.append(f"- **{r.outcome.upper()}** {_cell(r.node_key)} `{_cell(r.check)}`: "
+                         + " ".join(_cell(part) for part in (view["summary"], seen) if part))
+            if view["remediation"]:
+                lines.append(f"  - remedy: {_cell(view['remediation'])}")
         lines.append("")
+    verdicts = node_verdicts(results)
+    if verdicts:
+        lines += ["| node | verdict |", "|---|---|"]
+        lines += [f"| {_cell('cluster-wide checks' if node == CLUSTER else node)} | "
+                  f"{_WORDS.get(v, v.upper())} |" for node, v in verdicts.items()]
+        lines.append("")
+    for kind, heading in ((COULD_NOT_RUN, "Could not run"), (NOT_APPLICABLE, "Not applicable here")):
+        items = _not_tested(results)[kind]
+        if items:
+            lines += [f"## {heading}", ""]
+            lines += [f"- `{_cell(i['check'])}` on {len(i['nodes'])} node(s): {_cell(i['reason'])}" for i in items]
+            lines.append("")
     return _atomic_write(path, "\n".join(lines))
 
 
-def _matrix(results: Sequence[CheckResult]) -> tuple[list[str], list[str], dict[tuple[str, str], str]]:
-    nodes: dict[str, None] = {}
-    checks: dict[str, None] = {}
-    cells: dict[tuple[str, str], list[str]] = {}
+def capability(r: CheckResult) -> str:
+    """The capability (suite) a result belongs to: its test file without ``test_`` (suites/test_nccl.py:
+    nccl), or the check id's family for a result without a file."""
+    stem = Path(r.nodeid.split("::", 1)[0]).stem
+    return stem.removeprefix("test_") or r.check.split(".", 1)[0]
+
+
+def _cell_label(results: Sequence[CheckResult]) -> tuple[str, str]:
+    """(css class, label) of a nodes x capabilities cell: its worst outcome; an all-skipped cell says
+    whether something could not run or nothing applied."""
+    outcome = worst(r.outcome for r in results)
+    if outcome != NOT_TESTED:
+        return outcome, outcome.upper()
+    if any(not_tested_kind(r) == COULD_NOT_RUN for r in results):
+        return COULD_NOT_RUN, "NOT RUN"
+    return NOT_APPLICABLE, "N/A"
+
+
+def _grid(results: Sequence[CheckResult]) -> dict[str, Any]:
+    """Nodes (cluster-wide checks apart) x capabilities, each cell its results."""
+    caps: dict[str, None] = {}
+    cells: dict[tuple[str, str], list[CheckResult]] = {}
     for r in results:
-        nodes.setdefault(r.node_key)
-        checks.setdefault(r.check)
-        cells.setdefault((r.node_key, r.check), []).append(r.outcome)
-    return list(nodes), list(checks), {key: worst(v) for key, v in cells.items()}
+        caps.setdefault(capability(r))
+        cells.setdefault((r.node_key, capability(r)), []).append(r)
+    nodes = [n for n in node_verdicts(results) if n != CLUSTER]
+    out = {key: {"results": rs, "css": _cell_label(rs)[0], "label": _cell_label(rs)[1],
+                 "counts": f"{sum(r.outcome == PASS for r in rs)}/{len(rs)}"} for key, rs in cells.items()}
+    return {"nodes": nodes, "capabilities": list(caps), "cells": out,
+            "cluster": [r for r in results if r.node is None]}
+
+
+def _not_tested(results: Sequence[CheckResult]) -> dict[str, list[dict[str, Any]]]:
+    """NOT TESTED results by kind, each distinct (check, reason) once with the nodes it holds for."""
+    out: dict[str, dict[tuple[str, str], list[str]]] = {NOT_APPLICABLE: {}, COULD_NOT_RUN: {}}
+    for r in results:
+        if r.outcome == NOT_TESTED:
+            reason = _first_line(r.message) or "no reason given"
+            nodes = out[not_tested_kind(r)].setdefault((r.check, _strip_node(reason, r.node)), [])
+            nodes.append(r.node_key)
+    return {kind: [{"check": c, "reason": why, "nodes": ns} for (c, why), ns in groups.items()]
+            for kind, groups in out.items()}
+
+
+def _strip_node(reason: str, node: str | None) -> str:
+    """A reason without its leading node name, so the same reason on many nodes is listed once."""
+    return reason[len(node):].lstrip(" :") if node and reason.startswith(node + " ") else reason
+
+
+def _first_line(text: str | None) -> str:
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return lines[0].strip() if lines else ""
+
+
+def failure_view(r: CheckResult) -> dict[str, Any]:
+    """One failure for the reader, each fact once: the summary line (without the check and node
+    the heading names), expected and observed, the evidence lines, the remedy."""
+    lines = [line.strip() for line in (r.message or "").strip().splitlines() if line.strip()]
+    summary = lines[0] if lines else ""
+    summary = summary.removeprefix("DEGRADED: ")
+    head = f"{r.check} on {r.node}: " if r.node else f"{r.check}: "
+    summary = summary.removeprefix(head)
+    evidence = []
+    for line in lines[1:]:
+        if line.startswith(("remediation:", "expected ")) and (r.expected is not None or r.observed is not None
+                                                                or line.startswith("remediation:")):
+            continue
+        evidence.append(line.removeprefix("evidence: "))
+    return {"result": r, "summary": summary, "evidence": evidence, "remediation": result_remediation(r),
+            "capability": capability(r)}
+
+
+def _headline(run: RunRecord, verdict: str, results: Sequence[CheckResult]) -> str:
+    nodes = node_verdicts(results)
+    node_count = len([n for n in nodes if n != CLUSTER])
+    if verdict == NOT_STARTED:
+        return "No check ran: " + (run.error or "the run could not start")
+    if verdict == INCOMPLETE:
+        return "The run was stopped before it finished: no failure so far, but not every check ran"
+    if verdict == NOT_TESTED:
+        return f"Nothing was tested: every check on {node_count} node(s) skipped (see Not tested)"
+    if verdict == PASS:
+        return f"All {node_count} node(s) passed every check that applied: they can be handed over"
+    def named(names: list[str]) -> str:
+        return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+
+    failing = [n for n, v in nodes.items() if v == FAIL and n != CLUSTER]
+    degraded = [n for n, v in nodes.items() if v == DEGRADED and n != CLUSTER]
+    parts = []
+    if failing:
+        parts.append(f"{len(failing)} of {node_count} node(s) fail: {named(failing)}")
+    if degraded:
+        parts.append(f"{len(degraded)} of {node_count} node(s) degraded: {named(degraded)}")
+    if nodes.get(CLUSTER) in (FAIL, DEGRADED):
+        parts.append(f"cluster-wide checks {'fail' if nodes[CLUSTER] == FAIL else 'are degraded'}")
+    return "; ".join(parts)
 
 
 def render_html(run: RunRecord, results: Sequence[CheckResult]) -> str:
@@ -158,61 +309,107 @@ def render_html(run: RunRecord, results: Sequence[CheckResult]) -> str:
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    nodes, checks, cells = _matrix(results)
-    failures = [{"result": r, "remediation": remediation(r.check)} for r in _failures(results)]
-    curves = [{"result": r, "svg": curve_svg(r.curve)} for r in results if len(r.curve) >= 2]
-    bars = [{"result": r, "name": name, "points": points, "svg": bars_svg(points)}
-            for r in results for name, points in r.series.items() if points]
+    env.filters["word"] = lambda outcome: _WORDS.get(str(outcome), str(outcome).upper())
+    verdict = cluster_verdict(run, results)
+    failures = [failure_view(r) for r in _failures(results)]
+    failures.sort(key=lambda f: 0 if f["result"].outcome == FAIL else 1)  # FAIL first, run order within
+    series = [{"result": r, "series": s, "svg": series_svg(s)} for r in results for s in r.series
+              if len(s.points) >= (1 if s.x_scale == "category" else 2)]
     return env.get_template("signoff.html.j2").render(
-        title=_title(run), run=run, counts=counts(results), verdicts=node_verdicts(results), nodes=nodes,
-        checks=checks, cells=cells, failures=failures, outcomes=OUTCOMES, curves=curves, bars=bars,
-        started=_iso(run.started), finished=_iso(run.finished))
+        title=_title(run), run=run, verdict=verdict, headline=_headline(run, verdict, results),
+        counts=counts(results), verdicts=node_verdicts(results), grid=_grid(results), failures=failures,
+        not_tested=_not_tested(results), series=series, started=_iso(run.started), finished=_iso(run.finished),
+        capabilities=sorted({capability(r) for r in results if r.outcome != NOT_TESTED}),
+        nodes_tested=len([n for n, v in node_verdicts(results).items() if n != CLUSTER and v != NOT_TESTED]),
+        could_not_run=COULD_NOT_RUN, not_applicable=NOT_APPLICABLE, cluster_key=CLUSTER)
 
 
-def curve_svg(points: Sequence[tuple[int, float]], *, width: int = 480, height: int = 160) -> Markup:
-    """An inline SVG line chart (x: message size, log scale; y: GB/s from 0): self-contained, no
-    script, no fetch. Values are numbers we format ourselves, so the markup is safe to embed."""
-    import math
+def _si(value: float) -> str:
+    """An axis tick: 1024-based sizes are for byte axes, so plain numbers get k/M/G at 1000s."""
+    for factor, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:g}{suffix}"
+    return f"{value:g}"
 
-    pad, top = 40, max(y for _, y in points) or 1.0
-    xs = [math.log2(max(x, 1)) for x, _ in points]
+
+def _bytes(value: float) -> str:
+    for factor, suffix in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if value >= factor:
+            return f"{value / factor:g} {suffix}"
+    return f"{value:g} B"
+
+
+def _nice_top(top: float) -> float:
+    """The y axis' end: the next 1, 2 or 5 times a power of ten at or above ``top``."""
+    if top <= 0:
+        return 1.0
+    exp = 10.0 ** math.floor(math.log10(top))
+    return float(next(m * exp for m in (1, 2, 5, 10) if m * exp >= top))
+
+
+def series_svg(series: Series, *, width: int = 560, height: int = 240) -> Markup:
+    """An inline SVG chart of a measured series: x and y axes with ticks, labels and units, the floor
+    as a dashed red line, the points as a polyline with dots. Self-contained, no script; every value
+    is a number formatted here or an escaped label, so the markup is safe to embed."""
+    from markupsafe import escape
+
+    left, right, top_pad, bottom = 64, 32, 16, 44
+    xs_raw = [x for x, _ in series.points]
+    log = series.x_scale == "log2" and min(xs_raw) > 0
+    category = series.x_scale == "category"
+    xs = [math.log2(x) if log else x for x in xs_raw]
     lo, hi = min(xs), max(xs)
+    if category:  # half a slot of room either side of the first and last bar
+        lo, hi = lo - 0.5, hi + 0.5
     span = (hi - lo) or 1.0
+    top = _nice_top(max([y for _, y in series.points] + ([series.floor] if series.floor is not None else [])))
+    plot_w, plot_h = width - left - right, height - top_pad - bottom
 
     def px(x: float) -> float:
-        return pad + (x - lo) / span * (width - pad - 10)
+        return left + (x - lo) / span * plot_w
 
     def py(y: float) -> float:
-        return height - 20 - y / top * (height - 30)
+        return top_pad + plot_h - max(0.0, y) / top * plot_h
 
-    line = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, (_, y) in zip(xs, points, strict=True))
-    size = points[-1][0]
-    label = f"{size / 2**30:g} GiB" if size >= 2**30 else f"{size / 2**20:g} MiB" if size >= 2**20 else f"{size} B"
-    return Markup(
-        f'<svg width="{width}" height="{height}" role="img">'
-        f'<line x1="{pad}" y1="{height - 20}" x2="{width - 10}" y2="{height - 20}" stroke="#888"/>'
-        f'<line x1="{pad}" y1="10" x2="{pad}" y2="{height - 20}" stroke="#888"/>'
-        f'<text x="2" y="14" font-size="10">{top:g}</text><text x="2" y="{height - 22}" font-size="10">0</text>'
-        f'<text x="{pad}" y="{height - 6}" font-size="10">{points[0][0]} B</text>'
-        f'<text x="{width - 70}" y="{height - 6}" font-size="10">{label}</text>'
-        f'<polyline fill="none" stroke="#1565c0" stroke-width="2" points="{line}"/></svg>')
-
-
-def bars_svg(points: Sequence[tuple[int, float]], *, width: int = 480, height: int = 140) -> Markup:
-    """An inline SVG bar chart of one series (x: the item, e.g. a GPU index; y: its figure from 0), so
-    one GPU below its siblings shows at a glance. Numbers we format ourselves: safe to embed."""
-    pad, top = 40, max(y for _, y in points) or 1.0
-    step = (width - pad - 10) / len(points)
-    bars = "".join(
-        f'<rect x="{pad + i * step + 2:.1f}" y="{height - 20 - y / top * (height - 30):.1f}" '
-        f'width="{max(step - 4, 1):.1f}" height="{y / top * (height - 30):.1f}" fill="#1565c0"/>'
-        f'<text x="{pad + i * step + 2:.1f}" y="{height - 6}" font-size="10">{x}</text>'
-        for i, (x, y) in enumerate(points))
-    return Markup(
-        f'<svg width="{width}" height="{height}" role="img">'
-        f'<line x1="{pad}" y1="{height - 20}" x2="{width - 10}" y2="{height - 20}" stroke="#888"/>'
-        f'<text x="2" y="14" font-size="10">{top:g}</text><text x="2" y="{height - 22}" font-size="10">0</text>'
-        f'{bars}</svg>')
+    unit_fmt = _bytes if series.x_unit == "B" else _si
+    parts = [f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+             f'aria-label="{escape(series.title or series.name)}">',
+             f'<line x1="{left}" y1="{top_pad + plot_h}" x2="{width - right}" y2="{top_pad + plot_h}" class="axis"/>',
+             f'<line x1="{left}" y1="{top_pad}" x2="{left}" y2="{top_pad + plot_h}" class="axis"/>']
+    for i in range(5):  # y ticks: 0, 1/4 ... top
+        value = top * i / 4
+        y = py(value)
+        parts.append(f'<line x1="{left - 4}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" class="grid"/>'
+                     f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">{_si(value)}</text>')
+    ticks = 6 if len(xs) > 6 else len(xs)
+    for i in range(ticks):  # x ticks at evenly spaced measured points
+        x = xs[round(i * (len(xs) - 1) / max(1, ticks - 1))]
+        raw = 2 ** x if log else x
+        parts.append(f'<line x1="{px(x):.1f}" y1="{top_pad + plot_h}" x2="{px(x):.1f}" y2="{top_pad + plot_h + 4}" '
+                     f'class="axis"/><text x="{px(x):.1f}" y="{top_pad + plot_h + 16}" text-anchor="middle" '
+                     f'class="tick">{escape(unit_fmt(raw))}</text>')
+    parts.append(f'<text x="{left + plot_w / 2:.0f}" y="{height - 6}" text-anchor="middle" class="label">'
+                 f'{escape(series.x_label)} ({escape(series.x_unit)}{", log scale" if log else ""})</text>')
+    parts.append(f'<text x="14" y="{top_pad + plot_h / 2:.0f}" text-anchor="middle" class="label" '
+                 f'transform="rotate(-90 14 {top_pad + plot_h / 2:.0f})">{escape(series.y_label)} '
+                 f'({escape(series.y_unit)})</text>')
+    if series.floor is not None:
+        y = py(series.floor)
+        parts.append(f'<line x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" class="floor"/>'
+                     f'<text x="{width - right}" y="{y - 4:.1f}" text-anchor="end" class="floor-label">floor '
+                     f'{series.floor:g} {escape(series.y_unit)}</text>')
+    if category:  # one bar per item (a GPU), so one below its siblings shows at a glance
+        bar = max(2.0, plot_w / len(xs) * 0.6)
+        parts += [f'<rect x="{px(x) - bar / 2:.1f}" y="{py(y):.1f}" width="{bar:.1f}" '
+                  f'height="{top_pad + plot_h - py(y):.1f}" class="bar"><title>{escape(series.x_label)} {x:g}: '
+                  f'{y:g} {escape(series.y_unit)}</title></rect>' for x, (_, y) in zip(xs, series.points, strict=True)]
+    else:
+        line = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, (_, y) in zip(xs, series.points, strict=True))
+        parts.append(f'<polyline points="{line}" class="series"/>')
+        parts += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="2.5" class="point"/>'
+                  for x, (_, y) in zip(xs, series.points, strict=True)]
+    parts.append("</svg>")
+    return Markup("".join(parts))
 
 
 def write_html(run: RunRecord, results: Sequence[CheckResult], path: Path) -> Path:

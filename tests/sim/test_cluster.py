@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from kubernetes import client, watch
 
 from gpuconf.cli import main
@@ -114,6 +115,24 @@ def test_profiles_and_faults_are_listed():
     out = io.StringIO()
     assert main(["sim", "faults"], stdout=out, stderr=io.StringIO()) == 0
     assert "gpu-lost" in out.getvalue() and "caught by" in out.getvalue()
+    listed = out.getvalue()
+    assert "    kernel_driver: driver-version, default 580.82.07: the version of the loaded kernel module" in listed
+    assert "    layout: mig-layout, default null: " in out.getvalue()
+
+
+def test_each_faults_listed_example_is_a_fault_its_example_profile_accepts():
+    from gpuconf.sim.profile import expand, fault_catalog, load_profile, with_faults
+
+    out = io.StringIO()
+    main(["sim", "faults"], stdout=out, stderr=io.StringIO())
+    examples = [line.split("in a profile: ", 1)[1] for line in out.getvalue().splitlines() if "in a profile: " in line]
+    catalog = fault_catalog()
+    assert len(examples) == len(catalog)
+    for fault, example in zip(catalog.values(), examples, strict=True):
+        profile = load_profile(fault.example_profile)
+        faults = yaml.safe_load(example.replace("POOL", profile.pools[0].name))["faults"]
+        assert faults[0]["id"] == fault.id
+        expand(with_faults(profile, faults))  # raises on an unknown parameter or a bad value
 
 
 @pytest.mark.parametrize("profile", ["healthy-h100", "a100-mig-mixed", "t4-timeslicing", "h200-dra-only",
