@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks import inventory as checks
-from gpuconf.checks.expect import declared_gpu_count
+from gpuconf.checks.expect import declared_driver_policy, declared_gpu_count
 from gpuconf.cluster import Inventory
 from gpuconf.plugin import judge, probe_report, whole_node_request
 
@@ -29,12 +29,23 @@ def test_allocatable_matches_capacity(gpu_node, gpu_inventory, record_property):
     judge(checks.evaluate_allocatable_matches_capacity(view(gpu_inventory, gpu_node)), record_property)
 
 
+@pytest.fixture(scope="module")
+def gpu_views(gpu_inventory):
+    return [view(gpu_inventory, n.name) for n in gpu_inventory.gpu_nodes]
+
+
+@pytest.fixture(scope="module")
+def pool_counts(gpu_views):
+    """Per node, the GPU count its pool's nodes usually have (GFD relabels a node that lost a GPU)."""
+    return checks.pool_gpu_count(gpu_views)
+
+
 @pytest.mark.check("inventory.gpu-count-matches-expected")
-def test_gpu_count_matches(gpu_node, gpu_inventory, whole_node_probes, expect_profile, record_property):
+def test_gpu_count_matches(gpu_node, gpu_inventory, whole_node_probes, expect_profile, pool_counts, record_property):
     probe = probe_report(whole_node_probes, gpu_node) if gpu_node in whole_node_probes else None
     requested = whole_node_request(gpu_inventory.node(gpu_node))  # what it asked for
     node = view(gpu_inventory, gpu_node)
-    judge(checks.evaluate_gpu_count(node, probe=probe, probe_requested=requested,
+    judge(checks.evaluate_gpu_count(node, probe=probe, probe_requested=requested, pool=pool_counts.get(gpu_node),
                                     expected=declared_gpu_count(expect_profile, node)), record_property)
 
 
@@ -47,8 +58,8 @@ def test_labels_match_hardware(gpu_node, gpu_inventory, whole_node_probes, recor
 
 @pytest.mark.cncf("driver_runtime_management")
 @pytest.mark.check("driver.version-uniform-in-pool")
-def test_driver_version_uniform_in_pool(gpu_node, gpu_inventory, record_property):
-    verdicts = checks.evaluate_driver_uniform([view(gpu_inventory, n.name) for n in gpu_inventory.gpu_nodes])
+def test_driver_version_uniform_in_pool(gpu_node, gpu_views, expect_profile, record_property):
+    verdicts = checks.evaluate_driver_uniform(gpu_views, declared_driver_policy(expect_profile, gpu_views))
     judge(next(v for v in verdicts if v.node == gpu_node), record_property)
 
 

@@ -15,6 +15,7 @@ from gpuconf.checks.inventory import (
     evaluate_gpu_resource_advertised,
     evaluate_labels_match_hardware,
     evaluate_nvml_initializes,
+    pool_gpu_count,
 )
 from gpuconf.compat import tables
 from gpuconf.compat.versions import parse_cuda
@@ -44,12 +45,13 @@ def whole_node_probe(n: SimNode):
 def verdicts(nodes: list[SimNode]) -> dict[tuple[str, str], Outcome]:
     out = {}
     views = [view(n) for n in nodes]
+    pools = pool_gpu_count(views)
     for v in evaluate_driver_uniform(views):
         out[(v.check, v.node)] = v
     for n, v in zip(nodes, views, strict=True):
         probe = whole_node_probe(n)
         for verdict in (evaluate_gpu_resource_advertised(v), evaluate_allocatable_matches_capacity(v),
-                        evaluate_gpu_count(v, probe=probe), evaluate_labels_match_hardware(v, probe),
+                        evaluate_gpu_count(v, probe=probe, pool=pools.get(n.name)), evaluate_labels_match_hardware(v, probe),
                         evaluate_nvml_initializes(n.name, probe), evaluate_cuda_device_nodes(n.name, probe)):
             out[(verdict.check, n.name)] = verdict
     return out

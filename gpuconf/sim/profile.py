@@ -419,7 +419,12 @@ def _build_mig(raw: Mapping[str, Any], gpu: GpuModel, gpus: int, where: _Where, 
             raise where.error((*at, "strategy"), "a MIG layout needs strategy single or mixed")
         return mig
     if not layout:
-        raise where.error((*at, "layout"), f"strategy {strategy} needs a layout (MIG profile: count)")
+        if per_gpu:
+            raise where.error((*at, "layout"), f"strategy {strategy} with per_gpu layouts needs a layout for the "
+                                               "other GPUs (MIG profile: count)")
+        # The device plugin configured with this strategy on GPUs without MIG enabled (the GPU
+        # Operator's default is single): GFD still labels mig.strategy, nothing is cut.
+        return mig
     if not gpu.mig_capable:
         raise where.error((*at, "layout"), f"{gpu.name} is not MIG-capable")
     for sub, counts in [(("layout",), layout)] + [
