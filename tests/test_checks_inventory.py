@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks.inventory import (
+    DriverPolicy,
     NodeView,
     evaluate_allocatable_matches_capacity,
     evaluate_cuda_device_nodes,
@@ -115,3 +116,22 @@ def test_a_stale_replicas_label_is_not_a_lost_gpu():
     verdict = evaluate_gpu_count(view(n), probe=whole_node_probe(n), probe_requested=requested)
     assert verdict.outcome is Outcome.PASS, verdict.message()
     assert "GFD label nvidia.com/gpu.count: 4; probe (CUDA devices in a whole-node pod): 4" in verdict.summary
+
+
+@pytest.mark.parametrize(("policy", "outcome", "summary"), [
+    (None, Outcome.DEGRADED, "driver 580.82.07 while the NVIDIA-H100-80GB-HBM3 pool runs 580.95.05"),
+    (DriverPolicy("h100", branch=580), Outcome.PASS,
+     "driver 580.82.07 on branch 580, which --expect allows for pool h100 (branch-only policy; the pool also runs "
+     "580.95.05)"),
+    (DriverPolicy("h100", branch=570), Outcome.DEGRADED,
+     "driver 580.82.07 is on branch 580 while --expect declares branch 570 for pool h100"),
+    (DriverPolicy("h100", version="580.82.07"), Outcome.PASS, "driver 580.82.07, as --expect declares for pool h100"),
+], ids=["without --expect the majority rules", "a branch-only policy allows skew inside the branch",
+        "a branch-only policy still catches another branch", "an exact version is the reference"])
+def test_driver_uniformity_honours_the_declared_policy(policy, outcome, summary):
+    profile = with_faults(load_profile(PROFILE), [{"id": "driver-skew", "pool": "h100", "node": 0,
+                                                   "driver": "580.82.07"}])
+    views = [view(n) for n in expand(profile).nodes]
+    policies = {v.name: policy for v in views} if policy else None
+    verdict = next(v for v in evaluate_driver_uniform(views, policies) if v.node == "h100-0")
+    assert (verdict.outcome, verdict.summary) == (outcome, summary)
