@@ -9,7 +9,8 @@ import pytest
 from gpuconf.checks import inventory as checks
 from gpuconf.checks.expect import declared_driver_policy, declared_gpu_count
 from gpuconf.cluster import Inventory
-from gpuconf.plugin import judge, probe_report, whole_node_request
+from gpuconf.plugin import judge, parsed_probe, probe_report, whole_node_request
+from gpuconf.probes import ProbeParseError
 
 pytestmark = pytest.mark.inventory
 
@@ -25,8 +26,35 @@ def test_gpu_resource_advertised(gpu_node, gpu_inventory, record_property):
 
 
 @pytest.mark.check("inventory.allocatable-matches-capacity")
-def test_allocatable_matches_capacity(gpu_node, gpu_inventory, record_property):
-    judge(checks.evaluate_allocatable_matches_capacity(view(gpu_inventory, gpu_node)), record_property)
+def test_allocatable_matches_capacity(request, gpu_node, gpu_inventory, expect_profile, record_property):
+    node = view(gpu_inventory, gpu_node)
+    pool = expect_profile.pool_for(node.labels) if expect_profile is not None else None
+    enumerated, held = unhealthy_views(request, gpu_inventory, gpu_node)
+    judge(checks.evaluate_allocatable_matches_capacity(node, enumerated=enumerated, held=held,
+                                                       unhealthy_max=pool.gpu.unhealthy_max if pool else None),
+          record_property)
+
+
+def unhealthy_views(request, inv: Inventory, name: str) -> tuple[dict[str, str] | None, frozenset[str] | None]:
+    """On a node with fewer GPUs allocatable than advertised, whole GPUs only: every GPU its DCGM
+    exporter reports (UUID -> name) and the GPUs the whole-node probe, holding every allocatable
+    one, was given; their difference names the unhealthy GPUs. (None, None) when that cannot be told."""
+    n = inv.node(name)
+    capacity, allocatable = n.gpu_capacity.get("nvidia.com/gpu", 0), n.gpu_allocatable.get("nvidia.com/gpu", 0)
+    if not 0 < allocatable < capacity or (n.labels.get("nvidia.com/gpu.replicas") or "1") != "1" \
+            or "-MIG-" in n.labels.get("nvidia.com/gpu.product", ""):
+        return None, None
+    from gpuconf.checks.metrics import gpu_name, probe_gpus
+
+    probes = request.getfixturevalue("whole_node_probes")
+    scrape = request.getfixturevalue("exporter_scrapes").get(name)
+    if name not in probes or scrape is None or not scrape.gpus:
+        return None, None
+    try:
+        report = parsed_probe(probes[name], name)
+    except ProbeParseError:
+        return None, None
+    return {uuid: gpu_name(g) for uuid, g in scrape.gpus.items()}, probe_gpus(report, complete=False).uuids
 
 
 @pytest.fixture(scope="module")

@@ -96,6 +96,36 @@ def test_the_unhealthy_count_and_resource_are_named():
     assert "nvidia.com/gpu: 7 of 8 allocatable (1 unhealthy)" in verdict.summary
 
 
+def unhealthy(gpus: list[int]) -> SimNode:
+    faults = [{"id": "gpu-unhealthy", "pool": "h100", "node": 0, "gpu": g} for g in gpus]
+    return expand(with_faults(load_profile(PROFILE), faults)).node("h100-0")
+
+
+@pytest.mark.parametrize(("gpus", "unhealthy_max", "outcome", "tail"), [
+    ([5], None, Outcome.DEGRADED, "(the node works with the rest; declare gpu.unhealthy_max in --expect to fail past a "
+                                  "threshold)"),
+    ([2, 5], 2, Outcome.DEGRADED, "(within the 2 --expect tolerates)"),
+    ([2, 5], 1, Outcome.FAIL, ": more than the 1 unhealthy GPU(s) per node --expect tolerates (gpu.unhealthy_max)"),
+    (list(range(8)), None, Outcome.FAIL, ": nothing is left allocatable"),
+], ids=["one of eight is degraded", "within the declared threshold is degraded", "past it fails",
+        "none left allocatable fails"])
+def test_unhealthy_gpus_degrade_a_node_and_fail_it_past_the_declared_threshold(gpus, unhealthy_max, outcome, tail):
+    n = unhealthy(gpus)
+    held = [g.uuid for g in n.gpus if g.index not in gpus]
+    enumerated = {g.uuid: f"{g.uuid} (gpu {g.index})" for g in n.gpus}
+    verdict = evaluate_allocatable_matches_capacity(view(n), enumerated=enumerated, held=held,
+                                                    unhealthy_max=unhealthy_max)
+    names = ", ".join(f"{g.uuid} (gpu {g.index})" for g in sorted(n.gpus, key=lambda g: g.uuid) if g.index in gpus)
+    assert verdict.outcome is outcome
+    assert verdict.summary.startswith(f"the device plugin reports {len(gpus)} GPU(s) Unhealthy: {names}; ")
+    assert verdict.summary.endswith(tail)
+
+
+def test_an_unhealthy_gpu_without_an_exporter_view_is_not_guessed():
+    verdict = evaluate_allocatable_matches_capacity(view(unhealthy([5])))
+    assert "which one: the device plugin's log, 'marking device ... as unhealthy'" in verdict.summary
+
+
 def test_time_sliced_nodes_count_physical_gpus():
     n = expand(load_profile("t4-timeslicing")).node("t4-0")
     verdict = evaluate_gpu_count(view(n), expected=len(n.gpus))

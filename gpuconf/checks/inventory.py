@@ -8,11 +8,11 @@ the suites only fetch and the decisions are unit-tested here.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuconf.probes.cuda import CudaProbeReport
-from gpuconf.verdict import Verdict, failed, not_tested, passed
+from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
 __all__ = [
     "MIG_INVALID",
@@ -97,7 +97,15 @@ def evaluate_gpu_resource_advertised(node: NodeView) -> Verdict:
                   evidence=(f"label nvidia.com/gpu.count={node.label('gpu.count')}",))
 
 
-def evaluate_allocatable_matches_capacity(node: NodeView) -> Verdict:
+def evaluate_allocatable_matches_capacity(node: NodeView, *, enumerated: Mapping[str, str] | None = None,
+                                          held: Iterable[str] | None = None,
+                                          unhealthy_max: int | None = None) -> Verdict:
+    """Every advertised GPU is allocatable. A GPU the device plugin reports Unhealthy leaves the node
+    working with the rest: DEGRADED, naming the GPU where it can be told (``enumerated``: every GPU
+    the node has, UUID -> name, from its DCGM exporter; ``held``: the UUIDs the whole-node probe,
+    holding every allocatable GPU, was given: the difference is the unhealthy ones). FAIL past the
+    declared threshold (``unhealthy_max``: --expect's ``gpu.unhealthy_max`` for the node's pool),
+    or when nothing is left allocatable."""
     cid = "inventory.allocatable-matches-capacity"
     capacity, allocatable = gpu_resources(node.capacity), gpu_resources(node.allocatable)
     if not capacity:
@@ -106,8 +114,27 @@ def evaluate_allocatable_matches_capacity(node: NodeView) -> Verdict:
     if not short:
         return passed(cid, node.name, ", ".join(f"{r} {c}/{c} allocatable" for r, c in sorted(capacity.items())))
     detail = ", ".join(f"{r}: {a} of {c} allocatable ({c - a} unhealthy)" for r, (c, a) in sorted(short.items()))
-    return failed(cid, node.name, f"the device plugin reports unhealthy GPUs: {detail}",
-                  expected="allocatable = capacity for every GPU resource", observed=detail)
+    text = node.label("gpu.replicas") or "1"
+    replicas = int(text) if text.isdigit() and int(text) > 0 else 1
+    unhealthy = sum(c - a for c, a in short.values()) // replicas or 1  # physical GPUs behind the replicas
+    named: list[str] = []
+    if enumerated is not None and held is not None:
+        named = [enumerated[u] for u in sorted(set(enumerated) - set(held))]
+    which = (f": {', '.join(named)}" if named and len(named) == unhealthy
+             else " (which one: the device plugin's log, 'marking device ... as unhealthy')")
+    summary = f"the device plugin reports {unhealthy} GPU(s) Unhealthy{which}; {detail}"
+    left = sum(allocatable.get(r, 0) for r in capacity)
+    evidence = (f"GPUs the node's DCGM exporter reports and the whole-node probe was not given: "
+                f"{', '.join(named) or 'none'}",) if enumerated is not None and held is not None else ()
+    if left == 0 or (unhealthy_max is not None and unhealthy > unhealthy_max):
+        why = ("nothing is left allocatable" if left == 0 else
+               f"more than the {unhealthy_max} unhealthy GPU(s) per node --expect tolerates (gpu.unhealthy_max)")
+        return Verdict(cid, node.name, Outcome.FAIL, f"{summary}: {why}", expected="allocatable = capacity for every "
+                       "GPU resource", observed=detail, evidence=evidence)
+    tolerance = (f"within the {unhealthy_max} --expect tolerates" if unhealthy_max is not None
+                 else "the node works with the rest; declare gpu.unhealthy_max in --expect to fail past a threshold")
+    return Verdict(cid, node.name, Outcome.DEGRADED, f"{summary} ({tolerance})",
+                   expected="allocatable = capacity for every GPU resource", observed=detail, evidence=evidence)
 
 
 def _physical_advertised(node: NodeView) -> int | None:
