@@ -52,7 +52,8 @@ def verdicts(nodes: list[SimNode]) -> dict[tuple[str, str], Outcome]:
     for n, v in zip(nodes, views, strict=True):
         probe = whole_node_probe(n)
         for verdict in (evaluate_gpu_resource_advertised(v), evaluate_allocatable_matches_capacity(v),
-                        evaluate_gpu_count(v, probe=probe, pool=pools.get(n.name)), evaluate_labels_match_hardware(v, probe),
+                        evaluate_gpu_count(v, probe=probe, pool=pools.get(n.name)),
+                        evaluate_labels_match_hardware(v, probe),
                         evaluate_nvml_initializes(n.name, probe), evaluate_cuda_device_nodes(n.name, probe)):
             out[(verdict.check, n.name)] = verdict
     return out

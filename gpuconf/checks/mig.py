@@ -179,9 +179,9 @@ def strategy_disagreement(labels: Mapping[str, str], capacity: Mapping[str, str]
     single = _SINGLE_PRODUCT.search(labels.get(PRODUCT_LABEL, "")) and not mig_invalid(labels)
     whole = _int(capacity.get(GPU)) or 0
     if single and mig_resources:
+        offered = ", ".join(f"{MIG_PREFIX}{p}: {n}" for p, n in sorted(mig_resources.items()))
         return (f"GFD labels {STRATEGY_LABEL}={strategy(labels)} ({PRODUCT_LABEL}={labels.get(PRODUCT_LABEL)}) while "
-                f"the device plugin advertises {', '.join(f'{MIG_PREFIX}{p}: {n}' for p, n in sorted(mig_resources.items()))}"
-                " (strategy mixed)")
+                f"the device plugin advertises {offered} (strategy mixed)")
     if any(counted.values()) and not mig_resources and whole:
         return (f"GFD labels MIG instances per profile ({_fmt(counted)}; {STRATEGY_LABEL}={strategy(labels)}) while "
                 f"the device plugin advertises no {MIG_PREFIX}<profile> resource but {GPU}: {whole} (strategy single "
@@ -483,22 +483,25 @@ def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capa
     # Both leave the node's MIG instances unusable as advertised: a FAIL, whatever a layout drift's
     # severity (the check's catalog severity, degraded) would be.
     if mig_invalid(labels):
-        return Verdict(cid, node, Outcome.FAIL, f"GFD labels {PRODUCT_LABEL}={labels.get(PRODUCT_LABEL)}: the MIG layout"
-                      + (f" {config}" if config else "") + f" does not fit {STRATEGY_LABEL}={strategy(labels)} "
-                      "(more than one MIG profile on the node, MIG-enabled beside MIG-disabled GPUs, or a MIG-enabled "
-                      "GPU without instances), so GFD withdrew the GPU labels and the device plugin advertises "
-                      + (_fmt(advertised_layout(labels, capacity)) if any(advertised_layout(labels, capacity).values())
-                         else "nothing")
-                      + "; apply a layout with one profile on every GPU (all-<profile>), or run the device plugin "
-                      "and GFD with mig.strategy=mixed", expected=f"one MIG profile on every GPU under "
-                      f"{STRATEGY_LABEL}={strategy(labels)}", observed=f"{PRODUCT_LABEL}={labels.get(PRODUCT_LABEL)}"
-                      + (f", {CONFIG_LABEL}={config}" if config else ""), evidence=(declared.why,))
+        product, offered = labels.get(PRODUCT_LABEL), advertised_layout(labels, capacity)
+        return Verdict(
+            cid, node, Outcome.FAIL,
+            f"GFD labels {PRODUCT_LABEL}={product}: the MIG layout" + (f" {config}" if config else "")
+            + f" does not fit {STRATEGY_LABEL}={strategy(labels)} (more than one MIG profile on the node, MIG-enabled "
+            "beside MIG-disabled GPUs, or a MIG-enabled GPU without instances), so GFD withdrew the GPU labels and the "
+            f"device plugin advertises {_fmt(offered) if any(offered.values()) else 'nothing'}; apply a layout with "
+            "one profile on every GPU (all-<profile>), or run the device plugin and GFD with mig.strategy=mixed",
+            expected=f"one MIG profile on every GPU under {STRATEGY_LABEL}={strategy(labels)}",
+            observed=f"{PRODUCT_LABEL}={product}" + (f", {CONFIG_LABEL}={config}" if config else ""),
+            evidence=(declared.why,))
     disagreement = strategy_disagreement(labels, capacity)
     if disagreement is not None:
-        return Verdict(cid, node, Outcome.FAIL, f"GFD and the device plugin run different MIG strategies: {disagreement}; "
-                      "set the same migStrategy for both (the device plugin's config file or the GPU Operator's "
-                      "mig.strategy, which GFD shares)", expected="the same MIG strategy in GFD's labels and the "
-                      "device plugin's resources", observed=disagreement, evidence=(declared.why,))
+        return Verdict(
+            cid, node, Outcome.FAIL,
+            f"GFD and the device plugin run different MIG strategies: {disagreement}; set the same migStrategy for "
+            "both (the device plugin's config file or the GPU Operator's mig.strategy, which GFD shares)",
+            expected="the same MIG strategy in GFD's labels and the device plugin's resources", observed=disagreement,
+            evidence=(declared.why,))
     granted = advertised_layout(labels, allocatable)
     observed: Counter[str] = Counter()
     evidence = [f"{CONFIG_LABEL}: {declared.why}" + (f" (state {declared.state})" if declared.state else "")]

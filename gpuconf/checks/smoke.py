@@ -27,7 +27,7 @@ def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, re
         # The device plugin handed out MIG instances as nvidia.com/gpu (its strategy is single,
         # whatever GFD labels): CUDA enumerates one MIG device per process, so the missing devices
         # are no lost GPUs. The mig suite judges MIG nodes (and labels that disagree with the plugin).
-        return not_tested(cid, node, f"the pod asked for {asked} and was given MIG instances "
+        return not_tested(cid, node, f"the pod asked for {requested} GPUs and was given MIG instances "
                           f"({', '.join(sorted({d.name or d.uuid for d in probe.devices if d.mig}))}): one CUDA "
                           "process enumerates one MIG device, so a whole-node probe cannot exercise them; the mig "
                           "suite judges this node")
