@@ -175,6 +175,11 @@ def _cmd_profiles(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> i
 def _cmd_faults(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from gpuconf.sim.profile import fault_catalog
 
+    targets = {"gpu": "pool, node, gpu", "node": "pool, node", "cluster": "the whole cluster"}
     for fault in fault_catalog().values():
-        stdout.write(f"{fault.id:26s} {fault.summary}\n{'':26s} caught by {fault.check} ({fault.suite})\n")
+        stdout.write(f"{fault.id:26s} {fault.summary}\n{'':26s} caught by {fault.check} ({fault.suite}), "
+                     f"{fault.severity}; targets {targets[fault.scope]}\n")
+        for p in fault.parameters:
+            choices = f", one of {', '.join(map(str, p.enum))}" if p.enum else ""
+            stdout.write(f"{'':26s} {p.name} ({p.type}, default {p.default}{choices}): {p.description}\n")
     return EXIT_OK

@@ -551,3 +551,29 @@ def test_the_drift_leaves_the_declared_config_and_changes_the_instances() -> Non
     assert node_labels(drifted.node("a100-0"))["nvidia.com/mig.config"] == "custom-a100"
     assert make_mig_parted_config(drifted) == make_mig_parted_config(clean)
     assert node_resources(drifted.node("a100-0"))[0]["nvidia.com/mig-1g.10gb"] == "35"
+
+
+@pytest.mark.parametrize(("profile", "pool", "plugin", "found"), [
+    ("h100-mig-single", "h100-mig", "mixed",
+     "GFD labels nvidia.com/mig.strategy=single (nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3-MIG-1g.10gb) while the "
+     "device plugin advertises nvidia.com/mig-1g.10gb: 28 (strategy mixed)"),
+], ids=["GFD single, plugin mixed"])
+def test_the_strategy_mismatch_fault_fails_the_layout_check_naming_both_strategies(profile, pool, plugin, found):
+    c = cluster(profile, [{"id": "mig-strategy-mismatch", "pool": pool, "node": 0, "plugin_strategy": plugin}])
+    results = verdicts(observe(c, f"{pool}-0"))
+    layout = results["mig.layout-matches-config"]
+    assert layout.outcome is Outcome.FAIL
+    assert layout.summary.startswith(f"GFD and the device plugin run different MIG strategies: {found}")
+    others = {k: v.outcome for k, v in results.items() if k != "mig.layout-matches-config"}
+    assert Outcome.FAIL not in others.values() and Outcome.DEGRADED not in others.values(), others
+    healthy = verdicts(observe(cluster(profile), f"{pool}-0"))  # the twin without the fault
+    assert all(v.outcome is Outcome.PASS for v in healthy.values()), {k: v.message() for k, v in healthy.items()}
+
+
+def test_a_plugin_running_single_under_a_multi_profile_layout_registers_nothing_and_gfd_says_invalid() -> None:
+    """GFD's labels under single for a layout of several profiles, and the plugin's refusal."""
+    c = cluster("a100-mig-mixed", [{"id": "mig-strategy-mismatch", "pool": "a100", "node": 0,
+                                    "plugin_strategy": "single"}])
+    n = c.node("a100-0")
+    assert advertised_devices(n) == []
+    assert node_labels(n)["nvidia.com/mig.strategy"] == "mixed"  # GFD still reads the pool's mixed config

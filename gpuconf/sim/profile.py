@@ -596,6 +596,8 @@ def _fault_checks(fault: FaultDef, pool: NodePool | None, gpu: int | None,
             params["layout"] = tuple(head) + (((last, n - 1),) if n > 1 else ())
         if params["layout"] == declared:
             return "layout", "equals the declared layout: no drift"
+    if fid == "mig-strategy-mismatch" and params["plugin_strategy"] == pool.device_plugin.mig.strategy:
+        return "plugin_strategy", f"equals the pool's strategy {pool.device_plugin.mig.strategy}: no mismatch"
     if fid == "nccl-slow-link" and not 0 < params["factor"] < 1:
         return "factor", f"must be between 0 and 1 (exclusive), not {params['factor']}"
     if fid == "ecc-uncorrectable" and params["count"] < 1:
@@ -874,6 +876,8 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
     "metrics-exporter-absent": lambda n, f: replace(n, exporter=False),
     "row-remap-failure": lambda n, f: _gpu(n, cast(int, f.gpu), remap_failed=True),
     "row-remap-pending": lambda n, f: _gpu(n, cast(int, f.gpu), remap_pending=True),
+    "mig-strategy-mismatch": lambda n, f: replace(n, device_plugin=replace(
+        n.device_plugin, mig=replace(n.device_plugin.mig, strategy=f.param("plugin_strategy")))),
 }
 
 
