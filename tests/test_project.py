@@ -80,3 +80,13 @@ def test_no_test_module_shares_a_basename_with_a_suite():
     suites = {p.name for p in (ROOT / "suites").glob("test_*.py")}
     tests = {p.name for p in (ROOT / "tests").glob("test_*.py")}
     assert not suites & tests
+
+
+def test_the_readme_lists_every_fault_with_its_check_and_parameters():
+    from gpuconf.sim.profile import fault_catalog
+
+    for fault in fault_catalog().values():
+        row = next((line for line in README.splitlines() if line.startswith(f"| `{fault.id}` |")), None)
+        assert row is not None, f"README lists no fault {fault.id}"
+        assert f"`{fault.check}` ({fault.severity})" in row, row
+        assert all(f"`{p.name}` ({p.default}" in row for p in fault.parameters), row

@@ -28,7 +28,7 @@ def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, re
         # whatever GFD labels): CUDA enumerates one MIG device per process, so the missing devices
         # are no lost GPUs. The mig suite judges MIG nodes (and labels that disagree with the plugin).
         return not_tested(cid, node, f"the pod asked for {requested} GPUs and was given MIG instances "
-                          f"({', '.join(sorted({d.name or d.uuid for d in probe.devices if d.mig}))}): one CUDA "
+                          f"({', '.join(sorted({str(d.name or d.uuid) for d in probe.devices if d.mig}))}): one CUDA "
                           "process enumerates one MIG device, so a whole-node probe cannot exercise them; the mig "
                           "suite judges this node")
     bad = [d for d in probe.devices if not d.vector_add_ok]
