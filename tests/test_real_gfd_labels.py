@@ -148,6 +148,18 @@ def test_a_node_relabelled_after_losing_a_gpu_is_caught_by_its_pool():
     assert evaluate_gpu_count(lost, expected=8).outcome is Outcome.FAIL  # --expect says so too
 
 
+def test_vm_flavors_of_one_product_are_separate_pools():
+    """GFD's gpu.machine is the DMI product name: OpenStack-Nova for every OpenStack VM (see
+    gpu-operator#442's A30 node), so the instance type tells a 1-GPU flavor from a 4-GPU one."""
+    a30 = {"nvidia.com/gpu.product": "NVIDIA-A30", "nvidia.com/gpu.machine": "OpenStack-Nova"}
+    flavors = [NodeView(f"vm-{i}", {**a30, "nvidia.com/gpu.count": str(n),
+                                    "node.kubernetes.io/instance-type": f"gpu.a30.{n}x"})
+               for i, n in enumerate((4, 4, 1))]
+    pools = pool_gpu_count(flavors)
+    assert "vm-2" not in pools  # alone in its flavor: no pool to compare with
+    assert pools["vm-0"] == (4, "the 2 nodes of its pool (NVIDIA-A30 on OpenStack-Nova gpu.a30.4x)")
+
+
 def test_gpu_resource_advertised_reads_gfd_count_on_a_node_without_resources():
     verdict = evaluate_gpu_resource_advertised(node("h100-xe9680-no-mig"))
     assert verdict.outcome is Outcome.FAIL

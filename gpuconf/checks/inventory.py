@@ -162,11 +162,13 @@ def node_gpu_count(node: NodeView) -> int | None:
 
 def pool_key(node: NodeView) -> str:
     """The pool a node's GPU count is compared within: its GPU product (without the sharing suffix)
-    on its machine type (GFD's ``gpu.machine``, the DMI product name), so an 8-GPU board and a
-    4-GPU server with the same GPU are not one pool."""
+    on its machine type (GFD's ``gpu.machine``, the DMI product name) and instance type (the cloud
+    provider's ``node.kubernetes.io/instance-type``, e.g. a VM flavor: every OpenStack VM has the
+    machine type OpenStack-Nova), so an 8-GPU board and a 4-GPU server or flavor with the same GPU
+    are not one pool."""
     product = (node.label("gpu.product") or "unknown").removesuffix("-SHARED")
-    machine = node.label("gpu.machine")
-    return f"{product} on {machine}" if machine else product
+    where = [v for v in (node.label("gpu.machine"), node.labels.get("node.kubernetes.io/instance-type")) if v]
+    return f"{product} on {' '.join(dict.fromkeys(where))}" if where else product
 
 
 def pool_gpu_count(nodes: Sequence[NodeView]) -> dict[str, tuple[int, str]]:
