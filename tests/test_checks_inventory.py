@@ -166,3 +166,22 @@ def test_driver_uniformity_honours_the_declared_policy(policy, outcome, summary)
     policies = {v.name: policy for v in views} if policy else None
     verdict = next(v for v in evaluate_driver_uniform(views, policies) if v.node == "h100-0")
     assert (verdict.outcome, verdict.summary) == (outcome, summary)
+
+
+def test_a_lost_gpu_relabelled_by_gfd_is_caught_by_the_pool_and_named_as_missing():
+    """GFD relabels gpu.count after a GPU falls off the bus (the device plugin and the probe count one
+    fewer too): only the pool's other nodes say there should be 8."""
+    nodes = list(expand(with_faults(load_profile(PROFILE), [{"id": "gpu-lost", "pool": "h100", "node": 0,
+                                                               "gpu": 3}])).nodes)
+    lost = nodes[0]
+    assert node_labels(lost)["nvidia.com/gpu.count"] == "7"
+    views = [view(n) for n in nodes]
+    pools = pool_gpu_count(views)
+    verdict = evaluate_gpu_count(views[0], probe=whole_node_probe(lost), pool=pools["h100-0"])
+    assert verdict.outcome is Outcome.FAIL
+    assert verdict.summary == (
+        "GPU count disagrees between views: GFD label nvidia.com/gpu.count: 7; device plugin (capacity, replicas "
+        "removed): 7; probe (CUDA devices in a whole-node pod): 7; the 2 nodes of its pool (NVIDIA-H100-80GB-HBM3 on "
+        "sim-h100): 8 (1 GPU(s) missing: fallen off the bus, disabled or never enumerated; nvidia-smi -L and the "
+        "kernel log (Xid 79) on the node say which)")
+    assert evaluate_gpu_count(views[1], probe=whole_node_probe(nodes[1]), pool=pools["h100-1"]).outcome is Outcome.PASS
