@@ -53,6 +53,8 @@ CASCADES: dict[str, tuple[set[str], str]] = {
                             "the toolkit injects every GPU into every container it touches: no isolation holds"),
     "xid-errors": ({"smoke.vector-add-every-gpu"}, "CUDA work on a GPU that raised a critical Xid fails until the GPU "
                    "is reset: its vector-add returns an error"),
+    "nccl-nvls-unavailable": ({"nccl.busbw-above-floor"}, "without NVLS the all-reduce runs over the NVLink ring, "
+                              "whose busbw (about 370 GB/s on 8 x H100) is below the NVLS floor"),
     "ecc-uncorrectable": ({"health.no-pending-memory-repair"},
                           "an uncorrectable error on an Ampere-or-later GPU remaps its row, applied at the next reset: "
                           "the pending remap is reported beside the ECC counters"),

@@ -172,6 +172,7 @@ class Interconnect:
     nic_gbps: int = 0  # line rate per NIC, Gb/s
     nic_busbw_gbps: float | None = None  # multi-node all-reduce busbw per NIC
     hang: bool = False  # fault-only (nccl-hang): collectives never complete
+    nvls: bool = True  # fault-only (nccl-nvls-unavailable): False, NVSwitch multicast cannot be used
 
 
 @dataclass(frozen=True)
@@ -598,6 +599,10 @@ def _fault_checks(fault: FaultDef, pool: NodePool | None, gpu: int | None,
             return "layout", "equals the declared layout: no drift"
     if fid == "mig-strategy-mismatch" and params["plugin_strategy"] == pool.device_plugin.mig.strategy:
         return "plugin_strategy", f"equals the pool's strategy {pool.device_plugin.mig.strategy}: no mismatch"
+    if fid == "nccl-nvls-unavailable" and not (pool.interconnect.nvlink and pool.gpu.architecture in
+                                               ("hopper", "blackwell") and pool.gpus_per_node >= 4):
+        return "pool", (f"pool {pool.name!r} has no NVSwitch board NCCL would use NVLS on (NVLink, Hopper or "
+                        "later, 4+ GPUs)")
     if fid == "nccl-slow-link" and not 0 < params["factor"] < 1:
         return "factor", f"must be between 0 and 1 (exclusive), not {params['factor']}"
     if fid == "ecc-uncorrectable" and params["count"] < 1:
@@ -876,6 +881,8 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
     "metrics-exporter-absent": lambda n, f: replace(n, exporter=False),
     "row-remap-failure": lambda n, f: _gpu(n, cast(int, f.gpu), remap_failed=True),
     "row-remap-pending": lambda n, f: _gpu(n, cast(int, f.gpu), remap_pending=True),
+    "nccl-nvls-unavailable": lambda n, f: replace(n, interconnect=replace(
+        n.interconnect, nvls=False, busbw_gbps=f.param("busbw_gbps"))),
     "mig-strategy-mismatch": lambda n, f: replace(n, device_plugin=replace(
         n.device_plugin, mig=replace(n.device_plugin.mig, strategy=f.param("plugin_strategy")))),
 }
