@@ -53,11 +53,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gpuconf import images
+from gpuconf.checks.inventory import label_driver_version
 from gpuconf.cluster import PodOutcome
 from gpuconf.compat import rules, tables
 from gpuconf.compat.rules import Mode
 from gpuconf.compat.versions import VersionError, parse_cuda, parse_driver
-from gpuconf.checks.inventory import label_driver_version
 from gpuconf.diagnose import diagnose
 from gpuconf.probes import ProbeParseError
 from gpuconf.probes.cuda import CudaProbeReport, parse_cuda_probe
