@@ -53,6 +53,10 @@ CASCADES: dict[str, tuple[set[str], str]] = {
                             "the toolkit injects every GPU into every container it touches: no isolation holds"),
     "xid-errors": ({"smoke.vector-add-every-gpu"}, "CUDA work on a GPU that raised a critical Xid fails until the GPU "
                    "is reset: its vector-add returns an error"),
+    "dra-prepares-wrong-device": ({"dra.distinct-claims-distinct-devices", "dra.selector-steers-scheduling",
+                                   "dra.shared-claim-same-device", "dra.count-with-match-attribute"},
+                                  "every DRA check that compares the allocated device with the one the pod sees finds "
+                                  "the driver preparing another GPU on the faulty node"),
     "nccl-nvls-unavailable": ({"nccl.busbw-above-floor"}, "without NVLS the all-reduce runs over the NVLink ring, "
                               "whose busbw (about 370 GB/s on 8 x H100) is below the NVLS floor"),
     "ecc-uncorrectable": ({"health.no-pending-memory-repair"},

@@ -599,6 +599,8 @@ def _fault_checks(fault: FaultDef, pool: NodePool | None, gpu: int | None,
             return "layout", "equals the declared layout: no drift"
     if fid == "mig-strategy-mismatch" and params["plugin_strategy"] == pool.device_plugin.mig.strategy:
         return "plugin_strategy", f"equals the pool's strategy {pool.device_plugin.mig.strategy}: no mismatch"
+    if fid == "dra-prepares-wrong-device" and params["shift"] % pool.gpus_per_node == 0:
+        return "shift", f"a shift of {params['shift']} on {pool.gpus_per_node} GPUs prepares the allocated GPU"
     if fid == "nccl-nvls-unavailable" and not (pool.interconnect.nvlink and pool.gpu.architecture in
                                                ("hopper", "blackwell") and pool.gpus_per_node >= 4):
         return "pool", (f"pool {pool.name!r} has no NVSwitch board NCCL would use NVLS on (NVLink, Hopper or "
@@ -752,6 +754,9 @@ class SimNode:
     interconnect: Interconnect
     label_overrides: tuple[tuple[str, str], ...] = ()  # GFD labels that lie, applied last
     exporter: bool = True  # False: no DCGM exporter pod runs on the node (metrics-exporter-absent)
+    #: the DRA driver prepares GPU (index + dra_shift) mod GPUs for an allocated gpu-<index>
+    #: (dra-prepares-wrong-device); 0: the allocated one
+    dra_shift: int = 0
     faults: tuple[str, ...] = ()  # ids of the faults applied here (provenance)
 
     @property
@@ -883,6 +888,7 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
     "row-remap-pending": lambda n, f: _gpu(n, cast(int, f.gpu), remap_pending=True),
     "nccl-nvls-unavailable": lambda n, f: replace(n, interconnect=replace(
         n.interconnect, nvls=False, busbw_gbps=f.param("busbw_gbps"))),
+    "dra-prepares-wrong-device": lambda n, f: replace(n, dra_shift=f.param("shift")),
     "mig-strategy-mismatch": lambda n, f: replace(n, device_plugin=replace(
         n.device_plugin, mig=replace(n.device_plugin.mig, strategy=f.param("plugin_strategy")))),
 }
