@@ -78,6 +78,9 @@ class GpuSpec:
     product: str | None = None  # as GFD's nvidia.com/gpu.product labels it, without -SHARED or -MIG-...
     count: int | None = None  # physical GPUs per node
     memory_mib: int | None = None  # per GPU, as nvidia.com/gpu.memory labels it
+    #: the most GPUs per node the device plugin may report Unhealthy before the node FAILs
+    #: inventory.allocatable-matches-capacity (up to it: DEGRADED, the GPUs named)
+    unhealthy_max: int | None = None
 
 
 @dataclass(frozen=True)
@@ -279,7 +282,7 @@ def _build_pool(raw: Mapping[str, Any], where: _Where, at: FieldPath) -> ExpectP
     count = (NodeCount() if nodes is None else NodeCount(exact=nodes) if isinstance(nodes, int)
              else NodeCount(min=nodes["min"]))
     g = raw.get("gpu", {})
-    gpu = GpuSpec(g.get("product"), g.get("count"), g.get("memory_mib"))
+    gpu = GpuSpec(g.get("product"), g.get("count"), g.get("memory_mib"), g.get("unhealthy_max"))
     if gpu.product is not None:
         for suffix, why in (("-SHARED", "sharing"), ("-MIG-", "mig")):
             if suffix in gpu.product:

@@ -178,7 +178,8 @@ def _cmd_faults(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
     pad = " " * 27
     targets = {"gpu": "pool, node (or all), gpu", "node": "pool, node (or all)", "cluster": "the whole cluster"}
     for fault in fault_catalog().values():
-        stdout.write(f"{fault.id:26s} {fault.summary}\n{pad}caught by {fault.check} ({fault.suite})\n"
+        stdout.write(f"{fault.id:26s} {fault.summary}\n{pad}caught by {fault.check} ({fault.suite}), "
+                     f"{fault.severity}\n"
                      f"{pad}targets: {targets[fault.scope]}\n")
         for param in fault.parameters:
             choices = f"; one of {', '.join(map(str, param.enum))}" if param.enum else ""

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks import inventory as checks
-from gpuconf.checks.expect import declared_gpu_count
+from gpuconf.checks.expect import declared_driver_policy, declared_gpu_count
 from gpuconf.cluster import Inventory
-from gpuconf.plugin import judge, probe_report, whole_node_request
+from gpuconf.plugin import judge, parsed_probe, probe_report, whole_node_request
+from gpuconf.probes import ProbeParseError
 
 pytestmark = pytest.mark.inventory
 
@@ -25,16 +26,54 @@ def test_gpu_resource_advertised(gpu_node, gpu_inventory, record_property):
 
 
 @pytest.mark.check("inventory.allocatable-matches-capacity")
-def test_allocatable_matches_capacity(gpu_node, gpu_inventory, record_property):
-    judge(checks.evaluate_allocatable_matches_capacity(view(gpu_inventory, gpu_node)), record_property)
+def test_allocatable_matches_capacity(request, gpu_node, gpu_inventory, expect_profile, record_property):
+    node = view(gpu_inventory, gpu_node)
+    pool = expect_profile.pool_for(node.labels) if expect_profile is not None else None
+    enumerated, held = unhealthy_views(request, gpu_inventory, gpu_node)
+    judge(checks.evaluate_allocatable_matches_capacity(node, enumerated=enumerated, held=held,
+                                                       unhealthy_max=pool.gpu.unhealthy_max if pool else None),
+          record_property)
+
+
+def unhealthy_views(request, inv: Inventory, name: str) -> tuple[dict[str, str] | None, frozenset[str] | None]:
+    """On a node with fewer GPUs allocatable than advertised, whole GPUs only: every GPU its DCGM
+    exporter reports (UUID -> name) and the GPUs the whole-node probe, holding every allocatable
+    one, was given; their difference names the unhealthy GPUs. (None, None) when that cannot be told."""
+    n = inv.node(name)
+    capacity, allocatable = n.gpu_capacity.get("nvidia.com/gpu", 0), n.gpu_allocatable.get("nvidia.com/gpu", 0)
+    if not 0 < allocatable < capacity or (n.labels.get("nvidia.com/gpu.replicas") or "1") != "1" \
+            or "-MIG-" in n.labels.get("nvidia.com/gpu.product", ""):
+        return None, None
+    from gpuconf.checks.metrics import gpu_name, probe_gpus
+
+    probes = request.getfixturevalue("whole_node_probes")
+    scrape = request.getfixturevalue("exporter_scrapes").get(name)
+    if name not in probes or scrape is None or not scrape.gpus:
+        return None, None
+    try:
+        report = parsed_probe(probes[name], name)
+    except ProbeParseError:
+        return None, None
+    return {uuid: gpu_name(g) for uuid, g in scrape.gpus.items()}, probe_gpus(report, complete=False).uuids
+
+
+@pytest.fixture(scope="module")
+def gpu_views(gpu_inventory):
+    return [view(gpu_inventory, n.name) for n in gpu_inventory.gpu_nodes]
+
+
+@pytest.fixture(scope="module")
+def pool_counts(gpu_views):
+    """Per node, the GPU count its pool's nodes usually have (GFD relabels a node that lost a GPU)."""
+    return checks.pool_gpu_count(gpu_views)
 
 
 @pytest.mark.check("inventory.gpu-count-matches-expected")
-def test_gpu_count_matches(gpu_node, gpu_inventory, whole_node_probes, expect_profile, record_property):
+def test_gpu_count_matches(gpu_node, gpu_inventory, whole_node_probes, expect_profile, pool_counts, record_property):
     probe = probe_report(whole_node_probes, gpu_node) if gpu_node in whole_node_probes else None
     requested = whole_node_request(gpu_inventory.node(gpu_node))  # what it asked for
     node = view(gpu_inventory, gpu_node)
-    judge(checks.evaluate_gpu_count(node, probe=probe, probe_requested=requested,
+    judge(checks.evaluate_gpu_count(node, probe=probe, probe_requested=requested, pool=pool_counts.get(gpu_node),
                                     expected=declared_gpu_count(expect_profile, node)), record_property)
 
 
@@ -47,8 +86,8 @@ def test_labels_match_hardware(gpu_node, gpu_inventory, whole_node_probes, recor
 
 @pytest.mark.cncf("driver_runtime_management")
 @pytest.mark.check("driver.version-uniform-in-pool")
-def test_driver_version_uniform_in_pool(gpu_node, gpu_inventory, record_property):
-    verdicts = checks.evaluate_driver_uniform([view(gpu_inventory, n.name) for n in gpu_inventory.gpu_nodes])
+def test_driver_version_uniform_in_pool(gpu_node, gpu_views, expect_profile, record_property):
+    verdicts = checks.evaluate_driver_uniform(gpu_views, declared_driver_policy(expect_profile, gpu_views))
     judge(next(v for v in verdicts if v.node == gpu_node), record_property)
 
 

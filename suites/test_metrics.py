@@ -21,7 +21,10 @@ def holds_every_gpu(node: GpuNode) -> bool:
     """Whether the whole-node probe was given every GPU of the node: whole GPUs, not shared, not MIG,
     none held back as unhealthy (then the probe's GPUs and the exporter's must be the same set)."""
     labels = node.labels
-    if labels.get("nvidia.com/mig.strategy", "none") != "none":
+    # MIG in use, not the mig.strategy label: GFD writes the plugin's configured strategy (the GPU
+    # Operator's default single) on nodes without MIG too.
+    if "-MIG-" in labels.get("nvidia.com/gpu.product", "") or any(r.startswith("nvidia.com/mig-")
+                                                                  for r in node.gpu_capacity):
         return False
     if labels.get("nvidia.com/gpu.sharing-strategy", "none") != "none" or labels.get("nvidia.com/gpu.replicas",
                                                                                         "1") != "1":

@@ -40,6 +40,7 @@ from gpuconf.cluster.outcomes import PodOutcome, make_outcome
 from gpuconf.compat.versions import parse_cuda
 from gpuconf.probe_pods import ClaimRequest, make_cuda_probe_pod, make_resource_claim_template
 from gpuconf.render import RenderError
+from gpuconf.sim.agent_model import dra_devices
 from gpuconf.sim.cel import compile_selector, device_activation
 from gpuconf.sim.emulate import Visible, cuda_probe_run
 from gpuconf.sim.node_facts import node_labels, node_resources, resource_slices
@@ -113,7 +114,8 @@ def test_every_dra_check_is_in_the_catalog_and_the_faults_name_two_of_them() -> 
     assert {checks()[c].suite for c in DRA_CHECKS} == {"suites/test_dra.py"}
     named = {f.id: f.check for f in fault_catalog().values() if f.check in DRA_CHECKS}
     assert named == {"dra-attr-wrong": "dra.attributes-match-hardware",
-                     "dra-double-count": "dra.no-double-publication"}
+                     "dra-double-count": "dra.no-double-publication",
+                     "dra-prepares-wrong-device": "dra.claim-allocates-the-probed-device"}
     assert {checks()[c].severity for c in named.values()} == {"fail"}
 
 
@@ -290,6 +292,23 @@ def test_a_pod_seeing_another_gpu_than_its_claims_fails() -> None:
                                                devices, min_gib=140)
     assert v.outcome is Outcome.FAIL
     assert v.summary == f"the claim was allocated gpu-5 ({n.gpus[5].uuid}) but the pod sees {n.gpus[1].uuid}"
+
+
+@pytest.mark.parametrize("faults", [(), ({"id": "dra-prepares-wrong-device", "pool": "h200", "node": 0},)],
+                         ids=["the healthy driver prepares the allocated GPU", "a driver preparing the next GPU"])
+def test_the_gpu_the_driver_prepares_is_judged_against_the_allocation(faults) -> None:
+    n = sim_node(*faults)
+    allocated = {"status": {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": "gpu.nvidia.com", "pool": NODE, "device": "gpu-5"}]}}}}
+    pod = pod_name("selector", NODE)
+    prepared = dra_devices(n, allocated)  # what the node's DRA driver hands the container
+    v = evaluate_claim_allocates_probed_device(NODE, probe(n, prepared, pod), [claim("c1", pod, "gpu", "gpu-5")],
+                                               slice_devices(resource_slices(n), NODE), min_gib=140)
+    if not faults:
+        assert v.outcome is Outcome.PASS, v.message()
+        return
+    assert v.outcome is Outcome.FAIL
+    assert v.summary == f"the claim was allocated gpu-5 ({n.gpus[5].uuid}) but the pod sees {n.gpus[6].uuid}"
 
 
 def test_a_claim_pod_that_never_ran_or_a_device_too_small_fails() -> None:

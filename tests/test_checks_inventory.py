@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks.inventory import (
+    DriverPolicy,
     NodeView,
     evaluate_allocatable_matches_capacity,
     evaluate_cuda_device_nodes,
@@ -15,6 +16,7 @@ from gpuconf.checks.inventory import (
     evaluate_gpu_resource_advertised,
     evaluate_labels_match_hardware,
     evaluate_nvml_initializes,
+    pool_gpu_count,
 )
 from gpuconf.compat import tables
 from gpuconf.compat.versions import parse_cuda
@@ -44,12 +46,14 @@ def whole_node_probe(n: SimNode):
 def verdicts(nodes: list[SimNode]) -> dict[tuple[str, str], Outcome]:
     out = {}
     views = [view(n) for n in nodes]
+    pools = pool_gpu_count(views)
     for v in evaluate_driver_uniform(views):
         out[(v.check, v.node)] = v
     for n, v in zip(nodes, views, strict=True):
         probe = whole_node_probe(n)
         for verdict in (evaluate_gpu_resource_advertised(v), evaluate_allocatable_matches_capacity(v),
-                        evaluate_gpu_count(v, probe=probe), evaluate_labels_match_hardware(v, probe),
+                        evaluate_gpu_count(v, probe=probe, pool=pools.get(n.name)),
+                        evaluate_labels_match_hardware(v, probe),
                         evaluate_nvml_initializes(n.name, probe), evaluate_cuda_device_nodes(n.name, probe)):
             out[(verdict.check, n.name)] = verdict
     return out
@@ -93,6 +97,36 @@ def test_the_unhealthy_count_and_resource_are_named():
     assert "nvidia.com/gpu: 7 of 8 allocatable (1 unhealthy)" in verdict.summary
 
 
+def unhealthy(gpus: list[int]) -> SimNode:
+    faults = [{"id": "gpu-unhealthy", "pool": "h100", "node": 0, "gpu": g} for g in gpus]
+    return expand(with_faults(load_profile(PROFILE), faults)).node("h100-0")
+
+
+@pytest.mark.parametrize(("gpus", "unhealthy_max", "outcome", "tail"), [
+    ([5], None, Outcome.DEGRADED, "(the node works with the rest; declare gpu.unhealthy_max in --expect to fail past a "
+                                  "threshold)"),
+    ([2, 5], 2, Outcome.DEGRADED, "(within the 2 --expect tolerates)"),
+    ([2, 5], 1, Outcome.FAIL, ": more than the 1 unhealthy GPU(s) per node --expect tolerates (gpu.unhealthy_max)"),
+    (list(range(8)), None, Outcome.FAIL, ": nothing is left allocatable"),
+], ids=["one of eight is degraded", "within the declared threshold is degraded", "past it fails",
+        "none left allocatable fails"])
+def test_unhealthy_gpus_degrade_a_node_and_fail_it_past_the_declared_threshold(gpus, unhealthy_max, outcome, tail):
+    n = unhealthy(gpus)
+    held = [g.uuid for g in n.gpus if g.index not in gpus]
+    enumerated = {g.uuid: f"{g.uuid} (gpu {g.index})" for g in n.gpus}
+    verdict = evaluate_allocatable_matches_capacity(view(n), enumerated=enumerated, held=held,
+                                                    unhealthy_max=unhealthy_max)
+    names = ", ".join(f"{g.uuid} (gpu {g.index})" for g in sorted(n.gpus, key=lambda g: g.uuid) if g.index in gpus)
+    assert verdict.outcome is outcome
+    assert verdict.summary.startswith(f"the device plugin reports {len(gpus)} GPU(s) Unhealthy: {names}; ")
+    assert verdict.summary.endswith(tail)
+
+
+def test_an_unhealthy_gpu_without_an_exporter_view_is_not_guessed():
+    verdict = evaluate_allocatable_matches_capacity(view(unhealthy([5])))
+    assert "which one: the device plugin's log, 'marking device ... as unhealthy'" in verdict.summary
+
+
 def test_time_sliced_nodes_count_physical_gpus():
     n = expand(load_profile("t4-timeslicing")).node("t4-0")
     verdict = evaluate_gpu_count(view(n), expected=len(n.gpus))
@@ -113,3 +147,41 @@ def test_a_stale_replicas_label_is_not_a_lost_gpu():
     verdict = evaluate_gpu_count(view(n), probe=whole_node_probe(n), probe_requested=requested)
     assert verdict.outcome is Outcome.PASS, verdict.message()
     assert "GFD label nvidia.com/gpu.count: 4; probe (CUDA devices in a whole-node pod): 4" in verdict.summary
+
+
+@pytest.mark.parametrize(("policy", "outcome", "summary"), [
+    (None, Outcome.DEGRADED, "driver 580.82.07 while the NVIDIA-H100-80GB-HBM3 pool runs 580.95.05"),
+    (DriverPolicy("h100", branch=580), Outcome.PASS,
+     "driver 580.82.07 on branch 580, which --expect allows for pool h100 (branch-only policy; the pool also runs "
+     "580.95.05)"),
+    (DriverPolicy("h100", branch=570), Outcome.DEGRADED,
+     "driver 580.82.07 is on branch 580 while --expect declares branch 570 for pool h100"),
+    (DriverPolicy("h100", version="580.82.07"), Outcome.PASS, "driver 580.82.07, as --expect declares for pool h100"),
+], ids=["without --expect the majority rules", "a branch-only policy allows skew inside the branch",
+        "a branch-only policy still catches another branch", "an exact version is the reference"])
+def test_driver_uniformity_honours_the_declared_policy(policy, outcome, summary):
+    profile = with_faults(load_profile(PROFILE), [{"id": "driver-skew", "pool": "h100", "node": 0,
+                                                   "driver": "580.82.07"}])
+    views = [view(n) for n in expand(profile).nodes]
+    policies = {v.name: policy for v in views} if policy else None
+    verdict = next(v for v in evaluate_driver_uniform(views, policies) if v.node == "h100-0")
+    assert (verdict.outcome, verdict.summary) == (outcome, summary)
+
+
+def test_a_lost_gpu_relabelled_by_gfd_is_caught_by_the_pool_and_named_as_missing():
+    """GFD relabels gpu.count after a GPU falls off the bus (the device plugin and the probe count one
+    fewer too): only the pool's other nodes say there should be 8."""
+    nodes = list(expand(with_faults(load_profile(PROFILE), [{"id": "gpu-lost", "pool": "h100", "node": 0,
+                                                               "gpu": 3}])).nodes)
+    lost = nodes[0]
+    assert node_labels(lost)["nvidia.com/gpu.count"] == "7"
+    views = [view(n) for n in nodes]
+    pools = pool_gpu_count(views)
+    verdict = evaluate_gpu_count(views[0], probe=whole_node_probe(lost), pool=pools["h100-0"])
+    assert verdict.outcome is Outcome.FAIL
+    assert verdict.summary == (
+        "GPU count disagrees between views: GFD label nvidia.com/gpu.count: 7; device plugin (capacity, replicas "
+        "removed): 7; probe (CUDA devices in a whole-node pod): 7; the 2 nodes of its pool (NVIDIA-H100-80GB-HBM3 on "
+        "sim-h100): 8 (1 GPU(s) missing: fallen off the bus, disabled or never enumerated; nvidia-smi -L and the "
+        "kernel log (Xid 79) on the node say which)")
+    assert evaluate_gpu_count(views[1], probe=whole_node_probe(nodes[1]), pool=pools["h100-1"]).outcome is Outcome.PASS

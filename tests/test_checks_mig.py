@@ -431,8 +431,11 @@ def test_single_strategy_with_a_gpu_whose_mig_mode_is_off_fails_without_a_device
 
 
 @pytest.mark.parametrize(("profile", "node", "reason"), [
-    ("healthy-h100", "h100-0", "h100-0 does not use MIG (nvidia.com/mig.strategy=none, nvidia.com/mig.capable=true)"),
-    ("t4-timeslicing", "t4-0", "t4-0 does not use MIG (nvidia.com/mig.strategy=none, nvidia.com/mig.capable=false)"),
+    ("healthy-h100", "h100-0", "h100-0 has no GPU with MIG enabled (nvidia.com/mig.strategy=single is the device "
+                               "plugin's configured strategy, nvidia.com/mig.capable=true; no MIG instance is labelled "
+                               "or advertised): no MIG layout to check"),
+    ("t4-timeslicing", "t4-0", "t4-0 does not use MIG (nvidia.com/mig.strategy=unlabelled, "
+                               "nvidia.com/mig.capable=false)"),
     ("a100-mig-mixed", "a100-0", None),
     ("h100-mig-single", "h100-mig-0", None),
 ], ids=["an H100 without MIG is skipped", "a T4 cannot do MIG", "a mixed node is checked", "a single node is checked"])
@@ -441,10 +444,30 @@ def test_which_nodes_the_suite_checks(profile: str, node: str, reason: str | Non
     assert checks.mig_skip_reason(node, node_labels(n), node_resources(n)[0]) == reason
 
 
-def test_a_mixed_label_without_mig_resources_is_skipped_with_the_reason() -> None:
+def test_a_strategy_label_without_any_mig_instance_is_skipped_with_the_reason() -> None:
     reason = checks.mig_skip_reason("n", {"nvidia.com/mig.strategy": "mixed"}, {"nvidia.com/gpu": "8"})
-    assert reason == ("n is labelled nvidia.com/mig.strategy=mixed but advertises no nvidia.com/mig-<profile> "
-                      "resource: no MIG instance to check")
+    assert reason == ("n has no GPU with MIG enabled (nvidia.com/mig.strategy=mixed is the device plugin's "
+                      "configured strategy, nvidia.com/mig.capable=unlabelled; no MIG instance is labelled or "
+                      "advertised): no MIG layout to check")
+
+
+@pytest.mark.parametrize(("labels", "capacity", "found"), [
+    ({"nvidia.com/mig.strategy": "mixed", "nvidia.com/mig-1g.10gb.count": "7"}, {"nvidia.com/gpu": "7"},
+     "GFD labels MIG instances per profile (1g.10gb x7; nvidia.com/mig.strategy=mixed) while the device plugin "
+     "advertises no nvidia.com/mig-<profile> resource but nvidia.com/gpu: 7 (strategy single or none)"),
+    ({"nvidia.com/mig.strategy": "single", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb",
+      "nvidia.com/gpu.count": "7"}, {"nvidia.com/mig-1g.10gb": "7", "nvidia.com/gpu": "0"},
+     "GFD labels nvidia.com/mig.strategy=single (nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3-MIG-1g.10gb) while the "
+     "device plugin advertises nvidia.com/mig-1g.10gb: 7 (strategy mixed)"),
+], ids=["GFD mixed, plugin single", "GFD single, plugin mixed"])
+def test_labels_and_plugin_with_different_strategies_are_judged_not_skipped(labels, capacity, found) -> None:
+    assert checks.mig_skip_reason("n", labels, capacity) is None
+    assert checks.strategy_disagreement(labels, capacity) == found
+    declared = checks.declared_layout(labels, None, source="none", gpus=1, profiles=None)
+    verdict = checks.evaluate_layout_matches_config("n", labels=labels, capacity=capacity, allocatable=capacity,
+                                                    seen={}, declared=declared)
+    assert verdict.outcome is Outcome.FAIL
+    assert verdict.summary.startswith(f"GFD and the device plugin run different MIG strategies: {found}")
 
 
 def test_the_plan_has_an_all_and_a_one_pod_per_profile_with_valid_names() -> None:
@@ -528,3 +551,29 @@ def test_the_drift_leaves_the_declared_config_and_changes_the_instances() -> Non
     assert node_labels(drifted.node("a100-0"))["nvidia.com/mig.config"] == "custom-a100"
     assert make_mig_parted_config(drifted) == make_mig_parted_config(clean)
     assert node_resources(drifted.node("a100-0"))[0]["nvidia.com/mig-1g.10gb"] == "35"
+
+
+@pytest.mark.parametrize(("profile", "pool", "plugin", "found"), [
+    ("h100-mig-single", "h100-mig", "mixed",
+     "GFD labels nvidia.com/mig.strategy=single (nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3-MIG-1g.10gb) while the "
+     "device plugin advertises nvidia.com/mig-1g.10gb: 28 (strategy mixed)"),
+], ids=["GFD single, plugin mixed"])
+def test_the_strategy_mismatch_fault_fails_the_layout_check_naming_both_strategies(profile, pool, plugin, found):
+    c = cluster(profile, [{"id": "mig-strategy-mismatch", "pool": pool, "node": 0, "plugin_strategy": plugin}])
+    results = verdicts(observe(c, f"{pool}-0"))
+    layout = results["mig.layout-matches-config"]
+    assert layout.outcome is Outcome.FAIL
+    assert layout.summary.startswith(f"GFD and the device plugin run different MIG strategies: {found}")
+    others = {k: v.outcome for k, v in results.items() if k != "mig.layout-matches-config"}
+    assert Outcome.FAIL not in others.values() and Outcome.DEGRADED not in others.values(), others
+    healthy = verdicts(observe(cluster(profile), f"{pool}-0"))  # the twin without the fault
+    assert all(v.outcome is Outcome.PASS for v in healthy.values()), {k: v.message() for k, v in healthy.items()}
+
+
+def test_a_plugin_running_single_under_a_multi_profile_layout_registers_nothing_and_gfd_says_invalid() -> None:
+    """GFD's labels under single for a layout of several profiles, and the plugin's refusal."""
+    c = cluster("a100-mig-mixed", [{"id": "mig-strategy-mismatch", "pool": "a100", "node": 0,
+                                    "plugin_strategy": "single"}])
+    n = c.node("a100-0")
+    assert advertised_devices(n) == []
+    assert node_labels(n)["nvidia.com/mig.strategy"] == "mixed"  # GFD still reads the pool's mixed config

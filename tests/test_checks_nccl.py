@@ -284,3 +284,14 @@ def test_the_burn_in_pod_asks_for_more_iterations_and_the_simulated_probe_runs_t
     doc = parse_nccl_probe(out, exit_code=code).raw
     assert (doc["args"]["iters"], doc["args"]["warmup"], doc["args"]["iters_large"]) == (200, 10, 50)
     assert {(s["iters"], s["warmup"]) for s in doc["sweep"]["sizes"]} == {(200, 10), (50, 10)}
+
+
+def test_a_node_without_nvls_is_named_by_the_transport_check_and_its_twin_passes():
+    """Per-node NCCL transport: one NVSwitch node falls back from NVLS to the NVLink ring."""
+    report = probe(faults=[{"id": "nccl-nvls-unavailable", "pool": "h100", "node": 0}])
+    verdict = checks.evaluate_transport("h100-0", report, H100)
+    assert verdict.outcome is Outcome.DEGRADED
+    assert verdict.summary == ("NCCL chose P2P/CUMEM, not NVLS, for 8 x NVIDIA H100 80GB HBM3 over nvswitch, nvls")
+    assert report.peak_busbw_gbps is not None and report.peak_busbw_gbps < H100.figure_gbps
+    twin = probe(node="h100-1", faults=[{"id": "nccl-nvls-unavailable", "pool": "h100", "node": 0}])
+    assert checks.evaluate_transport("h100-1", twin, H100).outcome is Outcome.PASS

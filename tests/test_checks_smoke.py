@@ -71,3 +71,17 @@ def test_a_stale_replicas_label_does_not_change_what_smoke_expects_when_gpu_coun
     # 32 replicas advertised (8 per GPU) while the label still says 4: the 4 physical GPUs all ran.
     verdict = evaluate_vector_add("t4-0", probe(gpus=4), requested=32, replicas=4, physical=4)
     assert verdict.outcome is Outcome.PASS and verdict.summary == "vector-add verified on all 4 GPUs"
+
+
+def test_mig_instances_handed_out_as_gpus_are_not_lost_gpus():
+    """A plugin serving MIG instances as nvidia.com/gpu on a node GFD labels otherwise (strategies that
+    disagree): CUDA enumerates one MIG device per process, and smoke says so instead of blaming the bus."""
+    n = expand(load_profile("h100-mig-single")).node("h100-mig-0")
+    visible = [Visible(g, i) for g in n.gpus for i in g.mig]
+    code, out = cuda_probe_run(n, visible=visible, image_cuda=parse_cuda("13.0"), env={}, compat=False,
+                               started_at="2026-12-01T00:00:00.000Z", hostname=n.name)
+    verdict = evaluate_vector_add(n.name, parse_cuda_probe(out, exit_code=code), requested=len(visible))
+    assert verdict.outcome is Outcome.NOT_TESTED
+    assert verdict.summary.startswith(f"the pod asked for {len(visible)} GPUs and was given MIG instances (")
+    assert verdict.summary.endswith("one CUDA process enumerates one MIG device, so a whole-node probe cannot "
+                                    "exercise them; the mig suite judges this node")

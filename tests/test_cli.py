@@ -124,3 +124,17 @@ def test_console_script_is_installed():
     proc = subprocess.run([exe, "require", "--cuda", "12.4", "cuda>=12.4.1"], capture_output=True, text=True)
     assert proc.returncode == 1
     assert "unsatisfied condition: cuda>=12.4.1, please update" in proc.stdout
+
+
+def test_sim_faults_lists_every_fault_with_its_check_targeting_and_parameters():
+    from gpuconf.sim.profile import fault_catalog
+
+    code, out, err = run(["sim", "faults"])
+    assert (code, err) == (0, "")
+    for fault in fault_catalog().values():
+        assert f"{fault.id:26s} {fault.summary}\n" in out
+        assert f"caught by {fault.check} ({fault.suite}), {fault.severity}\n" in out
+        for p in fault.parameters:
+            assert f" {p.name}: {p.type}, default " in out
+    assert ("plugin_strategy: string, default mixed; one of single, mixed: the MIG strategy the device plugin "
+            "runs; must differ from the pool's declared one") in out

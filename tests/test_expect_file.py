@@ -34,7 +34,9 @@ def test_each_example_declares_every_pool_of_the_simulated_profile_it_names(name
         assert declared.driver.branch in (None, pool.driver.branch)
         assert declared.driver.version in (None, str(pool.driver))
         assert declared.cuda.driver_version == str(tables.native_cuda(pool.driver))
-        assert declared.mig.strategy == pool.device_plugin.mig.strategy
+        # none declares "no MIG in use", which a plugin configured single or mixed meets on GPUs without MIG
+        assert declared.mig.strategy == pool.device_plugin.mig.strategy or (
+            declared.mig.strategy == "none" and not pool.device_plugin.mig.enabled)
         assert declared.sharing.strategy == pool.device_plugin.sharing.strategy
 
 
@@ -211,7 +213,7 @@ MALFORMED = [
      "6:5: pools[0].nodes: duplicate key (first on line 5)"),
     ("no pools", "schema: 1\npools: []\n", "2:8: pools: must not be empty"),
     ("a gpu section that declares nothing", BASE.replace("gpu: {product: NVIDIA-H100-80GB-HBM3, count: 8}", "gpu: {}"),
-     "6:10: pools[0].gpu: must declare at least one of: product, count, memory_mib"),
+     "6:10: pools[0].gpu: must declare at least one of: product, count, memory_mib, unhealthy_max"),
     ("a pool name that is not a lower-case name", BASE.replace("name: h100", "name: H100_pool"),
      "3:11: pools[0].name: 'H100_pool' is not a lower-case name such as h100 or a100-mig"),
 ]

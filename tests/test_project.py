@@ -80,3 +80,14 @@ def test_no_test_module_shares_a_basename_with_a_suite():
     suites = {p.name for p in (ROOT / "suites").glob("test_*.py")}
     tests = {p.name for p in (ROOT / "tests").glob("test_*.py")}
     assert not suites & tests
+
+
+def test_the_readme_lists_every_fault_with_its_check_and_parameters():
+    from gpuconf.sim.profile import fault_catalog
+
+    table = README.split("| fault | targets | caught by | parameters (default) |", 1)[1].split("\n\n", 1)[0]
+    for fault in fault_catalog().values():  # the fault table only: a diagnosis may share a fault's name
+        row = next((line for line in table.splitlines() if line.startswith(f"| `{fault.id}` |")), None)
+        assert row is not None, f"README lists no fault {fault.id}"
+        assert f"`{fault.check}` ({fault.severity})" in row, row
+        assert all(f"`{p.name}` ({p.default}" in row for p in fault.parameters), row

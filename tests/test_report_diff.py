@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from expecting import strict_expect
 
 from gpuconf.cli import main
 from gpuconf.report.diff import (
@@ -263,10 +264,12 @@ def test_two_simulated_runs_diff_to_the_injected_fault(pytester: pytest.Pytester
     faulty.write_text(profile.replace("\nfaults: []\n", "\nfaults:\n  - {id: gpu-unhealthy, pool: h100, node: 0, "
                                                         "gpu: 3}\n"))
     runs: dict[str, Path] = {}
+    strict = strict_expect(pytester.path)  # one unhealthy GPU FAILs the node
     for name, simulate, expected in (("old", "healthy-h100", 0), ("new", str(faulty), 1)):
         runs[name] = tmp_path / name
         res = pytester.runpytest_subprocess("suites/test_inventory.py", "-p", "gpuconf.plugin", "--simulate",
-                                            simulate, "--report-dir", str(runs[name]), "-p", "no:cacheprovider")
+                                            simulate, "--report-dir", str(runs[name]), "-p", "no:cacheprovider",
+                                            "--expect", str(strict))
         assert res.ret == expected, res.outlines[-20:]
     status, out, err = cli(runs["old"], runs["new"])
     assert (status, err) == (1, "")

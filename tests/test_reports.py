@@ -9,6 +9,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from expecting import strict_expect
 
 from gpuconf.report.model import CheckResult, RunRecord, from_test_report, node_verdicts, worst
 from gpuconf.report.writers import write_html, write_json, write_markdown, write_reports
@@ -186,7 +187,8 @@ def test_a_faulty_node_fails_in_the_sign_off_with_its_remediation(pytester: pyte
     fault.write_text(profile.replace("\nfaults: []\n",
                                      "\nfaults:\n  - {id: gpu-unhealthy, pool: h100, node: 0, gpu: 3}\n"))
     out = tmp_path / "reports"
-    res = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", str(fault), "--report-dir", str(out))
+    res = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", str(fault), "--report-dir", str(out),
+                                        "--expect", str(strict_expect(pytester.path)))
     assert res.ret == 1
     html = (out / "report.html").read_text()
     assert '<div class="word">FAIL</div>' in html

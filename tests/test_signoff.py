@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from expecting import strict_expect
 
 from gpuconf.cluster import Cluster, connect
 from gpuconf.cluster import signoff as so
@@ -267,7 +268,8 @@ def test_taint_failed_taints_the_failed_node_only(pytester: pytest.Pytester, mon
     profile = pytester.path / "gpu-unhealthy.yaml"
     profile.write_text(re.sub(r"^faults:.*$", "", text, flags=re.M)
                        + "\nfaults:\n  - {id: gpu-unhealthy, pool: h100, node: 0, gpu: 3}\n")
-    result, nodes, run_id = run_inventory(pytester, monkeypatch, str(profile), "--taint-failed")
+    result, nodes, run_id = run_inventory(pytester, monkeypatch, str(profile), "--taint-failed", "--expect",
+                                          str(strict_expect(pytester.path)))
     assert result.ret == 1
     failed, passed = gpuconf_marks(nodes["h100-0"]), gpuconf_marks(nodes["h100-1"])
     assert failed["labels"] == {"gpuconf.io/verdict": "fail"}

@@ -55,6 +55,12 @@ CASCADES: dict[str, tuple[set[str], str]] = {
                    "is reset: its vector-add returns an error"),
     "pcie-link-degraded": ({"bandwidth.host-device-floor"}, "a GPU on a link trained down copies at that link's "
                            "rate: under its floor and its siblings"),
+    "dra-prepares-wrong-device": ({"dra.distinct-claims-distinct-devices", "dra.selector-steers-scheduling",
+                                   "dra.shared-claim-same-device", "dra.count-with-match-attribute"},
+                                  "every DRA check that compares the allocated device with the one the pod sees finds "
+                                  "the driver preparing another GPU on the faulty node"),
+    "nccl-nvls-unavailable": ({"nccl.busbw-above-floor"}, "without NVLS the all-reduce runs over the NVLink ring, "
+                              "whose busbw (about 370 GB/s on 8 x H100) is below the NVLS floor"),
     "ecc-uncorrectable": ({"health.no-pending-memory-repair"},
                           "an uncorrectable error on an Ampere-or-later GPU remaps its row, applied at the next reset: "
                           "the pending remap is reported beside the ECC counters"),

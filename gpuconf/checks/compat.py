@@ -53,6 +53,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gpuconf import images
+from gpuconf.checks.inventory import label_driver_version
 from gpuconf.cluster import PodOutcome
 from gpuconf.compat import rules, tables
 from gpuconf.compat.rules import Mode
@@ -157,11 +158,12 @@ def probe_facts(outcome: PodOutcome | None) -> CudaProbeReport | None:
 
 
 def make_target(node: str, labels: Mapping[str, str], probe: CudaProbeReport | None = None) -> Target:
-    """The node's facts: driver from ``nvidia.com/cuda.driver-version.full`` or the probe's NVML,
+    """The node's facts: driver from GFD's labels (``cuda.driver-version.full``, or the
+    ``cuda.driver.major/minor/rev`` older GFD releases publish alone) or the probe's NVML,
     GPU from ``nvidia.com/gpu.product`` or the probe's device name, resolved as ``gpuconf
     predict`` resolves ``--driver`` and ``--gpu``."""
     product = labels.get("nvidia.com/gpu.product")
-    driver = labels.get("nvidia.com/cuda.driver-version.full")
+    driver, _ = label_driver_version(labels)
     notes: list[str] = []
     if not driver and probe is not None and probe.nvml_driver_version:
         driver = probe.nvml_driver_version

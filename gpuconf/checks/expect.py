@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuconf.checks.inventory import NodeView, gpu_resources
+from gpuconf.checks.inventory import DriverPolicy, NodeView, gpu_resources, label_cuda_version, label_driver_version
 from gpuconf.compat.versions import VersionError, parse_cuda, parse_driver
 from gpuconf.expect import ExpectPool, ExpectProfile, MigCounts, mig_text
 from gpuconf.probes.cuda import CudaProbeReport
@@ -28,6 +28,7 @@ __all__ = [
     "Observation",
     "combined",
     "compare_node",
+    "declared_driver_policy",
     "declared_gpu_count",
     "evaluate_node_in_a_pool",
     "evaluate_node_matches_pool",
@@ -37,6 +38,16 @@ __all__ = [
 POPULATED, IN_A_POOL, MATCHES = "expect.pool-populated", "expect.node-in-a-pool", "expect.node-matches-pool"
 NO_EXPECT = "no --expect file given"
 MIG_PREFIX = "nvidia.com/mig-"
+
+
+def declared_driver_policy(profile: ExpectProfile | None, nodes: Sequence[NodeView]) -> dict[str, DriverPolicy]:
+    """Per node, the driver version or branch its pool declares (for driver.version-uniform-in-pool)."""
+    out: dict[str, DriverPolicy] = {}
+    for node in nodes:
+        pool = profile.pool_for(node.labels) if profile is not None else None
+        if pool is not None and (pool.driver.version is not None or pool.driver.branch is not None):
+            out[node.name] = DriverPolicy(pool.name, pool.driver.version, pool.driver.branch)
+    return out
 
 
 def declared_gpu_count(profile: ExpectProfile | None, node: NodeView) -> int | None:
@@ -182,7 +193,10 @@ class _Facts:
         self.mig_resources = {k.removeprefix(MIG_PREFIX): v for k, v in self.capacity.items()
                               if k.startswith(MIG_PREFIX)}
         self.mig_single = "-MIG-" in (self.product_label or "")
-        self.mig = bool(self.mig_resources) or self.mig_single or node.label("mig.strategy") in ("single", "mixed")
+        # GFD labels mig.strategy with the device plugin's configured strategy on every node, MIG or
+        # not (k8s-device-plugin internal/lm/mig-strategy.go): the label alone says nothing about MIG.
+        self.mig = bool(self.mig_resources) or self.mig_single or any(
+            k.startswith(MIG_PREFIX) and k.endswith(".count") for k in node.labels)
         self.gpu_total = self.capacity.get("nvidia.com/gpu", 0) + self.capacity.get("nvidia.com/gpu.shared", 0)
         self.whole_node = probe_requested is None or probe_requested == self.gpu_total
 
@@ -277,29 +291,34 @@ def _memory_views(f: _Facts) -> list[tuple[str, str | None]]:
 
 
 def _driver_views(f: _Facts) -> list[tuple[str, str | None]]:
-    label = f.label("cuda.driver-version.full")
-    source = "label nvidia.com/cuda.driver-version.full"
-    if label is None and f.label("cuda.driver.major") is not None:
-        parts = [f.label(f"cuda.driver.{p}") for p in ("major", "minor", "rev")]
-        label, source = ".".join(p for p in parts if p), "labels nvidia.com/cuda.driver.major/minor/rev"
-    return [(source, label), ("NVML in the probe", f.probe.nvml_driver_version if f.probe else None)]
+    label, source = label_driver_version(f.node.labels)
+    return [(f"label {source}", label), ("NVML in the probe", f.probe.nvml_driver_version if f.probe else None)]
 
 
 def _cuda_views(f: _Facts) -> list[tuple[str, str | None]]:
     # GFD's cuda.runtime-version is the CUDA the host driver supports (cuDriverGetVersion); the
     # probe's own cudaDriverGetVersion would report a compat libcuda, so NVML's figure is used.
-    label = f.label("cuda.runtime-version.full")
-    source = "label nvidia.com/cuda.runtime-version.full"
-    if label is None and f.label("cuda.runtime.major") is not None:
-        label = f"{f.label('cuda.runtime.major')}.{f.label('cuda.runtime.minor') or 0}"
-        source = "labels nvidia.com/cuda.runtime.major/minor"
-    return [(source, label), ("NVML in the probe", f.probe_nvml_cuda())]
+    source = ("label nvidia.com/cuda.runtime-version.full" if f.label("cuda.runtime-version.full")
+              else "labels nvidia.com/cuda.runtime.major/minor")
+    return [(source, label_cuda_version(f.node.labels)), ("NVML in the probe", f.probe_nvml_cuda())]
 
 
 def _mig_strategy_views(f: _Facts) -> list[tuple[str, str | None]]:
-    advertised = ("mixed" if f.mig_resources else "single" if f.mig_single else "none" if f.gpu_total else None)
-    return [("label nvidia.com/mig.strategy", f.label("mig.strategy")),
-            ("device plugin resources", advertised)]
+    """GFD's label, and the plugin's resources when MIG is in use. With no GPU MIG-enabled, none,
+    single and mixed all advertise whole GPUs and the label is only the plugin's configured strategy
+    (the GPU Operator's default single, on any GPU): see :func:`_mig_strategy_agrees`."""
+    label = f.label("mig.strategy")
+    if not f.mig:
+        return [(f"label nvidia.com/mig.strategy (no GPU MIG-enabled{', no label' if label is None else ''})",
+                 label or "none")]
+    advertised = "mixed" if f.mig_resources else "single" if f.mig_single else None
+    return [("label nvidia.com/mig.strategy", label), ("device plugin resources", advertised)]
+
+
+def _mig_strategy_agrees(f: _Facts, declared: str) -> Callable[[str], bool]:
+    """A node without MIG meets a declared ``none`` whatever strategy the plugin is configured with
+    (no MIG enabled, no MIG layout to check); otherwise the strategy must be the declared one."""
+    return lambda v: v == declared or (declared == "none" and not f.mig)
 
 
 def _replica_views(f: _Facts, pool: ExpectPool) -> list[tuple[str, str | None]]:
@@ -372,7 +391,7 @@ def _mig_fields(pool: ExpectPool, f: _Facts) -> list[FieldCheck]:
     mig = pool.mig
     if mig.strategy is not None:
         strategy = mig.strategy
-        out.append(_field("mig.strategy", strategy, _mig_strategy_views(f), lambda v: v == strategy,
+        out.append(_field("mig.strategy", strategy, _mig_strategy_views(f), _mig_strategy_agrees(f, strategy),
                           "no nvidia.com/mig.strategy label and no GPU resource"))
     if mig.layout:
         gpus = pool.gpu.count

@@ -8,13 +8,15 @@ the suites only fetch and the decisions are unit-tested here.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpuconf.probes.cuda import CudaProbeReport
-from gpuconf.verdict import Verdict, failed, not_tested, passed
+from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
 __all__ = [
+    "MIG_INVALID",
+    "DriverPolicy",
     "NodeView",
     "evaluate_allocatable_matches_capacity",
     "evaluate_cuda_device_nodes",
@@ -24,6 +26,11 @@ __all__ = [
     "evaluate_labels_match_hardware",
     "evaluate_nvml_initializes",
     "gpu_resources",
+    "node_gpu_count",
+    "pool_key",
+    "label_cuda_version",
+    "label_driver_version",
+    "pool_gpu_count",
 ]
 
 GPU_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
@@ -41,6 +48,34 @@ class NodeView:
 
     def label(self, key: str) -> str | None:
         return self.labels.get(f"nvidia.com/{key}")
+
+    @property
+    def driver_version(self) -> str | None:
+        return label_driver_version(self.labels)[0]
+
+
+def label_driver_version(labels: Mapping[str, str]) -> tuple[str | None, str]:
+    """GFD's driver version and the labels it was read from: ``cuda.driver-version.full``, or on
+    GFD releases before it (and alongside it, deprecated) ``cuda.driver.major/minor/rev`` joined as
+    GFD split it (a driver without a patch level has an empty rev: ``535.54``)."""
+    full = labels.get("nvidia.com/cuda.driver-version.full")
+    if full:
+        return full, "nvidia.com/cuda.driver-version.full"
+    major, minor = labels.get("nvidia.com/cuda.driver.major"), labels.get("nvidia.com/cuda.driver.minor")
+    if major and minor:
+        rev = labels.get("nvidia.com/cuda.driver.rev")
+        return ".".join(p for p in (major, minor, rev) if p), "nvidia.com/cuda.driver.major/minor/rev"
+    return None, "no nvidia.com/cuda.driver-version.full or cuda.driver.major/minor label"
+
+
+def label_cuda_version(labels: Mapping[str, str]) -> str | None:
+    """The driver's CUDA version GFD labels: ``cuda.runtime-version.full``, or the older
+    ``cuda.runtime.major/minor`` (GFD's name for the driver's CUDA, not a runtime's)."""
+    full = labels.get("nvidia.com/cuda.runtime-version.full")
+    if full:
+        return full
+    major, minor = labels.get("nvidia.com/cuda.runtime.major"), labels.get("nvidia.com/cuda.runtime.minor")
+    return f"{major}.{minor}" if major and minor else None
 
 
 def gpu_resources(amounts: Mapping[str, str]) -> dict[str, int]:
@@ -62,7 +97,15 @@ def evaluate_gpu_resource_advertised(node: NodeView) -> Verdict:
                   evidence=(f"label nvidia.com/gpu.count={node.label('gpu.count')}",))
 
 
-def evaluate_allocatable_matches_capacity(node: NodeView) -> Verdict:
+def evaluate_allocatable_matches_capacity(node: NodeView, *, enumerated: Mapping[str, str] | None = None,
+                                          held: Iterable[str] | None = None,
+                                          unhealthy_max: int | None = None) -> Verdict:
+    """Every advertised GPU is allocatable. A GPU the device plugin reports Unhealthy leaves the node
+    working with the rest: DEGRADED, naming the GPU where it can be told (``enumerated``: every GPU
+    the node has, UUID -> name, from its DCGM exporter; ``held``: the UUIDs the whole-node probe,
+    holding every allocatable GPU, was given: the difference is the unhealthy ones). FAIL past the
+    declared threshold (``unhealthy_max``: --expect's ``gpu.unhealthy_max`` for the node's pool),
+    or when nothing is left allocatable."""
     cid = "inventory.allocatable-matches-capacity"
     capacity, allocatable = gpu_resources(node.capacity), gpu_resources(node.allocatable)
     if not capacity:
@@ -71,8 +114,27 @@ def evaluate_allocatable_matches_capacity(node: NodeView) -> Verdict:
     if not short:
         return passed(cid, node.name, ", ".join(f"{r} {c}/{c} allocatable" for r, c in sorted(capacity.items())))
     detail = ", ".join(f"{r}: {a} of {c} allocatable ({c - a} unhealthy)" for r, (c, a) in sorted(short.items()))
-    return failed(cid, node.name, f"the device plugin reports unhealthy GPUs: {detail}",
-                  expected="allocatable = capacity for every GPU resource", observed=detail)
+    text = node.label("gpu.replicas") or "1"
+    replicas = int(text) if text.isdigit() and int(text) > 0 else 1
+    unhealthy = sum(c - a for c, a in short.values()) // replicas or 1  # physical GPUs behind the replicas
+    named: list[str] = []
+    if enumerated is not None and held is not None:
+        named = [enumerated[u] for u in sorted(set(enumerated) - set(held))]
+    which = (f": {', '.join(named)}" if named and len(named) == unhealthy
+             else " (which one: the device plugin's log, 'marking device ... as unhealthy')")
+    summary = f"the device plugin reports {unhealthy} GPU(s) Unhealthy{which}; {detail}"
+    left = sum(allocatable.get(r, 0) for r in capacity)
+    evidence = (f"GPUs the node's DCGM exporter reports and the whole-node probe was not given: "
+                f"{', '.join(named) or 'none'}",) if enumerated is not None and held is not None else ()
+    if left == 0 or (unhealthy_max is not None and unhealthy > unhealthy_max):
+        why = ("nothing is left allocatable" if left == 0 else
+               f"more than the {unhealthy_max} unhealthy GPU(s) per node --expect tolerates (gpu.unhealthy_max)")
+        return Verdict(cid, node.name, Outcome.FAIL, f"{summary}: {why}", expected="allocatable = capacity for every "
+                       "GPU resource", observed=detail, evidence=evidence)
+    tolerance = (f"within the {unhealthy_max} --expect tolerates" if unhealthy_max is not None
+                 else "the node works with the rest; declare gpu.unhealthy_max in --expect to fail past a threshold")
+    return Verdict(cid, node.name, Outcome.DEGRADED, f"{summary} ({tolerance})",
+                   expected="allocatable = capacity for every GPU resource", observed=detail, evidence=evidence)
 
 
 def _physical_advertised(node: NodeView) -> int | None:
@@ -86,18 +148,59 @@ def _physical_advertised(node: NodeView) -> int | None:
     return total // replicas
 
 
+def node_gpu_count(node: NodeView) -> int | None:
+    """The node's physical GPUs as GFD and the device plugin publish them (None under MIG, where
+    neither counts GPUs, or when the node publishes no count)."""
+    advertised = _physical_advertised(node)
+    if advertised is None:
+        return None
+    gfd = node.label("gpu.count")
+    if gfd and gfd.isdigit():
+        return int(gfd)
+    return advertised or None
+
+
+def pool_key(node: NodeView) -> str:
+    """The pool a node's GPU count is compared within: its GPU product (without the sharing suffix)
+    on its machine type (GFD's ``gpu.machine``, the DMI product name) and instance type (the cloud
+    provider's ``node.kubernetes.io/instance-type``, e.g. a VM flavor: every OpenStack VM has the
+    machine type OpenStack-Nova), so an 8-GPU board and a 4-GPU server or flavor with the same GPU
+    are not one pool."""
+    product = (node.label("gpu.product") or "unknown").removesuffix("-SHARED")
+    where = [v for v in (node.label("gpu.machine"), node.labels.get("node.kubernetes.io/instance-type")) if v]
+    return f"{product} on {' '.join(dict.fromkeys(where))}" if where else product
+
+
+def pool_gpu_count(nodes: Sequence[NodeView]) -> dict[str, tuple[int, str]]:
+    """Per node, the GPU count its pool's nodes usually have and the pool's name: the most common
+    count among the nodes of its :func:`pool_key` (ties to the larger), over nodes that publish a
+    count. GFD relabels ``gpu.count`` after a GPU is lost, so the pool is what still remembers it."""
+    from gpuconf.checks.nccl import pool_gpu_counts  # one majority rule for every pool comparison
+
+    known = [(n.name, pool_key(n), c) for n in nodes if (c := node_gpu_count(n)) is not None]
+    usual = pool_gpu_counts(known)
+    sizes: dict[str, int] = defaultdict(int)
+    for _, key, _ in known:
+        sizes[key] += 1
+    return {name: (usual[name], f"the {sizes[key]} nodes of its pool ({key})") for name, key, _ in known
+            if sizes[key] > 1}
+
+
 def evaluate_gpu_count(node: NodeView, *, probe: CudaProbeReport | None = None, probe_requested: int | None = None,
-                       expected: int | None = None) -> Verdict:
+                       expected: int | None = None, pool: tuple[int, str] | None = None) -> Verdict:
     """The GPU count agrees across GFD, the device plugin, a whole-node probe and --expect
-    (``expected``: the per-node count the node's pool declares, gpuconf.checks.expect.declared_gpu_count).
+    (``expected``: the per-node count the node's pool declares, gpuconf.checks.expect.declared_gpu_count),
+    and is not below what its pool's other nodes have (``pool``: :func:`pool_gpu_count`; after a
+    GPU falls off the bus GFD, the device plugin and the probe all count one fewer, so only the
+    pool and --expect still say how many there should be).
     The probe counts only when it asked for every advertised GPU (``probe_requested``): a probe that
     got the allocatable ones on a node with an unhealthy GPU says nothing about the node's count."""
     cid = "inventory.gpu-count-matches-expected"
     views: dict[str, int] = {}
     gfd_count = node.label("gpu.count")
     advertised = _physical_advertised(node)
-    # Under MIG (advertised None) GFD's gpu.count counts MIG devices (single) or the GPUs left
-    # without MIG (mixed), not the node's GPUs.
+    # Under MIG (advertised None) GFD's gpu.count counts MIG devices (single) or every physical GPU
+    # (mixed), and the device plugin advertises instances: neither is the node's GPU count.
     if gfd_count and gfd_count.isdigit() and advertised is not None:
         views["GFD label nvidia.com/gpu.count"] = int(gfd_count)
     capacity = gpu_resources(node.capacity)
@@ -114,45 +217,79 @@ def evaluate_gpu_count(node: NodeView, *, probe: CudaProbeReport | None = None, 
         views["probe (CUDA devices in a whole-node pod)"] = len({d.uuid for d in probe.devices})
     if expected is not None:
         views["--expect"] = expected
+    # The pool speaks only against a node with fewer GPUs than its peers: GPUs get lost, not found,
+    # and one bigger node among smaller ones of the same machine type is a different build.
+    if pool is not None and views and min(views.values()) < pool[0]:
+        views[pool[1]] = pool[0]
     if len(views) < 2:
+        if len(views) == 1 and pool is not None:
+            (what, count), = views.items()
+            return passed(cid, node.name, f"{count} GPUs ({what}); {pool[1]} have {pool[0]}")
         return not_tested(cid, node.name, "fewer than two views of the GPU count to compare")
     counts = set(views.values())
     described = "; ".join(f"{k}: {v}" for k, v in views.items())
     if len(counts) == 1:
         return passed(cid, node.name, f"{counts.pop()} GPUs in every view ({described})")
     want = expected if expected is not None else max(counts)
-    return failed(cid, node.name, f"GPU count disagrees between views: {described}",
+    lost = ""
+    if pool is not None and pool[1] in views:
+        lost = (f" ({pool[0] - min(counts)} GPU(s) missing: fallen off the bus, disabled or never enumerated; "
+                "nvidia-smi -L and the kernel log (Xid 79) on the node say which)")
+    return failed(cid, node.name, f"GPU count disagrees between views: {described}{lost}",
                   expected=f"{want} GPUs everywhere", observed=described)
 
 
+#: GFD's product under mig.strategy=single when the MIG layout does not fit it (internal/lm/mig-strategy.go
+#: newInvalidMigStrategyLabeler): MIG-enabled GPUs without instances, MIG-enabled beside MIG-disabled
+#: GPUs, or more than one MIG profile on the node. Count, replicas and memory are then labelled 0.
+MIG_INVALID = "-MIG-INVALID"
+
+
 def evaluate_labels_match_hardware(node: NodeView, probe: CudaProbeReport) -> Verdict:
-    """GFD's product, memory, compute capability, driver and CUDA labels vs what the probe saw."""
+    """GFD's product, memory, compute capability, driver and CUDA labels vs what the probe saw
+    (the driver and CUDA also from the deprecated ``cuda.driver.*`` / ``cuda.runtime.*`` labels
+    older GFD releases publish alone). A ``-MIG-INVALID`` product is GFD saying the MIG layout does
+    not fit ``mig.strategy=single``: a finding, never a profile named INVALID."""
     cid = "labels.gfd-matches-hardware"
+    product = (node.label("gpu.product") or "").removesuffix("-SHARED")
+    clique = node.label("gpu.clique")
+    shown = (f"NVLink clique {clique}",) if clique else ()
+    if product.endswith(MIG_INVALID):
+        return failed(cid, node.name, f"GFD labels the product {product}: the node's MIG layout does not fit "
+                      f"mig.strategy={node.label('mig.strategy') or 'single'} (more than one MIG profile, MIG-enabled "
+                      "beside MIG-disabled GPUs, or a MIG-enabled GPU without instances), so GFD withdrew the GPU "
+                      f"labels (gpu.count={node.label('gpu.count')}, gpu.memory={node.label('gpu.memory')}); apply "
+                      "a layout with one profile on every GPU, or switch the device plugin to mig.strategy=mixed",
+                      expected="one MIG profile on every GPU (mig.strategy=single)",
+                      observed=f"nvidia.com/gpu.product={product}"
+                      + (f", nvidia.com/mig.config={node.labels['nvidia.com/mig.config']}"
+                         if "nvidia.com/mig.config" in node.labels else ""), evidence=shown)
     if not probe.devices:
         return not_tested(cid, node.name, "the probe saw no GPU, so there is no hardware to compare with")
     device = probe.devices[0]
-    product = node.label("gpu.product") or ""
-    for suffix in ("-SHARED",):
-        product = product.removesuffix(suffix)
+    driver, driver_source = label_driver_version(node.labels)
     seen: dict[str, tuple[str | None, str | None]] = {
         "nvidia.com/gpu.product": (product.split("-MIG-")[0] or None,
                                    (device.name or "").split(" MIG ")[0].replace(" ", "-") or None),
         "nvidia.com/gpu.compute.major.minor": (
-            f"{node.label('gpu.compute.major')}.{node.label('gpu.compute.minor')}", device.compute_capability),
-        "nvidia.com/cuda.driver-version.full": (node.label("cuda.driver-version.full"), probe.nvml_driver_version),
+            f"{node.label('gpu.compute.major')}.{node.label('gpu.compute.minor')}"
+            if node.label("gpu.compute.major") and node.label("gpu.compute.minor") else None,
+            device.compute_capability),
+        driver_source: (driver, probe.nvml_driver_version),
         # The host driver's CUDA as NVML reports it: cudaDriverGetVersion would report the compat
         # libcuda's CUDA under forward compatibility, which is not what GFD labels.
-        "nvidia.com/cuda.runtime-version.full": (node.label("cuda.runtime-version.full"), _nvml_cuda(probe)),
+        "nvidia.com/cuda.runtime-version.full": (label_cuda_version(node.labels), _nvml_cuda(probe)),
     }
     if not device.mig and device.total_memory_bytes is not None:
         seen["nvidia.com/gpu.memory"] = (node.label("gpu.memory"), str(device.total_memory_bytes >> 20))
     wrong = {k: v for k, v in seen.items() if v[0] is not None and v[1] is not None and v[0] != v[1]}
     if not wrong:
-        return passed(cid, node.name, f"GFD labels match the hardware ({product})")
+        return passed(cid, node.name, f"GFD labels match the hardware ({product}"
+                      + (f", NVLink clique {clique}" if clique else "") + ")", evidence=shown)
     return failed(cid, node.name, "GFD labels disagree with what a pod on the node sees: "
                   + ", ".join(f"{k} says {a!r}, the GPU says {b!r}" for k, (a, b) in sorted(wrong.items())),
                   expected="; ".join(f"{k}={b}" for k, (_, b) in sorted(wrong.items())),
-                  observed="; ".join(f"{k}={a}" for k, (a, _) in sorted(wrong.items())))
+                  observed="; ".join(f"{k}={a}" for k, (a, _) in sorted(wrong.items())), evidence=shown)
 
 
 def _nvml_cuda(probe: CudaProbeReport) -> str | None:
@@ -160,32 +297,66 @@ def _nvml_cuda(probe: CudaProbeReport) -> str | None:
     return f"{value // 1000}.{(value % 1000) // 10}" if isinstance(value, int) and value >= 1000 else None
 
 
-def evaluate_driver_uniform(nodes: Sequence[NodeView]) -> list[Verdict]:
-    """One verdict per node: its driver against the majority of its pool (same GPU product)."""
+@dataclass(frozen=True)
+class DriverPolicy:
+    """What --expect declares for a node's pool: an exact driver version, or only its branch (a
+    branch-only policy allows any version of that branch, so skew inside it is no finding)."""
+
+    pool: str
+    version: str | None = None
+    branch: int | None = None
+
+
+def _branch(version: str) -> int | None:
+    head = version.split(".")[0]
+    return int(head) if head.isdigit() else None
+
+
+def evaluate_driver_uniform(nodes: Sequence[NodeView],
+                            policy: Mapping[str, DriverPolicy] | None = None) -> list[Verdict]:
+    """One verdict per node: its driver against what --expect declares for its pool (``policy``,
+    by node name: an exact version, or a branch that allows any version on it), else against the
+    majority of its pool (same GPU product). The version is GFD's ``cuda.driver-version.full`` or,
+    from older GFD releases, ``cuda.driver.major/minor/rev``."""
     cid = "driver.version-uniform-in-pool"
+    policy = policy or {}
     pools: dict[str, list[NodeView]] = defaultdict(list)
     for n in nodes:
         pools[(n.label("gpu.product") or "unknown").removesuffix("-SHARED")].append(n)
     out = []
     for product, members in sorted(pools.items()):
-        versions = {n.name: n.label("cuda.driver-version.full") for n in members}
-        known = [v for v in versions.values() if v]
-        if not known:
-            out += [not_tested(cid, n.name, "no nvidia.com/cuda.driver-version.full label") for n in members]
-            continue
+        versions = {n.name: label_driver_version(n.labels) for n in members}
+        known = [v for v, _ in versions.values() if v]
         # The pool's version is the most common one; on a tie, the newest (a node left behind by
-        # an upgrade is the usual odd one out). A declared --expect version will take precedence.
+        # an upgrade is the usual odd one out). A declared --expect policy takes precedence.
         majority = max(set(known), key=lambda v: (known.count(v), tuple(int(p) for p in v.split(".")
-                                                                        if p.isdigit())))
+                                                                        if p.isdigit()))) if known else None
         for n in members:
-            version = versions[n.name]
+            version, source = versions[n.name]
+            declared = policy.get(n.name)
             if version is None:
-                out.append(not_tested(cid, n.name, "no nvidia.com/cuda.driver-version.full label"))
+                out.append(not_tested(cid, n.name, source))
+            elif declared is not None and declared.version is not None:
+                if version == declared.version:
+                    out.append(passed(cid, n.name, f"driver {version}, as --expect declares for pool {declared.pool}"))
+                else:
+                    out.append(failed(cid, n.name, f"driver {version} while --expect declares {declared.version} for "
+                                      f"pool {declared.pool}", expected=declared.version, observed=version))
+            elif declared is not None and declared.branch is not None:
+                if _branch(version) == declared.branch:
+                    others = sorted(set(known) - {version})
+                    out.append(passed(cid, n.name, f"driver {version} on branch {declared.branch}, which --expect "
+                                      f"allows for pool {declared.pool} (branch-only policy"
+                                      + (f"; the pool also runs {', '.join(others)}" if others else "") + ")"))
+                else:
+                    out.append(failed(cid, n.name, f"driver {version} is on branch {_branch(version)} while --expect "
+                                      f"declares branch {declared.branch} for pool {declared.pool}",
+                                      expected=f"a {declared.branch}.x driver", observed=version))
             elif version == majority:
                 out.append(passed(cid, n.name, f"driver {version}, as the rest of the {product} pool"))
             else:
                 out.append(failed(cid, n.name, f"driver {version} while the {product} pool runs {majority}",
-                                  expected=majority, observed=version))
+                                  expected=str(majority), observed=version))
     return out
 
 

@@ -41,7 +41,7 @@ from gpuconf.verdict import Verdict, failed, not_tested, passed
 
 __all__ = ["PRESENT_CHECK", "RECOMMENDED_CHECK", "AcceleratorMetrics", "ExporterScrape", "GpuSamples", "MetricFamily",
            "MetricsParseError", "ProbeGpus", "evaluate_gpu_metrics_present", "evaluate_recommended_metrics_present",
-           "exporter_scrape", "metrics_table", "parse_exporter_text", "probe_gpus"]
+           "exporter_scrape", "gpu_name", "metrics_table", "parse_exporter_text", "probe_gpus"]
 
 PRESENT_CHECK = "metrics.gpu-metrics-present"
 RECOMMENDED_CHECK = "metrics.recommended-metrics-present"
@@ -183,7 +183,8 @@ def probe_gpus(report: CudaProbeReport, *, complete: bool) -> ProbeGpus:
     return ProbeGpus(frozenset(uuids), complete)
 
 
-def _name(g: GpuSamples) -> str:
+def gpu_name(g: GpuSamples) -> str:
+    """A GPU as the exporter names it: its UUID and NVML index."""
     return f"{g.uuid} (gpu {g.index})" if g.index is not None else g.uuid
 
 
@@ -211,7 +212,7 @@ def evaluate_gpu_metrics_present(node: str, scrape: ExporterScrape, probe: Probe
     if not scrape.gpus:
         return failed(PRESENT_CHECK, node, f"{where} publishes no per-GPU series (no UUID label)",
                       expected=expected, observed="no GPU series")
-    problems = [f"{_name(g)} lacks {', '.join(f.describe() for f in missing)}"
+    problems = [f"{gpu_name(g)} lacks {', '.join(f.describe() for f in missing)}"
                 for g in sorted(scrape.gpus.values(), key=lambda g: (g.index is None, g.index or 0, g.uuid))
                 if (missing := _missing(g, required))]
     published = frozenset(scrape.gpus)
@@ -259,7 +260,7 @@ def evaluate_recommended_metrics_present(node: str, scrape: ExporterScrape, *,
                                           if f.when is None or _nvlink(g, table, node_has_nvlink)]
         missing = _missing(g, wanted)
         if missing:
-            problems.append(f"{_name(g)} ({g.model or 'model unknown'}) lacks "
+            problems.append(f"{gpu_name(g)} ({g.model or 'model unknown'}) lacks "
                             f"{', '.join(f.describe() for f in missing)}")
     expected = (f"every GPU on {node} publishes {', '.join(f.describe() for f in recommended)} "
                 "(interconnect only with NVLink)")

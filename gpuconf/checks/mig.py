@@ -62,7 +62,7 @@ from gpuconf.checks.isolation import GpuView, Sighting
 from gpuconf.compat import tables
 from gpuconf.probe_pods import probe_pod_name
 from gpuconf.probes.cuda import CudaProbeReport, DeviceReport
-from gpuconf.verdict import Verdict, failed, not_tested, passed
+from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
 __all__ = [
     "MEMORY_TOLERANCE",
@@ -82,11 +82,13 @@ __all__ = [
     "listed_devices",
     "mig_devices",
     "mig_profiles",
+    "mig_invalid",
     "mig_skip_reason",
     "parse_mig_parted",
     "plan_node",
     "pod_name",
     "strategy",
+    "strategy_disagreement",
 ]
 
 GPU = "nvidia.com/gpu"
@@ -95,6 +97,7 @@ STRATEGY_LABEL = "nvidia.com/mig.strategy"
 CONFIG_LABEL = "nvidia.com/mig.config"
 CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
+INVALID_SUFFIX = "-MIG-INVALID"
 
 #: An instance's memory as CUDA reports it, as a fraction of the GiB in its profile name: below it
 #: (A100-40GB 1g.5gb shows 4864 MiB, 0.95; H200 1g.18gb about 16.5 GiB, 0.92), never above.
@@ -136,31 +139,61 @@ def strategy(labels: Mapping[str, str]) -> str:
     return labels.get(STRATEGY_LABEL, "none") or "none"
 
 
+def mig_invalid(labels: Mapping[str, str]) -> bool:
+    """GFD's ``<model>-MIG-INVALID`` product: the layout does not fit mig.strategy=single."""
+    return labels.get(PRODUCT_LABEL, "").removesuffix("-SHARED").endswith(INVALID_SUFFIX)
+
+
+def _labelled_instances(labels: Mapping[str, str]) -> bool:
+    """GFD labels MIG instances: per-profile counts (mixed) or a ``-MIG-<profile>`` product (single)."""
+    single = _SINGLE_PRODUCT.search(labels.get(PRODUCT_LABEL, "")) and not mig_invalid(labels)
+    return bool(single) or any((_int(v) or 0) > 0 for k, v in labels.items() if _COUNT_LABEL.match(k))
+
+
 def mig_skip_reason(node: str, labels: Mapping[str, str], capacity: Mapping[str, str]) -> str | None:
-    """Why ``node`` has no MIG to check, or None when its labels and resources show MIG devices."""
+    """Why ``node`` has no MIG to check, or None when its labels or its resources show MIG (also
+    when they disagree: the layout check judges that, it is never skipped).
+
+    ``nvidia.com/mig.strategy`` alone shows nothing: GFD writes the device plugin's configured
+    strategy on every node, MIG-capable or not (typically ``single``, the GPU Operator's default)."""
     mode = strategy(labels)
     mig_resources = sorted(k for k in capacity if k.startswith(MIG_PREFIX) and (_int(capacity[k]) or 0) > 0)
-    if mode == "mixed":
-        if mig_resources:
-            return None
-        return (f"{node} is labelled {STRATEGY_LABEL}=mixed but advertises no {MIG_PREFIX}<profile> "
-                "resource: no MIG instance to check")
-    if mode == "single":
-        product = labels.get(PRODUCT_LABEL, "")
-        if _SINGLE_PRODUCT.search(product) and (_int(capacity.get(GPU)) or 0) > 0:
-            return None
-        return (f"{node} is labelled {STRATEGY_LABEL}=single but its product {product or '(unlabelled)'} "
-                f"names no MIG profile or it advertises no {GPU}: no MIG instance to check")
+    if mig_resources or _labelled_instances(labels) or mig_invalid(labels):
+        return None
     capable = labels.get("nvidia.com/mig.capable", "unlabelled")
+    if mode in ("single", "mixed"):
+        return (f"{node} has no GPU with MIG enabled ({STRATEGY_LABEL}={mode} is the device plugin's configured "
+                f"strategy, nvidia.com/mig.capable={capable}; no MIG instance is labelled or advertised): no MIG "
+                "layout to check")
     return (f"{node} does not use MIG ({STRATEGY_LABEL}={labels.get(STRATEGY_LABEL, 'unlabelled')}, "
-            f"nvidia.com/mig.capable={capable}"
-            + (f", yet it advertises {', '.join(mig_resources)}" if mig_resources else "") + ")")
+            f"nvidia.com/mig.capable={capable})")
+
+
+def strategy_disagreement(labels: Mapping[str, str], capacity: Mapping[str, str]) -> str | None:
+    """GFD and the device plugin running different MIG strategies, told from what each publishes:
+    GFD's per-profile count labels (mixed) or ``-MIG-<profile>`` product (single) against the
+    plugin's ``nvidia.com/mig-<profile>`` resources (mixed) or instances as ``nvidia.com/gpu``
+    (single). None when they agree or one of them shows no MIG."""
+    counted = {m.group(1): _int(v) or 0 for k, v in labels.items() if (m := _COUNT_LABEL.match(k))}
+    mig_resources = {k[len(MIG_PREFIX):]: _int(v) or 0 for k, v in capacity.items() if k.startswith(MIG_PREFIX)}
+    single = _SINGLE_PRODUCT.search(labels.get(PRODUCT_LABEL, "")) and not mig_invalid(labels)
+    whole = _int(capacity.get(GPU)) or 0
+    if single and mig_resources:
+        offered = ", ".join(f"{MIG_PREFIX}{p}: {n}" for p, n in sorted(mig_resources.items()))
+        return (f"GFD labels {STRATEGY_LABEL}={strategy(labels)} ({PRODUCT_LABEL}={labels.get(PRODUCT_LABEL)}) while "
+                f"the device plugin advertises {offered} (strategy mixed)")
+    if any(counted.values()) and not mig_resources and whole:
+        return (f"GFD labels MIG instances per profile ({_fmt(counted)}; {STRATEGY_LABEL}={strategy(labels)}) while "
+                f"the device plugin advertises no {MIG_PREFIX}<profile> resource but {GPU}: {whole} (strategy single "
+                "or none)")
+    return None
 
 
 def labelled_layout(labels: Mapping[str, str]) -> dict[str, int] | None:
     """The layout GFD labels: per-profile ``.count`` labels (mixed) or ``nvidia.com/gpu.count``
-    instances of the product's ``-MIG-<profile>`` (single); None when the labels say nothing."""
-    if strategy(labels) == "single":
+    instances of the product's ``-MIG-<profile>`` (single); None when the labels say nothing
+    (also for a ``-MIG-INVALID`` product, which names no profile)."""
+    if strategy(labels) == "single" and not mig_invalid(labels):
         match = _SINGLE_PRODUCT.search(labels.get(PRODUCT_LABEL, ""))
         count = _int(labels.get("nvidia.com/gpu.count"))
         return {match.group(1): count} if match and count is not None else None
@@ -173,7 +206,8 @@ def advertised_layout(labels: Mapping[str, str], amounts: Mapping[str, str]) -> 
     (mixed), or ``nvidia.com/gpu`` under the product label's profile (single; ``?`` unlabelled)."""
     if strategy(labels) == "single":
         match = _SINGLE_PRODUCT.search(labels.get(PRODUCT_LABEL, ""))
-        return {match.group(1) if match else "?": _int(amounts.get(GPU)) or 0}
+        profile = match.group(1) if match and not mig_invalid(labels) else "?"
+        return {profile: _int(amounts.get(GPU)) or 0}
     return {k[len(MIG_PREFIX):]: _int(v) or 0 for k, v in amounts.items() if k.startswith(MIG_PREFIX)}
 
 
@@ -445,6 +479,29 @@ def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capa
     instances the ``all`` pods are given (``seen``: profile -> sighting) agree; each ``all`` pod is
     given exactly the instances it was granted, and CUDA enumerates one of its profile."""
     cid = "mig.layout-matches-config"
+    config = labels.get(CONFIG_LABEL)
+    # Both leave the node's MIG instances unusable as advertised: a FAIL, whatever a layout drift's
+    # severity (the check's catalog severity, degraded) would be.
+    if mig_invalid(labels):
+        product, offered = labels.get(PRODUCT_LABEL), advertised_layout(labels, capacity)
+        return Verdict(
+            cid, node, Outcome.FAIL,
+            f"GFD labels {PRODUCT_LABEL}={product}: the MIG layout" + (f" {config}" if config else "")
+            + f" does not fit {STRATEGY_LABEL}={strategy(labels)} (more than one MIG profile on the node, MIG-enabled "
+            "beside MIG-disabled GPUs, or a MIG-enabled GPU without instances), so GFD withdrew the GPU labels and the "
+            f"device plugin advertises {_fmt(offered) if any(offered.values()) else 'nothing'}; apply a layout with "
+            "one profile on every GPU (all-<profile>), or run the device plugin and GFD with mig.strategy=mixed",
+            expected=f"one MIG profile on every GPU under {STRATEGY_LABEL}={strategy(labels)}",
+            observed=f"{PRODUCT_LABEL}={product}" + (f", {CONFIG_LABEL}={config}" if config else ""),
+            evidence=(declared.why,))
+    disagreement = strategy_disagreement(labels, capacity)
+    if disagreement is not None:
+        return Verdict(
+            cid, node, Outcome.FAIL,
+            f"GFD and the device plugin run different MIG strategies: {disagreement}; set the same migStrategy for "
+            "both (the device plugin's config file or the GPU Operator's mig.strategy, which GFD shares)",
+            expected="the same MIG strategy in GFD's labels and the device plugin's resources", observed=disagreement,
+            evidence=(declared.why,))
     granted = advertised_layout(labels, allocatable)
     observed: Counter[str] = Counter()
     evidence = [f"{CONFIG_LABEL}: {declared.why}" + (f" (state {declared.state})" if declared.state else "")]

@@ -33,6 +33,14 @@ def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, re
                       expected=f"a CUDA context on {requested} GPUs", observed=str(probe.init),
                       evidence=(probe.exit_reason,),
                       remedy=DRIVER_MISMATCH_REMEDY if probe.init.code == CUDA_ERROR_SYSTEM_DRIVER_MISMATCH else None)
+    if any(d.mig for d in probe.devices) and len(probe.devices) < seen_as:
+        # The device plugin handed out MIG instances as nvidia.com/gpu (its strategy is single,
+        # whatever GFD labels): CUDA enumerates one MIG device per process, so the missing devices
+        # are no lost GPUs. The mig suite judges MIG nodes (and labels that disagree with the plugin).
+        return not_tested(cid, node, f"the pod asked for {requested} GPUs and was given MIG instances "
+                          f"({', '.join(sorted({str(d.name or d.uuid) for d in probe.devices if d.mig}))}): one CUDA "
+                          "process enumerates one MIG device, so a whole-node probe cannot exercise them; the mig "
+                          "suite judges this node")
     bad = [d for d in probe.devices if not d.vector_add_ok]
     per_gpu = tuple(f"GPU {d.index} {d.uuid}: " + ("ok" if d.vector_add_ok else f"FAILED {d.vector_add}")
                     + (f", {d.kernel_ms} ms" if d.kernel_ms is not None else "") for d in probe.devices)

@@ -407,7 +407,8 @@ def dra_devices(node: SimNode, claim: Mapping[str, Any], requests: Iterable[str]
         match = re.fullmatch(r"gpu-(\d+)(?:-mig-(\d+))?", str(r.get("device", "")))
         if not match:
             continue
-        gpu = next((g for g in node.present_gpus if g.index == int(match.group(1))), None)
+        index = (int(match.group(1)) + node.dra_shift) % len(node.gpus)  # dra-prepares-wrong-device
+        gpu = next((g for g in node.present_gpus if g.index == index), None)
         if gpu is None:
             continue
         if match.group(2) is None:

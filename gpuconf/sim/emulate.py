@@ -26,7 +26,7 @@ from gpuconf.compat.versions import CudaVersion
 from gpuconf.sim.profile import SimGpu, SimMigInstance, SimNode
 
 __all__ = ["PROBE_VERSION", "CreateResult", "Visible", "create_container", "cuda_probe_run", "largest_alloc_doc",
-           "nccl_probe_run", "sm_occupancy_doc"]
+           "nccl_probe_run", "nvls_usable", "sm_occupancy_doc"]
 
 PROBE_VERSION = "0.1.0"
 #: What containerd/runc print around a failing prestart hook (research/require-cuda.md §2).
@@ -406,6 +406,13 @@ _PCIE_BUSBW_GBPS = 20.0
 _NVLS_ARCHS = ("hopper", "blackwell")
 
 
+def nvls_usable(node: SimNode, gpus: int) -> bool:
+    """Whether NCCL runs NVLS (NVSwitch multicast) over ``gpus`` GPUs of ``node``: NVLink on a Hopper
+    or later board, four GPUs or more, and multicast usable (the nccl-nvls-unavailable fault)."""
+    ic = node.interconnect
+    return ic.nvlink and ic.nvls and node.model.architecture in _NVLS_ARCHS and gpus >= 4
+
+
 def _nccl_curve(peak: float, size: int) -> float:
     """busbw at ``size``: latency-bound for small messages, ``peak`` for large ones."""
     return peak * size / (size + (4 << 20))
@@ -461,7 +468,7 @@ def nccl_probe_run(node: SimNode, *, visible: Sequence[Visible], image_cuda: Cud
     model = node.model
     nvlink = node.interconnect.nvlink
     peak = node.interconnect.busbw_gbps or _PCIE_BUSBW_GBPS
-    nvls = nvlink and model.architecture in _NVLS_ARCHS and n >= 4
+    nvls = nvls_usable(node, n)
     transports = (["NVLS", "P2P/CUMEM"] if nvls else ["P2P/CUMEM"]) if nvlink else ["SHM/direct/direct"]
     memory = (gpus[0].mig.memory_gib << 30) if gpus[0].mig else gpus[0].gpu.memory_mib << 20
     limit = min(max_bytes, 1 << ((memory // 3).bit_length() - 1))  # send+recv with headroom, a power of two

@@ -400,7 +400,7 @@ def _interconnect(nodes: list[tuple[SimNode, int]], ip: str) -> tuple[float, lis
     intra: list[str] = []
     for node, gpus in nodes:
         if gpus > 1:
-            nvls = node.interconnect.nvlink and node.model.architecture in emulate._NVLS_ARCHS and gpus >= 4
+            nvls = emulate.nvls_usable(node, gpus)
             intra += (["NVLS", "P2P/CUMEM"] if nvls else ["P2P/CUMEM"]) if node.interconnect.nvlink \
                 else ["SHM/direct/direct"]
     no_net: dict[str, Any] = {"name": None, "plugin": None, "lines": []}

@@ -73,16 +73,35 @@ def _cuda_labels(node: SimNode) -> dict[str, str]:
     return labels
 
 
+def _mig_invalid(gpus: tuple[SimGpu, ...], mig_capable: bool) -> bool:
+    """GFD's verdict on a MIG layout under mig.strategy=single (k8s-device-plugin
+    internal/lm/mig-strategy.go, newMigStrategySingleLabeler): MIG-enabled GPUs beside MIG-disabled
+    ones, or more than one MIG profile on the node. (A MIG-enabled GPU with no instance is also
+    invalid; the simulation has no MIG-enabled GPU without instances.)"""
+    enabled = [g for g in gpus if g.mig]
+    if not enabled or not mig_capable:
+        return False
+    return len(enabled) != len(gpus) or len({i.profile for g in enabled for i in g.mig}) > 1
+
+
 def node_labels(node: SimNode) -> dict[str, str]:
-    """The GPU labels of the Node object (label_overrides, the label-drift fault, applied last)."""
+    """The GPU labels of the Node object (label_overrides, the label-drift fault, applied last).
+
+    As GFD writes them (tests/data/real/gfd/SOURCES.md): ``mig.strategy`` is the device plugin's
+    configured strategy on every node, MIG or not, and absent under ``none``; ``gpu.count`` counts
+    the GPUs that enumerate now (GFD relabels a node that lost one), under ``mixed`` every physical
+    GPU, under ``single`` with MIG the MIG devices; a layout that does not fit ``single`` is
+    labelled ``<model>-MIG-INVALID`` with count, replicas and memory 0."""
     model = node.model
     declared = node.pool.device_plugin
     sharing = declared.sharing
     mig = declared.mig
+    gpus = node.present_gpus
     cc_major, _, cc_minor = model.compute_capability.partition(".")
     product = model.gfd_product
-    count = len(node.gpus)
+    count = len(gpus)
     memory = model.memory_mib or 0
+    replicas = str(sharing.replicas if sharing.strategy != "none" else 1)
     labels = {
         "feature.node.kubernetes.io/pci-10de.present": "true",
         "nvidia.com/gpu.present": "true",
@@ -91,31 +110,33 @@ def node_labels(node: SimNode) -> dict[str, str]:
         "nvidia.com/gpu.machine": f"sim-{node.pool.name}",
         "nvidia.com/gpu.mode": "compute",
         "nvidia.com/mig.capable": str(model.mig_capable).lower(),
-        "nvidia.com/mig.strategy": mig.strategy if model.mig_capable else "none",
         "nvidia.com/mps.capable": str(sharing.strategy == "mps").lower(),
         "nvidia.com/vgpu.present": "false",
-        "nvidia.com/gpu.replicas": str(sharing.replicas if sharing.strategy != "none" else 1),
         "nvidia.com/gpu.sharing-strategy": sharing.strategy,
         **_cuda_labels(node),
     }
-    if mig.strategy == "single" and node.gpus and node.gpus[0].mig:
-        instance = node.gpus[0].mig[0]
+    if mig.strategy != "none":
+        labels["nvidia.com/mig.strategy"] = mig.strategy
+    if mig.strategy == "single" and _mig_invalid(gpus, model.mig_capable):
+        product, count, memory, replicas = f"{product}-MIG-INVALID", 0, 0, "0"
+    elif mig.strategy == "single" and gpus and gpus[0].mig:
+        instance = gpus[0].mig[0]
         product = f"{product}-MIG-{instance.profile}"
-        count = sum(len(g.mig) for g in node.gpus)
+        count = sum(len(g.mig) for g in gpus)
         memory = instance.memory_gib * 1024
     elif mig.strategy == "mixed":
-        per_profile: Counter[str] = Counter(i.profile for g in node.gpus for i in g.mig)
+        per_profile: Counter[str] = Counter(i.profile for g in gpus for i in g.mig)
         for profile, n in sorted(per_profile.items()):
-            sample = next(i for g in node.gpus for i in g.mig if i.profile == profile)
+            sample = next(i for g in gpus for i in g.mig if i.profile == profile)
             prefix = f"nvidia.com/mig-{profile}"
             labels.update({f"{prefix}.count": str(n), f"{prefix}.product": f"{product}-MIG-{profile}",
                            f"{prefix}.memory": str(sample.memory_gib * 1024), f"{prefix}.slices.gi": str(sample.slices),
                            f"{prefix}.replicas": "1"})
-        count = sum(1 for g in node.gpus if not g.mig)
+    labels["nvidia.com/gpu.replicas"] = replicas
     config = mig_config_name(node.pool)
     if config is not None:  # mig-manager's labels: the layout it was asked for, and that it applied it
         labels.update({"nvidia.com/mig.config": config, "nvidia.com/mig.config.state": "success"})
-    if sharing.strategy != "none" and not sharing.rename_by_default:
+    if sharing.strategy != "none" and not sharing.rename_by_default and not product.endswith("-MIG-INVALID"):
         product = f"{product}-SHARED"
     labels.update({"nvidia.com/gpu.product": product, "nvidia.com/gpu.count": str(count),
                    "nvidia.com/gpu.memory": str(memory)})
@@ -147,6 +168,10 @@ def advertised_devices(node: SimNode) -> list[AdvertisedDevice]:
     replicas = plugin.sharing.replicas if plugin.sharing.strategy != "none" else 1
     gpu_resource = f"{GPU}.shared" if plugin.sharing.strategy != "none" and plugin.sharing.rename_by_default else GPU
     out: list[AdvertisedDevice] = []
+    if plugin.mig.strategy == "single" and _mig_invalid(node.present_gpus, node.model.mig_capable):
+        # The plugin refuses a layout single cannot express ("more than one MIG device type present
+        # on node", "devices with MIG enabled and disable detected") and registers nothing.
+        return []
     for g in node.present_gpus:
         healthy = g.health == "Healthy"
         if plugin.mig.strategy in ("single", "mixed") and g.mig:

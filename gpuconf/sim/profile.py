@@ -172,6 +172,7 @@ class Interconnect:
     nic_gbps: int = 0  # line rate per NIC, Gb/s
     nic_busbw_gbps: float | None = None  # multi-node all-reduce busbw per NIC
     hang: bool = False  # fault-only (nccl-hang): collectives never complete
+    nvls: bool = True  # fault-only (nccl-nvls-unavailable): False, NVSwitch multicast cannot be used
 
 
 @dataclass(frozen=True)
@@ -419,7 +420,12 @@ def _build_mig(raw: Mapping[str, Any], gpu: GpuModel, gpus: int, where: _Where, 
             raise where.error((*at, "strategy"), "a MIG layout needs strategy single or mixed")
         return mig
     if not layout:
-        raise where.error((*at, "layout"), f"strategy {strategy} needs a layout (MIG profile: count)")
+        if per_gpu:
+            raise where.error((*at, "layout"), f"strategy {strategy} with per_gpu layouts needs a layout for the "
+                                               "other GPUs (MIG profile: count)")
+        # The device plugin configured with this strategy on GPUs without MIG enabled (the GPU
+        # Operator's default is single): GFD still labels mig.strategy, nothing is cut.
+        return mig
     if not gpu.mig_capable:
         raise where.error((*at, "layout"), f"{gpu.name} is not MIG-capable")
     for sub, counts in [(("layout",), layout)] + [
@@ -591,6 +597,14 @@ def _fault_checks(fault: FaultDef, pool: NodePool | None, gpu: int | None,
             params["layout"] = tuple(head) + (((last, n - 1),) if n > 1 else ())
         if params["layout"] == declared:
             return "layout", "equals the declared layout: no drift"
+    if fid == "mig-strategy-mismatch" and params["plugin_strategy"] == pool.device_plugin.mig.strategy:
+        return "plugin_strategy", f"equals the pool's strategy {pool.device_plugin.mig.strategy}: no mismatch"
+    if fid == "dra-prepares-wrong-device" and params["shift"] % pool.gpus_per_node == 0:
+        return "shift", f"a shift of {params['shift']} on {pool.gpus_per_node} GPUs prepares the allocated GPU"
+    if fid == "nccl-nvls-unavailable" and not (pool.interconnect.nvlink and pool.gpu.architecture in
+                                               ("hopper", "blackwell") and pool.gpus_per_node >= 4):
+        return "pool", (f"pool {pool.name!r} has no NVSwitch board NCCL would use NVLS on (NVLink, Hopper or "
+                        "later, 4+ GPUs)")
     if fid == "nccl-slow-link" and not 0 < params["factor"] < 1:
         return "factor", f"must be between 0 and 1 (exclusive), not {params['factor']}"
     if fid == "ecc-uncorrectable" and params["count"] < 1:
@@ -742,6 +756,9 @@ class SimNode:
     interconnect: Interconnect
     label_overrides: tuple[tuple[str, str], ...] = ()  # GFD labels that lie, applied last
     exporter: bool = True  # False: no DCGM exporter pod runs on the node (metrics-exporter-absent)
+    #: the DRA driver prepares GPU (index + dra_shift) mod GPUs for an allocated gpu-<index>
+    #: (dra-prepares-wrong-device); 0: the allocated one
+    dra_shift: int = 0
     faults: tuple[str, ...] = ()  # ids of the faults applied here (provenance)
 
     @property
@@ -873,6 +890,11 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
     "row-remap-pending": lambda n, f: _gpu(n, cast(int, f.gpu), remap_pending=True),
     "pcie-link-degraded": lambda n, f: _gpu(n, cast(int, f.gpu), pcie_link=(f.param("gen"), f.param("width"))),
     "pcie-replays": lambda n, f: _gpu(n, cast(int, f.gpu), pcie_replays=f.param("replays")),
+    "nccl-nvls-unavailable": lambda n, f: replace(n, interconnect=replace(
+        n.interconnect, nvls=False, busbw_gbps=f.param("busbw_gbps"))),
+    "dra-prepares-wrong-device": lambda n, f: replace(n, dra_shift=f.param("shift")),
+    "mig-strategy-mismatch": lambda n, f: replace(n, device_plugin=replace(
+        n.device_plugin, mig=replace(n.device_plugin.mig, strategy=f.param("plugin_strategy")))),
 }
 
 
