@@ -326,15 +326,18 @@ def native_probe_cuda(labels: Mapping[str, str]) -> str:
 
 def cuda_probe_pod(config: pytest.Config, *, name: str, check: str, cuda: str = DEFAULT_PROBE_CUDA,
                    **kw: Any) -> dict[str, Any]:
-    """A cuda-probe pod in this run's namespace with the run's settings (registry, the nvidia
-    RuntimeClass when the cluster has one, the probe budget); ``kw`` goes to make_cuda_probe_pod."""
+    """A cuda-probe pod in this run's namespace with the run's settings (registry, the RuntimeClass
+    whose handler is nvidia when the cluster has one, the probe budget); ``kw`` goes to
+    make_cuda_probe_pod (``runtime_class=None``: name none, as most workloads do)."""
     from gpuconf.probe_pods import make_cuda_probe_pod
 
     ctx = run_context(config)
     inv = inventory(config)
     kw.setdefault("registry", config.getoption("--registry"))
     if "runtime_class" not in kw and inv is not None:
-        kw["runtime_class"] = "nvidia" if any(rc.name == "nvidia" for rc in inv.runtime_classes) else None
+        from gpuconf.checks.scheduling import gpu_runtime_class  # the NVIDIA runtime's class, whatever its name
+
+        kw["runtime_class"] = gpu_runtime_class([(rc.name, rc.handler) for rc in inv.runtime_classes])
     return make_cuda_probe_pod(name=name, namespace=ctx.namespace, run_id=ctx.run_id, check=check, cuda=cuda, **kw)
 
 
