@@ -121,6 +121,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kueue-queue", metavar="LOCALQUEUE", default=None,
                     help="submit multi-node NCCL jobs to this Kueue LocalQueue as pod groups (all ranks admitted "
                     "together); without it they are plain pods that meet at a bootstrap barrier")
+    group.addoption("--compat-images", dest="compat_images", metavar="VERSIONS", default=None,
+                    help="the CUDA versions of the compat suite's probe matrix, comma-separated (e.g. "
+                    "12.4,12.8,13.1; each the newest official nvidia/cuda image of that version; default "
+                    "gpuconf/data/probe_images.yaml's matrix)")
     group.addoption("--allow-disruptive", action="store_true", default=False,
                     help="also run checks marked disruptive (they change node state, e.g. a MIG layout)")
     group.addoption("--dcgm-diag", dest="dcgm_diag", metavar="LEVEL", type=int, default=None,
@@ -244,6 +248,18 @@ def _validate_options(config: pytest.Config) -> None:
     level = config.getoption("dcgm_diag")
     if level is not None and level not in (1, 2, 3, 4):
         raise pytest.UsageError(f"--dcgm-diag {level}: give a level from 1 to 4 (1 short, 2 medium, 3 long, 4 xlong)")
+    try:
+        compat_cudas(config)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--compat-images {config.getoption('compat_images')}: {exc}") from exc
+
+
+def compat_cudas(config: pytest.Config) -> list[str] | None:
+    """The compat matrix ``--compat-images`` chose (validated at startup), or None for the default."""
+    from gpuconf.checks.compat import resolve_compat_images
+
+    chosen = config.getoption("compat_images")
+    return resolve_compat_images(chosen) if chosen is not None else None
 
 
 def session(config: pytest.Config) -> Session:

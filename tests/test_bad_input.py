@@ -147,6 +147,8 @@ SUITE_CASES: list[tuple[str, Build, int, str]] = [
     ("--nccl-nodes 1", lambda d, r, s: ["--simulate", "healthy-h100", "--nccl-nodes", "1"], 4,
      "--nccl-nodes 1: give 2 or more nodes"),
     ("--dcgm-diag 7", lambda d, r, s: ["--simulate", "healthy-h100", "--dcgm-diag", "7"], 4, "--dcgm-diag 7"),
+    ("--compat-images 12.4,9.9", lambda d, r, s: ["--simulate", "healthy-h100", "--compat-images", "12.4,9.9"], 4,
+     "--compat-images 12.4,9.9: no official nvidia/cuda image of CUDA 9.9 in gpuconf/data/cuda_images.yaml"),
 ]
 
 

@@ -85,6 +85,7 @@ __all__ = [
     "pool_of",
     "predict_outcomes",
     "probe_facts",
+    "resolve_compat_images",
     "skip_reason",
 ]
 
@@ -203,6 +204,29 @@ def pool_of(product: str | None) -> str | None:
 
 def matrix_cudas() -> list[str]:
     return [p.cuda for p in images.matrix() if p.probe == "cuda-probe"]
+
+
+def resolve_compat_images(text: str) -> list[str]:
+    """``--compat-images 12.4,12.8,13.1``: each CUDA version (major.minor, or a full version) as the
+    newest official nvidia/cuda image of it in gpuconf/data/cuda_images.yaml, so that every
+    probe's outcome stays predictable. Raises ValueError with one line saying what is wrong."""
+    known = tables.image_versions()
+    out: list[str] = []
+    for raw in (part.strip() for part in text.split(",")):
+        if not raw:
+            raise ValueError("give CUDA versions separated by commas, e.g. 12.4,12.8,13.1")
+        try:
+            wanted = parse_cuda(raw)
+        except VersionError as exc:
+            raise ValueError(f"{raw!r} is not a CUDA version ({exc})") from exc
+        exact = raw.count(".") >= 2
+        fits = [v for v in known if (v == raw if exact else parse_cuda(v).major_minor == wanted.major_minor)]
+        if not fits:
+            raise ValueError(f"no official nvidia/cuda image of CUDA {raw} in gpuconf/data/cuda_images.yaml "
+                             f"(known: {', '.join(known)})")
+        if fits[-1] not in out:
+            out.append(fits[-1])
+    return out
 
 
 def make_image(cuda: str, env: Iterable[tuple[str, str]] = ()) -> rules.Image:
