@@ -1,10 +1,13 @@
 """gpuconf/data/gpus.yaml against real GFD label sets and nvidia-smi captures (tests/data/real/tables/,
 sources in its SOURCES.md): every real product is found, or named as unknown by the check that reads
-the table; where a real sample states memory, family or compute capability, the table agrees."""
+the table; where a real sample states memory, family or compute capability, the table agrees. And
+gpuconf/data/mig_profiles.yaml against real nvidia-smi mig -lgip outputs (tests/data/real/mig/):
+the same profiles and instance counts, and memory the MIG suite's tolerance accepts."""
 
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,8 @@ import pytest
 import yaml
 
 from gpuconf.checks.compat import make_target
+from gpuconf.checks.mig import _tolerance as mig_memory_problem  # the MIG suite's memory judgement
+from gpuconf.checks.mig import mig_profiles
 from gpuconf.compat import tables
 
 REAL = Path(__file__).parent / "data" / "real" / "tables"
@@ -51,3 +56,24 @@ def test_the_memory_nvidia_smi_reports_for_each_real_capture_is_the_tables() -> 
         model = tables.find_gpu(row["name"])
         assert model is not None and model.name == row["name"], row
         assert model.memory_mib == int(row["memory_mib"]), row
+
+
+# --- MIG profiles against real nvidia-smi mig -lgip outputs ---------------------------------------
+
+MIG = Path(__file__).parent / "data" / "real" / "mig"
+#: One profile row of nvidia-smi mig -lgip: GPU, name, profile id, free/total instances, memory GiB.
+LGIP_ROW = re.compile(r"^\|\s+(\d+)\s+MIG\s+(\S+)\s+(\d+)\s+(\d+)/(\d+)\s+([\d.]+)\s", re.M)
+LGIP_SAMPLES = {"h100-nvl-lgip.txt": "NVIDIA H100 NVL"}
+
+
+@pytest.mark.parametrize(("name", "gpu"), sorted(LGIP_SAMPLES.items()))
+def test_the_mig_table_and_tolerance_agree_with_a_real_lgip_output(name: str, gpu: str) -> None:
+    rows = LGIP_ROW.findall((MIG / name).read_text())
+    assert rows, name
+    table = mig_profiles(gpu)
+    assert table is not None, gpu
+    assert {r[1] for r in rows} == set(table), "profiles: real vs table"
+    for _gpu, profile, _id, _free, total, gib in rows:
+        assert table[profile].max_instances == int(total), profile
+        memory = int(float(gib) * (1 << 30))
+        assert mig_memory_problem(memory, table[profile]) is None, (profile, gib)
