@@ -62,3 +62,11 @@ def test_forward_compat_runs(gpu_node, compat_run, record_property):
     skip_unprobed(compat_run, "compat.forward-compat-runs", gpu_node, record_property)
     judge(compat.evaluate_forward_compat(gpu_node, compat_run.targets.get(gpu_node),
                                          compat_run.rows.get(gpu_node, ())), record_property)
+
+
+@pytest.mark.cncf("driver_runtime_management")
+@pytest.mark.check("compat.current-cuda-major-runs")
+def test_current_cuda_major_runs(gpu_node, compat_run, record_property):
+    skip_unprobed(compat_run, "compat.current-cuda-major-runs", gpu_node, record_property)
+    judge(compat.evaluate_current_major_runs(gpu_node, compat_run.targets.get(gpu_node),
+                                             compat_run.rows.get(gpu_node, ())), record_property)
