@@ -77,3 +77,17 @@ def test_the_mig_table_and_tolerance_agree_with_a_real_lgip_output(name: str, gp
         assert table[profile].max_instances == int(total), profile
         memory = int(float(gib) * (1 << 30))
         assert mig_memory_problem(memory, table[profile]) is None, (profile, gib)
+
+
+# --- the toolkit/driver table against NVIDIA's Table 3 --------------------------------------------
+
+
+def test_every_row_of_nvidia_s_table_3_is_in_the_toolkit_table_with_its_driver() -> None:
+    lines = [line for line in (REAL / "cuda-toolkit-driver-table3.csv").read_text().splitlines()
+             if not line.startswith("#")]
+    real = {row["label"]: row["min_driver"] for row in csv.DictReader(lines)}
+    ours = {t["label"]: t["min_driver"] for t in tables.load("toolkits")["toolkits"]}
+    assert len(real) > 60
+    missing = sorted(set(real) - set(ours))
+    assert not missing, f"Table 3 rows not in gpuconf/data/toolkits.yaml: {missing}"
+    assert {label: ours[label] for label in real} == real
