@@ -17,7 +17,8 @@ import yaml
 from gpuconf.checks.compat import make_target
 from gpuconf.checks.mig import _tolerance as mig_memory_problem  # the MIG suite's memory judgement
 from gpuconf.checks.mig import mig_profiles
-from gpuconf.compat import tables
+from gpuconf.compat import rules, tables
+from gpuconf.compat.require import Gpu, HostFacts, check_container
 
 REAL = Path(__file__).parent / "data" / "real" / "tables"
 LABEL_SETS: list[dict[str, Any]] = yaml.safe_load((REAL / "gfd-labels.yaml").read_text())
@@ -91,3 +92,26 @@ def test_every_row_of_nvidia_s_table_3_is_in_the_toolkit_table_with_its_driver()
     missing = sorted(set(real) - set(ours))
     assert not missing, f"Table 3 rows not in gpuconf/data/toolkits.yaml: {missing}"
     assert {label: ours[label] for label in real} == real
+
+
+# --- NVIDIA_REQUIRE_CUDA per image tag and distro -------------------------------------------------
+
+IMAGES = Path(__file__).parent / "data" / "real" / "images"
+
+
+def _real_require(name: str) -> str:
+    return next(line for line in (IMAGES / name).read_text().splitlines() if not line.startswith("#"))
+
+
+def test_an_ubuntu18_04_image_carries_its_own_longer_requirement_and_is_judged_by_it() -> None:
+    real = _real_require("nvidia-cuda-11.8.0-ubuntu18.04.require")
+    old = rules.image_from_ref("nvidia/cuda:11.8.0-cudnn8-devel-ubuntu18.04")
+    new = rules.image_from_ref("nvidia/cuda:11.8.0-devel-ubuntu22.04")
+    assert old is not None and new is not None
+    assert old.env is not None and f"NVIDIA_REQUIRE_CUDA={real}" in old.env
+    assert new.env is not None and f"NVIDIA_REQUIRE_CUDA={real}" not in new.env
+    # a GeForce node on R510 (native CUDA 11.6): the ubuntu18.04 image lists its branch, the 22.04 one does not
+    facts = HostFacts(cuda="11.6", driver="510.108.03", gpus=(Gpu(arch="8.6", brand="geforce"),))
+    assert check_container(facts, env=old.env).ok
+    rejected = check_container(facts, env=new.env)
+    assert not rejected.ok and "unsatisfied condition: cuda>=11.8" in str(rejected.error)
