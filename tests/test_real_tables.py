@@ -64,7 +64,8 @@ def test_the_memory_nvidia_smi_reports_for_each_real_capture_is_the_tables() -> 
 MIG = Path(__file__).parent / "data" / "real" / "mig"
 #: One profile row of nvidia-smi mig -lgip: GPU, name, profile id, free/total instances, memory GiB.
 LGIP_ROW = re.compile(r"^\|\s+(\d+)\s+MIG\s+(\S+)\s+(\d+)\s+(\d+)/(\d+)\s+([\d.]+)\s", re.M)
-LGIP_SAMPLES = {"h100-nvl-lgip.txt": "NVIDIA H100 NVL"}
+LGIP_SAMPLES = {"h100-nvl-lgip.txt": "NVIDIA H100 NVL",
+                "rtx-pro-6000-lgip.txt": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}
 
 
 @pytest.mark.parametrize(("name", "gpu"), sorted(LGIP_SAMPLES.items()))
