@@ -43,6 +43,7 @@ class Category:
     patterns: tuple[re.Pattern[str], ...]
     extract: tuple[re.Pattern[str], ...]
     superseded_by: frozenset[str]
+    supersedes: frozenset[str]  # the inverse: categories this one explains, dropped when it matched
     cuda_error: int | None
     explanation: str
     remediation: str
@@ -88,7 +89,7 @@ def categories() -> tuple[Category, ...]:
         out.append(Category(
             id=cid, title=str(row["title"]), stage=str(row["stage"]),
             patterns=_compile(row["patterns"], cid), extract=_compile(row.get("extract", ()), cid),
-            superseded_by=frozenset(row.get("superseded_by", ())),
+            superseded_by=frozenset(row.get("superseded_by", ())), supersedes=frozenset(row.get("supersedes", ())),
             cuda_error=int(row["cuda_error"]) if "cuda_error" in row else None,
             explanation=" ".join(str(row["explanation"]).split()),
             remediation=" ".join(str(row["remediation"]).split()),
@@ -146,7 +147,8 @@ def diagnose(text: str) -> list[Diagnosis]:
     by_id = {c.id: c for c in categories()}
     order = {c.id: n for n, c in enumerate(categories())}
     found.sort(key=lambda d: order[d.category])
-    return [d for d in found if not (by_id[d.category].superseded_by & ids)]
+    explained = {s for i in ids for s in by_id[i].supersedes}
+    return [d for d in found if not (by_id[d.category].superseded_by & ids) and d.category not in explained]
 
 
 def _diagnosis_of(category_id: str, excerpt: str, facts: dict[str, str]) -> Diagnosis:

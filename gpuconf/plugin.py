@@ -122,6 +122,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--kueue-queue", metavar="LOCALQUEUE", default=None,
                     help="submit multi-node NCCL jobs to this Kueue LocalQueue as pod groups (all ranks admitted "
                     "together); without it they are plain pods that meet at a bootstrap barrier")
+    group.addoption("--compat-images", dest="compat_images", metavar="VERSIONS", default=None,
+                    help="the CUDA versions of the compat suite's probe matrix, comma-separated (e.g. "
+                    "12.4,12.8,13.1; each the newest official nvidia/cuda image of that version; default "
+                    "gpuconf/data/probe_images.yaml's matrix)")
     group.addoption("--allow-disruptive", action="store_true", default=False,
                     help="also run checks marked disruptive (they change node state, e.g. a MIG layout)")
     group.addoption("--dcgm-diag", dest="dcgm_diag", metavar="LEVEL", type=int, default=None,
@@ -266,6 +270,18 @@ def _validate_options(config: pytest.Config) -> None:
     level = config.getoption("dcgm_diag")
     if level is not None and level not in (1, 2, 3, 4):
         raise pytest.UsageError(f"--dcgm-diag {level}: give a level from 1 to 4 (1 short, 2 medium, 3 long, 4 xlong)")
+    try:
+        compat_cudas(config)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--compat-images {config.getoption('compat_images')}: {exc}") from exc
+
+
+def compat_cudas(config: pytest.Config) -> list[str] | None:
+    """The compat matrix ``--compat-images`` chose (validated at startup), or None for the default."""
+    from gpuconf.checks.compat import resolve_compat_images
+
+    chosen = config.getoption("compat_images")
+    return resolve_compat_images(chosen) if chosen is not None else None
 
 
 def session(config: pytest.Config) -> Session:
@@ -348,15 +364,18 @@ def native_probe_cuda(labels: Mapping[str, str]) -> str:
 
 def cuda_probe_pod(config: pytest.Config, *, name: str, check: str, cuda: str = DEFAULT_PROBE_CUDA,
                    **kw: Any) -> dict[str, Any]:
-    """A cuda-probe pod in this run's namespace with the run's settings (registry, the nvidia
-    RuntimeClass when the cluster has one, the probe budget); ``kw`` goes to make_cuda_probe_pod."""
+    """A cuda-probe pod in this run's namespace with the run's settings (registry, the RuntimeClass
+    whose handler is nvidia when the cluster has one, the probe budget); ``kw`` goes to
+    make_cuda_probe_pod (``runtime_class=None``: name none, as most workloads do)."""
     from gpuconf.probe_pods import make_cuda_probe_pod
 
     ctx = run_context(config)
     inv = inventory(config)
     kw.setdefault("registry", config.getoption("--registry"))
     if "runtime_class" not in kw and inv is not None:
-        kw["runtime_class"] = "nvidia" if any(rc.name == "nvidia" for rc in inv.runtime_classes) else None
+        from gpuconf.checks.scheduling import gpu_runtime_class  # the NVIDIA runtime's class, whatever its name
+
+        kw["runtime_class"] = gpu_runtime_class([(rc.name, rc.handler) for rc in inv.runtime_classes])
     return make_cuda_probe_pod(name=name, namespace=ctx.namespace, run_id=ctx.run_id, check=check, cuda=cuda, **kw)
 
 

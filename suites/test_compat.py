@@ -10,7 +10,7 @@ import pytest
 
 from gpuconf.checks import compat
 from gpuconf.cluster import run_campaign
-from gpuconf.plugin import DEFAULT_PROBE_CUDA, cuda_probe_pod, judge, run_context
+from gpuconf.plugin import DEFAULT_PROBE_CUDA, compat_cudas, cuda_probe_pod, judge, run_context
 from gpuconf.verdict import not_tested
 
 pytestmark = pytest.mark.compat
@@ -26,7 +26,7 @@ def compat_run(request, gpu_inventory) -> compat.CompatRun:
     if any(t.driver is None or t.gpu is None for t in targets):  # labels missing: ask the whole-node probes
         probes = request.getfixturevalue("whole_node_probes")
         targets = [compat.make_target(n.name, n.labels, compat.probe_facts(probes.get(n.name))) for n in nodes]
-    plan = compat.plan_pods(targets, canary_cuda=DEFAULT_PROBE_CUDA)
+    plan = compat.plan_pods(targets, canary_cuda=DEFAULT_PROBE_CUDA, cudas=compat_cudas(config))
     pods = [cuda_probe_pod(config, name=p.name, check="compat", cuda=p.cuda, node=p.node, gpu_count=1,
                            env=dict(p.env)) for p in plan]
     # Pods on a node with few GPUs wait for one another: waiting for a free GPU is not unschedulable.
@@ -62,3 +62,11 @@ def test_forward_compat_runs(gpu_node, compat_run, record_property):
     skip_unprobed(compat_run, "compat.forward-compat-runs", gpu_node, record_property)
     judge(compat.evaluate_forward_compat(gpu_node, compat_run.targets.get(gpu_node),
                                          compat_run.rows.get(gpu_node, ())), record_property)
+
+
+@pytest.mark.cncf("driver_runtime_management")
+@pytest.mark.check("compat.current-cuda-major-runs")
+def test_current_cuda_major_runs(gpu_node, compat_run, record_property):
+    skip_unprobed(compat_run, "compat.current-cuda-major-runs", gpu_node, record_property)
+    judge(compat.evaluate_current_major_runs(gpu_node, compat_run.targets.get(gpu_node),
+                                             compat_run.rows.get(gpu_node, ())), record_property)

@@ -54,7 +54,8 @@ class DraFacts:
 
 @pytest.fixture(scope="module")
 def dra_facts(gpu_inventory: Inventory) -> DraFacts:
-    reason = checks.dra_skip_reason(serves_v1=gpu_inventory.dra_served, device_classes=gpu_inventory.device_classes)
+    reason = checks.dra_skip_reason(serves_v1=gpu_inventory.dra_served, device_classes=gpu_inventory.device_classes,
+                                    served=gpu_inventory.dra_version)
     if reason is not None:
         pytest.skip(reason)
     slices = [s.raw for s in gpu_inventory.slices]

@@ -1,13 +1,21 @@
-"""Scheduling: over-asking GPUs leaves a pod Pending with the scheduler's real reason, and the
-NVIDIA RuntimeClass the probes use exists with a handler."""
+"""Scheduling: over-asking GPUs leaves a pod Pending with the scheduler's real reason, the
+NVIDIA RuntimeClass the probes use exists with a handler, and a GPU pod that names no RuntimeClass
+(as most workloads do) still gets its GPU from the node's default runtime."""
 
 from __future__ import annotations
 
 import pytest
 
-from gpuconf.checks.scheduling import evaluate_over_ask, evaluate_runtime_class
-from gpuconf.cluster import run_campaign
-from gpuconf.plugin import cuda_probe_pod, judge, run_context
+from gpuconf.checks.isolation import sighting
+from gpuconf.checks.scheduling import (
+    evaluate_default_runtime,
+    evaluate_over_ask,
+    evaluate_runtime_class,
+    gpu_runtime_class,
+)
+from gpuconf.cluster import Inventory, PodOutcome, run_campaign
+from gpuconf.plugin import cuda_probe_pod, judge, native_probe_cuda, run_context
+from gpuconf.probe_pods import probe_pod_name
 
 pytestmark = pytest.mark.scheduling
 
@@ -32,3 +40,34 @@ def test_over_asking_gpus_is_insufficient(request, gpu_inventory, record_propert
 @pytest.mark.check("scheduling.runtimeclass-present")
 def test_nvidia_runtime_class_present(gpu_inventory, record_property):
     judge(evaluate_runtime_class([(rc.name, rc.handler) for rc in gpu_inventory.runtime_classes]), record_property)
+
+
+@pytest.fixture(scope="module")
+def default_runtime_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> dict[str, PodOutcome]:
+    """On every node with a device-plugin GPU, one cuda-probe given one nvidia.com/gpu that names no
+    runtimeClassName, all nodes at once."""
+    pods, nodes = [], {}
+    for node in gpu_inventory.gpu_nodes:
+        if int(node.allocatable.get("nvidia.com/gpu", "0") or 0) < 1:
+            continue
+        name = probe_pod_name("runtime", "default", node.name)
+        pods.append(cuda_probe_pod(request.config, name=name, check="runtime", node=node.name, gpu_count=1,
+                                   runtime_class=None, cuda=native_probe_cuda(node.labels)))
+        nodes[name] = node.name
+    if not pods:
+        return {}
+    outcomes = run_campaign(run_context(request.config), pods, timeout=request.config.getoption("--probe-timeout"))
+    return {nodes[name]: outcome for name, outcome in outcomes.items()}
+
+
+@pytest.mark.check("runtime.default-runtime-injects-gpu")
+def test_default_runtime_injects_gpu(gpu_node, gpu_inventory, default_runtime_probes, whole_node_probes,
+                                     record_property):
+    outcome = default_runtime_probes.get(gpu_node)
+    if outcome is None:
+        pytest.skip(f"{gpu_node} advertises no nvidia.com/gpu: DRA devices reach a container through CDI "
+                    "whatever its runtime, and MIG instances (mixed strategy) are judged by the MIG suite")
+    runtime_class = gpu_runtime_class([(rc.name, rc.handler) for rc in gpu_inventory.runtime_classes])
+    whole = whole_node_probes.get(gpu_node)
+    judge(evaluate_default_runtime(gpu_node, sighting(outcome), sighting(whole) if whole is not None else None,
+                                   runtime_class), record_property)

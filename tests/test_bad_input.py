@@ -150,6 +150,8 @@ SUITE_CASES: list[tuple[str, Build, int, str]] = [
     # a -m naming no marker would select nothing, silently, after starting the cluster: refused first
     ("-m unknown marker", lambda d, r, s: ["--simulate", "healthy-h100", "-m", "smoke and not gpu_smoke"], 4,
      "-m 'smoke and not gpu_smoke': no marker named gpu_smoke (known: "),
+    ("--compat-images 12.4,9.9", lambda d, r, s: ["--simulate", "healthy-h100", "--compat-images", "12.4,9.9"], 4,
+     "--compat-images 12.4,9.9: no official nvidia/cuda image of CUDA 9.9 in gpuconf/data/cuda_images.yaml"),
 ]
 
 

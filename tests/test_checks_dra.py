@@ -130,7 +130,8 @@ def test_slice_devices_read_every_attribute_and_the_memory_of_the_nodes_own_slic
     d = devices[0]
     assert d.uuid == n.gpus[0].uuid == d.gpu_uuid and d.kind == "gpu" and d.key == ("gpu.nvidia.com", NODE, "gpu-0")
     assert d.attributes["productName"] == "NVIDIA H200" and d.attributes["driverVersion"] == "580.95.5"
-    assert d.attributes["resource.kubernetes.io/pciBusID"] == "0000:18:00.0" and d.attributes["index"] == "0"
+    assert d.attributes["resource.kubernetes.io/pciBusID"] == "0000:18:00.0"
+    assert "index" not in d.attributes and "minor" not in d.attributes  # removed by the driver (#563)
     assert d.memory_bytes == n.gpus[0].memory_mib * 2**20
     assert slice_devices(resource_slices(n), "h200-1") == ()  # another node's slice
     assert slice_devices(resource_slices(n), NODE, driver="other.example.com") == ()
@@ -589,3 +590,24 @@ def test_a_shared_claim_pod_gives_the_sidecar_the_same_claim_and_the_bystander_n
     with pytest.raises(ValueError, match="pod claims the pod does not have"):
         make_cuda_probe_pod(name="x", namespace="ns", run_id="r", check="dra", cuda="13.0.2", gpu_count=0,
                             resource_claims={"gpu": "t"}, sidecar_claims=["other"])
+
+
+def test_the_pci_address_is_compared_under_the_name_a_25_3_driver_publishes_it() -> None:
+    """Releases up to 25.8 publish the PCI address as the driver's own ``pcieBusID``
+    (tests/data/real/dra/): it is compared with the probe like ``resource.kubernetes.io/pciBusID``."""
+    def renamed(n: SimNode, value: str | None = None) -> list[dict[str, Any]]:
+        slices = resource_slices(n)
+        for d in slices[0]["spec"]["devices"]:  # type: ignore[index]
+            pci = d["attributes"].pop("resource.kubernetes.io/pciBusID")
+            d["attributes"]["pcieBusID"] = {"string": value or pci["string"]} if d["name"] == "gpu-3" else pci
+        return slices  # type: ignore[return-value]
+
+    n = sim_node()
+    devices = slice_devices(renamed(n), NODE)
+    assert devices[3].pci_bus_id == ("pcieBusID", n.gpus[3].pci_bus_id[4:].lower())
+    assert evaluate_attributes_match_hardware(NODE, devices, whole_node(n), node_labels(n)).outcome is Outcome.PASS
+    v = evaluate_attributes_match_hardware(NODE, slice_devices(renamed(n, "0000:99:00.0"), NODE), whole_node(n),
+                                           node_labels(n))
+    assert v.outcome is Outcome.FAIL
+    assert v.summary.startswith("the DRA driver publishes devices that are not the node's hardware: gpu-3 publishes "
+                                "pcieBusID='0000:99:00.0' but the probe for")

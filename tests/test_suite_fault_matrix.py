@@ -51,6 +51,9 @@ CASCADES: dict[str, tuple[set[str], str]] = {
     "visible-devices-all": ({"isolation.no-request-sees-no-gpu", "isolation.envvar-without-request-gets-no-gpu",
                              "isolation.concurrent-pods-disjoint", "isolation.only-requesting-container-sees-gpu"},
                             "the toolkit injects every GPU into every container it touches: no isolation holds"),
+    "compat-libs-broken": ({"compat.current-cuda-major-runs"}, "without the image's cuda-compat libcuda, the "
+                           "CUDA 13 images fail at CUDA init on a 570 node: workloads of the current CUDA major "
+                           "cannot run there"),
     "xid-errors": ({"smoke.vector-add-every-gpu"}, "CUDA work on a GPU that raised a critical Xid fails until the GPU "
                    "is reset: its vector-add returns an error"),
     "pcie-link-degraded": ({"bandwidth.host-device-floor"}, "a GPU on a link trained down copies at that link's "

@@ -75,6 +75,7 @@ __all__ = [
     "Target",
     "assemble",
     "classify_canary",
+    "evaluate_current_major_runs",
     "evaluate_forward_compat",
     "evaluate_outcome_matches",
     "evaluate_require_enforced",
@@ -86,6 +87,7 @@ __all__ = [
     "pool_of",
     "predict_outcomes",
     "probe_facts",
+    "resolve_compat_images",
     "skip_reason",
 ]
 
@@ -205,6 +207,29 @@ def pool_of(product: str | None) -> str | None:
 
 def matrix_cudas() -> list[str]:
     return [p.cuda for p in images.matrix() if p.probe == "cuda-probe"]
+
+
+def resolve_compat_images(text: str) -> list[str]:
+    """``--compat-images 12.4,12.8,13.1``: each CUDA version (major.minor, or a full version) as the
+    newest official nvidia/cuda image of it in gpuconf/data/cuda_images.yaml, so that every
+    probe's outcome stays predictable. Raises ValueError with one line saying what is wrong."""
+    known = tables.image_versions()
+    out: list[str] = []
+    for raw in (part.strip() for part in text.split(",")):
+        if not raw:
+            raise ValueError("give CUDA versions separated by commas, e.g. 12.4,12.8,13.1")
+        try:
+            wanted = parse_cuda(raw)
+        except VersionError as exc:
+            raise ValueError(f"{raw!r} is not a CUDA version ({exc})") from exc
+        exact = raw.count(".") >= 2
+        fits = [v for v in known if (v == raw if exact else parse_cuda(v).major_minor == wanted.major_minor)]
+        if not fits:
+            raise ValueError(f"no official nvidia/cuda image of CUDA {raw} in gpuconf/data/cuda_images.yaml "
+                             f"(known: {', '.join(known)})")
+        if fits[-1] not in out:
+            out.append(fits[-1])
+    return out
 
 
 def make_image(cuda: str, env: Iterable[tuple[str, str]] = ()) -> rules.Image:
@@ -623,6 +648,34 @@ def evaluate_forward_compat(node: str, target: Target | None, rows: Sequence[Mat
                           f"{node}: " + "; ".join(f"{r.image}: {o.detail}" for r, o in unobserved))
     return passed(cid, node, f"forward compatibility works on {node} ({facts}): " + "; ".join(lines),
                   evidence=evidence)
+
+
+def evaluate_current_major_runs(node: str, target: Target | None, rows: Sequence[MatrixRow]) -> Verdict:
+    """The images of the newest CUDA major in the probe matrix run on ``node`` (natively or through
+    forward compatibility). Where they are refused at creation or fail at CUDA init (803, 804, 35 on
+    a branch that major does not support), the node is DEGRADED naming them, even when every
+    outcome was predicted: workloads built for the current CUDA cannot run there."""
+    cid = "compat.current-cuda-major-runs"
+    plain = [r for r in rows if not r.env]
+    if not plain:
+        return not_tested(cid, node, f"no probe-matrix image ran on {node}")
+    major = max(parse_cuda(r.cuda).major for r in plain)
+    current = [(r, *_runtime_outcome(r, rows)) for r in plain if parse_cuda(r.cuda).major == major]
+    facts = ""
+    if target is not None and target.model is not None:
+        native = rules.native_cuda(target.model)
+        facts = f" ({target.model.gpu_name or 'the GPU'}, driver {target.model.driver}, native CUDA {native})"
+    bad = [(r, o, note) for r, o, note in current if o.result in ("rejected", "cuda-error")]
+    lines = tuple(f"{r.label}: {o.describe()}{note}" for r, o, note in current)
+    if bad:
+        return failed(cid, node, f"CUDA {major} images fail on {node}{facts}: " + "; ".join(
+            f"{r.image} {o.describe()}{note}" for r, o, note in bad),
+            expected=f"every CUDA {major}.x image of the matrix runs", observed="; ".join(lines),
+            evidence=tuple(e for _, o, _ in bad for e in o.evidence))
+    if all(o.result == "other" for _, o, _ in current):
+        return not_tested(cid, node, f"the CUDA {major} images' outcome on {node} could not be observed: "
+                          + "; ".join(f"{r.image}: {o.detail}" for r, o, _ in current))
+    return passed(cid, node, f"the CUDA {major} images run on {node}{facts}: " + "; ".join(lines))
 
 
 def _supported(row: MatrixRow, branch: int) -> bool:

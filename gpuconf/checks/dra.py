@@ -13,7 +13,8 @@ The checks:
 
 * ``dra.attributes-match-hardware``: the node's published GPUs are the GPUs the whole-node probe
   sees (by UUID), and each device's attributes (productName, brand, cudaComputeCapability,
-  driverVersion, cudaDriverVersion, pciBusID, memory capacity, architecture) agree with the probe
+  driverVersion, cudaDriverVersion, the PCI address (``resource.kubernetes.io/pciBusID``, or ``pcieBusID``
+  before 25.12), memory capacity, architecture) agree with the probe
   and with the node's GFD labels wherever both say something;
 * ``dra.no-double-publication``: no GPU of the node is also advertised as nvidia.com/gpu by a
   device plugin (the scheduler would give it to a claim and to a device-plugin pod at once);
@@ -61,6 +62,7 @@ __all__ = [
     "GPU_CLASS",
     "GPU_DRIVER",
     "MIG_CLASS",
+    "PCI_ATTRIBUTES",
     "PAIR_ATTRIBUTE",
     "UNSATISFIABLE_SELECTOR",
     "UNSCHEDULABLE_REASON",
@@ -101,6 +103,15 @@ MEMORY_TOLERANCE = 0.01
 
 #: resource.k8s.io/v1 ``PodResourceClaimAnnotation``: which pod claim a generated claim is for.
 POD_CLAIM_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+
+#: The GPU's PCI address, under the names real releases publish it: the standard attribute
+#: (kubernetes-sigs/dra-driver-nvidia-gpu#800, releases from 25.12) and the driver's own ``pcieBusID``
+#: of 25.3 to 25.8 (tests/data/real/dra/SOURCES.md). The first one a device has is compared.
+PCI_ATTRIBUTES = ("resource.kubernetes.io/pciBusID", "pcieBusID")
+#: DeviceClasses NVIDIA's DRA driver registers for ComputeDomains: with these and no gpu.nvidia.com,
+#: the driver is installed with GPU allocation off (Helm ``resources.gpus.enabled=false``, or without
+#: ``gpuResourcesEnabledOverride=true``; kubernetes-sigs/dra-driver-nvidia-gpu#438).
+COMPUTE_DOMAIN_CLASSES = ("compute-domain-daemon.nvidia.com", "compute-domain-default-channel.nvidia.com")
 
 
 def pod_name(role: str, node: str) -> str:
@@ -152,6 +163,11 @@ class SliceDevice:
         return self.attributes.get("uuid")
 
     @property
+    def pci_bus_id(self) -> tuple[str, str] | None:
+        """(attribute name, value) of the device's PCI address, under whichever name it publishes."""
+        return next(((k, self.attributes[k]) for k in PCI_ATTRIBUTES if k in self.attributes), None)
+
+    @property
     def gpu_uuid(self) -> str | None:
         """The physical GPU: the device's own UUID, or its parent's for a MIG instance."""
         return self.attributes.get("parentUUID") if self.kind == "mig" else self.uuid
@@ -182,7 +198,8 @@ def slice_devices(slices: Iterable[Mapping[str, Any]], node: str, *,
         if spec.get("nodeName") != node or spec.get("driver") != driver:
             continue
         pool = str((spec.get("pool") or {}).get("name") or node)
-        for d in spec.get("devices") or []:
+        for entry in spec.get("devices") or []:
+            d = {**entry, **(entry.get("basic") or {})}  # resource.k8s.io/v1beta1 nests them under basic
             attributes: dict[str, str] = {}
             for key, value in (d.get("attributes") or {}).items():
                 text = _attribute_value(value)
@@ -194,11 +211,22 @@ def slice_devices(slices: Iterable[Mapping[str, Any]], node: str, *,
     return tuple(out)
 
 
-def dra_skip_reason(*, serves_v1: bool, device_classes: Sequence[str]) -> str | None:
-    """Why the DRA suite cannot run on this cluster, or None when it can."""
+def dra_skip_reason(*, serves_v1: bool, device_classes: Sequence[str], served: str | None = None) -> str | None:
+    """Why the DRA suite cannot run on this cluster, or None when it can. ``served``: the newest
+    resource.k8s.io version the cluster serves ResourceSlices in (v1beta1 and v1beta2 are read too,
+    so DRA-only nodes are found and counted, but the suite's claims are resource.k8s.io/v1)."""
+    if not serves_v1 and served:
+        return (f"the cluster serves DRA as resource.k8s.io/{served} only (Kubernetes before 1.34): its "
+                "ResourceSlices are read (GPU nodes, double publication), but the claim checks need "
+                "resource.k8s.io/v1: upgrade the control plane to 1.34 or later to run them")
     if not serves_v1:
         return ("the cluster does not serve resource.k8s.io/v1 ResourceSlices (DRA is GA from Kubernetes 1.34; "
                 "older or DRA-disabled control planes have no v1 API): nothing to check")
+    if GPU_CLASS not in device_classes and any(c in device_classes for c in COMPUTE_DOMAIN_CLASSES):
+        shown = ", ".join(device_classes)
+        return (f"NVIDIA's DRA driver is installed with GPU allocation disabled: it registers ComputeDomain "
+                f"DeviceClasses but no {GPU_CLASS} (DeviceClasses: {shown}); to allocate GPUs through DRA, "
+                "install it with resources.gpus.enabled=true and gpuResourcesEnabledOverride=true")
     if GPU_CLASS not in device_classes:
         shown = ", ".join(device_classes) or "none"
         return (f"resource.k8s.io/v1 is served but there is no DeviceClass {GPU_CLASS} (DeviceClasses: {shown}): "
@@ -355,9 +383,8 @@ def _compare_probe(cmp: _Comparison, devices: Sequence[SliceDevice], report: Cud
             cmp.text("cudaComputeCapability", d, d.attributes.get("cudaComputeCapability"), where,
                      c.compute_capability, same=_version_key(d.attributes.get("cudaComputeCapability"))
                      == _version_key(c.compute_capability))
-            pci = d.attributes.get("resource.kubernetes.io/pciBusID")
-            cmp.text("resource.kubernetes.io/pciBusID", d, pci, where, c.pci_bus_id,
-                     same=_pci_key(pci) == _pci_key(c.pci_bus_id))
+            pci_name, pci = d.pci_bus_id or (PCI_ATTRIBUTES[0], None)
+            cmp.text(pci_name, d, pci, where, c.pci_bus_id, same=_pci_key(pci) == _pci_key(c.pci_bus_id))
             if d.memory_bytes is not None and c.total_memory_bytes:
                 cmp.text("memory", d, _mib(d.memory_bytes), where, _mib(c.total_memory_bytes),
                          same=_memory_close(d.memory_bytes, c.total_memory_bytes))

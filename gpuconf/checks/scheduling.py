@@ -1,13 +1,21 @@
-"""Scheduling checks: what the scheduler says when GPUs cannot be had, and the runtime class."""
+"""Scheduling checks: what the scheduler says when GPUs cannot be had, the runtime class, and
+whether a GPU pod that names no runtime class gets its GPU (the node's default runtime)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gpuconf.checks.isolation import Sighting
 from gpuconf.cluster import PodOutcome
-from gpuconf.verdict import Verdict, failed, passed
+from gpuconf.probes.cuda import CudaProbeReport
+from gpuconf.verdict import Verdict, failed, not_tested, passed
 
-__all__ = ["evaluate_over_ask", "evaluate_runtime_class"]
+__all__ = ["NVIDIA_HANDLER", "evaluate_default_runtime", "evaluate_over_ask", "evaluate_runtime_class",
+           "gpu_runtime_class"]
+
+#: The containerd / CRI-O runtime handler the NVIDIA Container Toolkit registers. The RuntimeClass
+#: naming it may have any name (the GPU Operator's is "nvidia"; others name theirs after the cluster).
+NVIDIA_HANDLER = "nvidia"
 
 #: The stable core of kube-scheduler's message (domain.md §4): wording around it varies by version.
 INSUFFICIENT = "Insufficient nvidia.com/gpu"
@@ -29,9 +37,22 @@ def evaluate_over_ask(outcome: PodOutcome, *, requested: int, budget_s: float) -
     return passed(cid, None, f"Pending with {INSUFFICIENT!r} as it should be", evidence=evidence)
 
 
+def gpu_runtime_class(names_to_handlers: Sequence[tuple[str, str]]) -> str | None:
+    """The RuntimeClass GPU pods should name: the one called nvidia when it has a handler, else any
+    whose handler is the NVIDIA runtime's, whatever its name; None when there is none."""
+    handlers = dict(names_to_handlers)
+    if handlers.get(NVIDIA_HANDLER):
+        return NVIDIA_HANDLER
+    return next((name for name, handler in sorted(handlers.items()) if handler == NVIDIA_HANDLER), None)
+
+
 def evaluate_runtime_class(names_to_handlers: Sequence[tuple[str, str]], *, expected: str = "nvidia") -> Verdict:
     cid = "scheduling.runtimeclass-present"
     handlers = dict(names_to_handlers)
+    found = gpu_runtime_class(names_to_handlers)
+    if found is not None and found != expected:
+        return passed(cid, None, f"RuntimeClass {found} with handler {handlers[found]} (the NVIDIA runtime's handler "
+                      f"under another name than {expected!r})")
     if expected not in handlers:
         return failed(cid, None, f"there is no RuntimeClass {expected!r}",
                       expected=f"RuntimeClass {expected} with a handler",
@@ -39,3 +60,55 @@ def evaluate_runtime_class(names_to_handlers: Sequence[tuple[str, str]], *, expe
     if not handlers[expected]:
         return failed(cid, None, f"RuntimeClass {expected!r} has no handler", expected="a handler", observed="empty")
     return passed(cid, None, f"RuntimeClass {expected} with handler {handlers[expected]}")
+
+
+def _sees_gpu(report: CudaProbeReport) -> list[str]:
+    """The GPUs a container saw: CUDA's devices, NVML's GPUs, or at least its /dev/nvidiaN nodes."""
+    found = [d.uuid or f"CUDA device {d.index}" for d in report.devices]
+    found += [g.uuid for g in report.nvml_gpus if g.uuid and g.uuid not in found]
+    return found or [str(p) for p in (report.device_nodes.get("gpus") or ())]
+
+
+def _not_injected(report: CudaProbeReport) -> str:
+    """What the container lacked, in the words of the probe: no device node, no driver library."""
+    parts = []
+    if not report.device_nodes.get("/dev/nvidiactl"):
+        parts.append("no /dev/nvidiactl")
+    if report.libcuda_absent_reason:
+        parts.append(f"no libcuda ({report.libcuda_absent_reason})")
+    if report.nvml_absent_reason:
+        parts.append(f"no NVML ({report.nvml_absent_reason})")
+    return "; ".join(parts) or "no GPU device"
+
+
+def evaluate_default_runtime(node: str, default: Sighting, with_class: Sighting | None,
+                             runtime_class: str | None) -> Verdict:
+    """A pod given one GPU that names no runtimeClassName sees it (the node's default runtime is the
+    NVIDIA runtime, or CDI injects it). ``with_class``: the whole-node probe, which names
+    ``runtime_class`` (None: the cluster has no RuntimeClass for the NVIDIA runtime)."""
+    cid = "runtime.default-runtime-injects-gpu"
+    if default.report is None:
+        return failed(cid, node, f"the pod without runtimeClassName gave no probe output: {default.failure}",
+                      expected="a probe report", observed=default.failure or "nothing")
+    seen = _sees_gpu(default.report)
+    if seen:
+        return passed(cid, node, f"a pod naming no runtimeClassName, given 1 GPU, sees it ({', '.join(seen)})",
+                      expected="the allocated GPU visible", observed=", ".join(seen))
+    lacks = _not_injected(default.report)
+    evidence = (f"{default.where}: allocated 1 nvidia.com/gpu, {lacks}",)
+    if runtime_class is None:
+        return failed(cid, node, f"no runtime injected the GPU: a pod given 1 nvidia.com/gpu sees none ({lacks}), "
+                      "and the cluster has no RuntimeClass for the NVIDIA runtime either",
+                      expected="the allocated GPU visible", observed=lacks, evidence=evidence)
+    if with_class is None or with_class.report is None:
+        return not_tested(cid, node, f"{node}: a pod naming no runtimeClassName sees no GPU ({lacks}), but the "
+                          f"RuntimeClass {runtime_class} path could not be compared: "
+                          + (with_class.failure if with_class is not None and with_class.failure else "no probe"))
+    if not _sees_gpu(with_class.report):
+        return failed(cid, node, f"no runtime injected the GPU, with or without RuntimeClass {runtime_class} "
+                      f"({lacks})", expected="the allocated GPU visible", observed=lacks, evidence=evidence)
+    return failed(cid, node, f"only pods naming runtimeClassName {runtime_class} get their GPU: a pod without it "
+                  f"was allocated 1 nvidia.com/gpu but no runtime injected it ({lacks}); the node's default "
+                  "runtime is not the NVIDIA runtime", expected="the allocated GPU visible without a runtimeClassName",
+                  observed=lacks, evidence=(*evidence, f"{with_class.where} (runtimeClassName {runtime_class}) "
+                                            f"sees {len(_sees_gpu(with_class.report))} GPU(s)"))

@@ -14,7 +14,7 @@ from gpuconf.cluster.access import Cluster
 from gpuconf.cluster.errors import NotFoundError
 
 __all__ = ["ClusterPolicyState", "GpuNode", "Inventory", "NodeCondition", "ResourceSliceInfo", "RuntimeClassInfo",
-           "Taint", "build_inventory", "is_gpu_resource", "list_active_pods", "load_inventory"]
+           "Taint", "as_v1_slice", "build_inventory", "is_gpu_resource", "list_active_pods", "load_inventory"]
 
 Obj = Mapping[str, Any]
 
@@ -103,6 +103,7 @@ class Inventory:
     slices: tuple[ResourceSliceInfo, ...]
     cluster_policy: ClusterPolicyState | None  # None: not served, or served with no object
     dra_served: bool = False  # the cluster serves resource.k8s.io/v1 ResourceSlices
+    dra_version: str | None = None  # the newest resource.k8s.io version its ResourceSlices were read in
 
     def node(self, name: str) -> GpuNode:
         for n in self.gpu_nodes:
@@ -123,7 +124,19 @@ def _strings(mapping: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in (mapping or {}).items()}
 
 
+def as_v1_slice(obj: Obj) -> Obj:
+    """A ResourceSlice of any served version in the resource.k8s.io/v1 shape: v1beta1 nests each
+    device's attributes and capacity under ``basic``; v1beta2 and v1 have them on the device."""
+    spec = obj.get("spec") or {}
+    devices = spec.get("devices") or []
+    if not any("basic" in d for d in devices):
+        return obj
+    flat = [{**{k: v for k, v in d.items() if k != "basic"}, **(d.get("basic") or {})} for d in devices]
+    return {**obj, "spec": {**spec, "devices": flat}}
+
+
 def _slice_info(obj: Obj) -> ResourceSliceInfo:
+    obj = as_v1_slice(obj)
     spec = obj.get("spec") or {}
     node = spec.get("nodeName")
     return ResourceSliceInfo(
@@ -153,7 +166,8 @@ def _gpu_node(node: Obj, slices: tuple[ResourceSliceInfo, ...]) -> GpuNode:
 
 
 def build_inventory(nodes: Iterable[Obj], runtime_classes: Iterable[Obj], device_classes: Iterable[Obj],
-                    slices: Iterable[Obj], cluster_policy: Obj | None, *, dra_served: bool = False) -> Inventory:
+                    slices: Iterable[Obj], cluster_policy: Obj | None, *, dra_served: bool = False,
+                    dra_version: str | None = None) -> Inventory:
     """Pure: the inventory from listed objects. A node is a GPU node when it has a GPU extended
     resource (capacity or allocatable), the ``nvidia.com/gpu.present=true`` label, or a ResourceSlice."""
     slice_infos = tuple(sorted((_slice_info(s) for s in slices), key=lambda s: s.name))
@@ -180,7 +194,8 @@ def build_inventory(nodes: Iterable[Obj], runtime_classes: Iterable[Obj], device
                                                        str(r.get("handler", ""))) for r in runtime_classes),
                                      key=lambda r: r.name)),
         device_classes=tuple(sorted(str((d.get("metadata") or {}).get("name", "")) for d in device_classes)),
-        slices=slice_infos, cluster_policy=policy, dra_served=dra_served)
+        slices=slice_infos, cluster_policy=policy, dra_served=dra_served,
+        dra_version=dra_version or ("v1" if dra_served else None))
 
 
 def _list_all(cluster: Cluster, what: str, fn: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
@@ -197,8 +212,9 @@ def _list_all(cluster: Cluster, what: str, fn: Any, *args: Any, **kwargs: Any) -
 
 def load_inventory(cluster: Cluster, *, node_selector: str | None = None) -> Inventory:
     """List nodes (those matching ``node_selector``, a label selector the API server applies),
-    RuntimeClasses, and, where served, DeviceClasses, ResourceSlices (resource.k8s.io/v1) and the
-    ClusterPolicy; then :func:`build_inventory`."""
+    RuntimeClasses, and, where served, DeviceClasses, ResourceSlices (in the newest resource.k8s.io
+    version served: v1, else v1beta2 or v1beta1, so a 1.32/1.33 cluster's DRA-only nodes are found)
+    and the ClusterPolicy; then :func:`build_inventory`."""
     discovery = cluster.discover()
     nodes = _list_all(cluster, "list nodes", cluster.core.list_node, **(
         {"label_selector": node_selector} if node_selector else {}))
@@ -206,9 +222,14 @@ def load_inventory(cluster: Cluster, *, node_selector: str | None = None) -> Inv
     device_classes: list[dict[str, Any]] = []
     slices: list[dict[str, Any]] = []
     dra_served = discovery.serves_resource("resource.k8s.io/v1", "resourceslices")
+    version = discovery.dra_version
     if dra_served:
         device_classes = _list_all(cluster, "list deviceclasses", cluster.resource.list_device_class)
         slices = _list_all(cluster, "list resourceslices", cluster.resource.list_resource_slice)
+    elif version is not None:  # the typed client speaks v1 only: read the beta versions as custom objects
+        custom = cluster.custom.list_cluster_custom_object
+        device_classes = _list_all(cluster, "list deviceclasses", custom, "resource.k8s.io", version, "deviceclasses")
+        slices = _list_all(cluster, "list resourceslices", custom, "resource.k8s.io", version, "resourceslices")
     policy: dict[str, Any] | None = None
     if discovery.cluster_policy:
         try:
@@ -217,7 +238,8 @@ def load_inventory(cluster: Cluster, *, node_selector: str | None = None) -> Inv
         except NotFoundError:  # the CRD went away between discovery and the list
             policies = []
         policy = policies[0] if policies else None
-    return build_inventory(nodes, runtime_classes, device_classes, slices, policy, dra_served=dra_served)
+    return build_inventory(nodes, runtime_classes, device_classes, slices, policy, dra_served=dra_served,
+                           dra_version=version)
 
 
 def list_active_pods(cluster: Cluster) -> list[dict[str, Any]]:

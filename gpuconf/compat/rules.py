@@ -191,7 +191,10 @@ def image_from_ref(ref: str) -> Image | None:
     if not match or "nvidia/cuda" not in ref and not ref.startswith("cuda:"):
         return None
     version = match.group("ver")
-    row = tables.image_require(version)
+    # The tag's last part is the distro (11.8.0-cudnn8-devel-ubuntu18.04): some distros' images
+    # carry a different NVIDIA_REQUIRE_CUDA (gpuconf/data/cuda_images.yaml ``distros``).
+    distro = (match.group("rest") or "").rsplit("-", 1)[-1] or None
+    row = tables.image_require(version, distro)
     cuda = parse_cuda(version)
     if row is None:
         return Image(cuda=cuda, ref=ref, env=None, compat=True, assumptions=(

@@ -6,7 +6,8 @@ code change. Loading is the only I/O the compatibility engine does.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -115,6 +116,8 @@ class ImageRequire:
     require: str
     cuda_version_env: str
     confirmed: bool
+    #: distro (``ubuntu18.04``) -> the NVIDIA_REQUIRE_CUDA its images carry where it differs
+    distros: Mapping[str, str] = field(default_factory=dict)
 
 
 @cache
@@ -129,13 +132,18 @@ def _images() -> dict[str, ImageRequire]:
         ]
         cuda = str(row["cuda"])
         out[cuda] = ImageRequire(cuda, " ".join(terms), str(row.get("cuda_version_env", cuda)),
-                                 bool(row.get("confirmed", True)))
+                                 bool(row.get("confirmed", True)),
+                                 {str(d): str(v["require"]) for d, v in (row.get("distros") or {}).items()})
     return out
 
 
-def image_require(cuda: str) -> ImageRequire | None:
-    """NVIDIA_REQUIRE_CUDA of ``nvidia/cuda:<cuda>-*`` (full version, e.g. ``12.8.1``)."""
-    return _images().get(cuda)
+def image_require(cuda: str, distro: str | None = None) -> ImageRequire | None:
+    """NVIDIA_REQUIRE_CUDA of ``nvidia/cuda:<cuda>-*`` (full version, e.g. ``12.8.1``), as the images
+    of ``distro`` (``ubuntu18.04``) carry it where they differ from the version's other images."""
+    row = _images().get(cuda)
+    if row is not None and distro is not None and distro in row.distros:
+        return replace(row, require=row.distros[distro])
+    return row
 
 
 def image_versions() -> list[str]:

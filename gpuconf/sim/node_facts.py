@@ -208,7 +208,11 @@ def _semver(version: str) -> str:
 
 
 def resource_slices(node: SimNode) -> list[dict[str, object]]:
-    """The node-local ResourceSlice NVIDIA's DRA driver publishes (empty without the driver)."""
+    """The node-local ResourceSlice NVIDIA's DRA driver publishes (empty without the driver), as
+    releases from 25.12 publish it: the PCI address as ``resource.kubernetes.io/pciBusID``, and no
+    ``index``/``minor`` (removed, kubernetes-sigs/dra-driver-nvidia-gpu#563, #744; real slices of both
+    generations in tests/data/real/dra/). ``addressingMode`` and ``resource.kubernetes.io/pcieRoot``,
+    which real slices also carry, are not simulated: no check reads them."""
     if not node.dra.enabled:
         return []
     model = node.model
@@ -228,13 +232,11 @@ def resource_slices(node: SimNode) -> list[dict[str, object]]:
             for inst in g.mig:
                 devices.append({"name": f"gpu-{g.index}-mig-{inst.gi}", "attributes": {
                     **common, "type": {"string": "mig"}, "uuid": {"string": inst.uuid},
-                    "parentUUID": {"string": g.uuid}, "profile": {"string": inst.profile},
-                    "index": {"int": inst.gi}, "parentIndex": {"int": g.index}, **overrides},
+                    "parentUUID": {"string": g.uuid}, "profile": {"string": inst.profile}, **overrides},
                     "capacity": {"memory": {"value": f"{inst.memory_gib}Gi"}}})
             continue
         devices.append({"name": f"gpu-{g.index}", "attributes": {
-            **common, "type": {"string": "gpu"}, "uuid": {"string": g.uuid}, "index": {"int": g.index},
-            "minor": {"int": g.minor}, **overrides},
+            **common, "type": {"string": "gpu"}, "uuid": {"string": g.uuid}, **overrides},
             "capacity": {"memory": {"value": f"{g.memory_mib}Mi"}}})
     return [{
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",

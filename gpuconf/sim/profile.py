@@ -99,7 +99,10 @@ class Toolkit:
 
     version: str
     mode: Mode = Mode.AUTO  # the nvidia runtime's configured mode; see effective_mode()
-    default_runtime: str = "runc"  # containerd's default handler: nvidia | runc
+    #: containerd's / CRI-O's default handler: nvidia | runc. The GPU Operator's toolkit container
+    #: sets nvidia as the default (--set-as-default is on by default: NVIDIA/nvidia-container-toolkit
+    #: tools/container README; gpu-operator#1323 shows the resulting default_runtime_name = "nvidia").
+    default_runtime: str = "nvidia"
     #: accept-nvidia-visible-devices-envvar-when-unprivileged. False is the conformant setting
     #: (the toolkit's own default is true, domain.md section 4).
     accept_envvar_unprivileged: bool = False
@@ -454,7 +457,7 @@ def _build_pool(raw: Mapping[str, Any], where: _Where, at: Path_) -> NodePool:
         raise where.error((*at, "driver"), f"driver branch {driver.branch} is not in "
                                            f"gpuconf/data/driver_branches.yaml (known: {branches})")
     tk = raw["toolkit"]
-    toolkit = Toolkit(tk["version"], Mode(tk.get("mode", "auto")), tk.get("default_runtime", "runc"),
+    toolkit = Toolkit(tk["version"], Mode(tk.get("mode", "auto")), tk.get("default_runtime", "nvidia"),
                       tk.get("accept_envvar_unprivileged", False))
     dp = raw.get("device_plugin", {})
     sh = dp.get("sharing", {})
@@ -868,6 +871,7 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
     "library-mismatch": lambda n, f: replace(n, kernel_driver=f.param("kernel_driver")),
     "visible-devices-all": lambda n, f: replace(n, toolkit=replace(n.toolkit, visible_devices="all")),
     "envvar-leak": lambda n, f: replace(n, toolkit=replace(n.toolkit, accept_envvar_unprivileged=True)),
+    "runtime-not-default": lambda n, f: replace(n, toolkit=replace(n.toolkit, default_runtime="runc")),
     "toolkit-cdi-mode": lambda n, f: replace(n, toolkit=replace(n.toolkit, mode=Mode(f.param("mode")))),
     "compat-libs-broken": _compat_broken,
     "mig-layout-drift": _mig_drift,

@@ -1,0 +1,118 @@
+"""gpuconf/data/gpus.yaml against real GFD label sets and nvidia-smi captures (tests/data/real/tables/,
+sources in its SOURCES.md): every real product is found, or named as unknown by the check that reads
+the table; where a real sample states memory, family or compute capability, the table agrees. And
+gpuconf/data/mig_profiles.yaml against real nvidia-smi mig -lgip outputs (tests/data/real/mig/):
+the same profiles and instance counts, and memory the MIG suite's tolerance accepts."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuconf.checks.compat import make_target
+from gpuconf.checks.mig import _tolerance as mig_memory_problem  # the MIG suite's memory judgement
+from gpuconf.checks.mig import mig_profiles
+from gpuconf.compat import rules, tables
+from gpuconf.compat.require import Gpu, HostFacts, check_container
+
+REAL = Path(__file__).parent / "data" / "real" / "tables"
+LABEL_SETS: list[dict[str, Any]] = yaml.safe_load((REAL / "gfd-labels.yaml").read_text())
+#: Real products gpus.yaml does not hold on purpose: vGPU profiles are not hardware models.
+UNLISTED = {"GRID-A100-8C"}
+
+
+@pytest.mark.parametrize("sample", LABEL_SETS, ids=[s["source"] for s in LABEL_SETS])
+def test_every_real_gfd_product_is_in_the_table_and_agrees_with_what_its_labels_state(sample: dict[str, Any]) -> None:
+    labels: dict[str, str] = sample["labels"]
+    product = labels["nvidia.com/gpu.product"]
+    model = tables.find_gpu(product)
+    target = make_target("n", {**labels, "nvidia.com/cuda.driver-version.full": "580.65.06"})
+    if product in UNLISTED:
+        assert model is None
+        assert f"GPU {product!r} is not in gpuconf/data/gpus.yaml: its class and brand are unknown" in target.notes
+        return
+    assert model is not None, f"{product} (real GFD label, {sample['source']}) is not in gpuconf/data/gpus.yaml"
+    assert model.gfd_product == product
+    assert target.model is not None
+    assert (target.model.gpu_name, target.model.gpu_class) == (model.name, model.gpu_class)
+    if "nvidia.com/gpu.memory" in labels:
+        assert model.memory_mib == int(labels["nvidia.com/gpu.memory"])
+    if "nvidia.com/gpu.family" in labels:
+        assert model.architecture == labels["nvidia.com/gpu.family"]
+    if "nvidia.com/gpu.compute.major" in labels:
+        cc = f"{labels['nvidia.com/gpu.compute.major']}.{labels['nvidia.com/gpu.compute.minor']}"
+        assert model.compute_capability == cc
+
+
+def test_the_memory_nvidia_smi_reports_for_each_real_capture_is_the_tables() -> None:
+    lines = [line for line in (REAL / "smi-memory.csv").read_text().splitlines() if not line.startswith("#")]
+    rows = list(csv.DictReader(lines))
+    assert rows
+    for row in rows:
+        model = tables.find_gpu(row["name"])
+        assert model is not None and model.name == row["name"], row
+        assert model.memory_mib == int(row["memory_mib"]), row
+
+
+# --- MIG profiles against real nvidia-smi mig -lgip outputs ---------------------------------------
+
+MIG = Path(__file__).parent / "data" / "real" / "mig"
+#: One profile row of nvidia-smi mig -lgip: GPU, name, profile id, free/total instances, memory GiB.
+LGIP_ROW = re.compile(r"^\|\s+(\d+)\s+MIG\s+(\S+)\s+(\d+)\s+(\d+)/(\d+)\s+([\d.]+)\s", re.M)
+LGIP_SAMPLES = {"h100-nvl-lgip.txt": "NVIDIA H100 NVL",
+                "rtx-pro-6000-lgip.txt": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}
+
+
+@pytest.mark.parametrize(("name", "gpu"), sorted(LGIP_SAMPLES.items()))
+def test_the_mig_table_and_tolerance_agree_with_a_real_lgip_output(name: str, gpu: str) -> None:
+    rows = LGIP_ROW.findall((MIG / name).read_text())
+    assert rows, name
+    table = mig_profiles(gpu)
+    assert table is not None, gpu
+    assert {r[1] for r in rows} == set(table), "profiles: real vs table"
+    for _gpu, profile, _id, _free, total, gib in rows:
+        assert table[profile].max_instances == int(total), profile
+        memory = int(float(gib) * (1 << 30))
+        assert mig_memory_problem(memory, table[profile]) is None, (profile, gib)
+
+
+# --- the toolkit/driver table against NVIDIA's Table 3 --------------------------------------------
+
+
+def test_every_row_of_nvidia_s_table_3_is_in_the_toolkit_table_with_its_driver() -> None:
+    lines = [line for line in (REAL / "cuda-toolkit-driver-table3.csv").read_text().splitlines()
+             if not line.startswith("#")]
+    real = {row["label"]: row["min_driver"] for row in csv.DictReader(lines)}
+    ours = {t["label"]: t["min_driver"] for t in tables.load("toolkits")["toolkits"]}
+    assert len(real) > 60
+    missing = sorted(set(real) - set(ours))
+    assert not missing, f"Table 3 rows not in gpuconf/data/toolkits.yaml: {missing}"
+    assert {label: ours[label] for label in real} == real
+
+
+# --- NVIDIA_REQUIRE_CUDA per image tag and distro -------------------------------------------------
+
+IMAGES = Path(__file__).parent / "data" / "real" / "images"
+
+
+def _real_require(name: str) -> str:
+    return next(line for line in (IMAGES / name).read_text().splitlines() if not line.startswith("#"))
+
+
+def test_an_ubuntu18_04_image_carries_its_own_longer_requirement_and_is_judged_by_it() -> None:
+    real = _real_require("nvidia-cuda-11.8.0-ubuntu18.04.require")
+    old = rules.image_from_ref("nvidia/cuda:11.8.0-cudnn8-devel-ubuntu18.04")
+    new = rules.image_from_ref("nvidia/cuda:11.8.0-devel-ubuntu22.04")
+    assert old is not None and new is not None
+    assert old.env is not None and f"NVIDIA_REQUIRE_CUDA={real}" in old.env
+    assert new.env is not None and f"NVIDIA_REQUIRE_CUDA={real}" not in new.env
+    # a GeForce node on R510 (native CUDA 11.6): the ubuntu18.04 image lists its branch, the 22.04 one does not
+    facts = HostFacts(cuda="11.6", driver="510.108.03", gpus=(Gpu(arch="8.6", brand="geforce"),))
+    assert check_container(facts, env=old.env).ok
+    rejected = check_container(facts, env=new.env)
+    assert not rejected.ok and "unsatisfied condition: cuda>=11.8" in str(rejected.error)
