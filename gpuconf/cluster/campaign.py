@@ -553,7 +553,9 @@ def _follow(cluster: Cluster, ctx: RunContext, selector: str, follower: _Followe
                 if kind != "BOOKMARK":
                     follower.see(str(kind), obj)
                 follower.check_budgets(time.monotonic())
-                if not follower.has_pending or time.monotonic() >= wake:
+                # A pod that turned unschedulable in this event may end its budget before the
+                # watch's own timeout: re-watch with the nearer wake-up, as no event may come.
+                if not follower.has_pending or time.monotonic() >= wake or follower.next_budget_end() < wake:
                     break
         except (urllib3.exceptions.HTTPError, ConnectionError):
             time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))  # a cut stream: resume from rv
