@@ -34,8 +34,8 @@ class RealCluster:
         self.workdir = workdir
         self.api = config.new_client_from_config(config_file=str(cp.kubeconfig))  # type: ignore[no-untyped-call]
         self.core = client.CoreV1Api(self.api)
-        #: The profiles run as the runner's ServiceAccount so far.
-        self.runner_runs: set[str] = set()
+        #: The profiles run as the runner's ServiceAccount so far, with their audit log marks.
+        self.runner_runs: dict[str, tuple[int, int]] = {}
 
     @contextmanager
     def agents(self, profile: str | Path) -> Iterator[subprocess.Popen[str]]:
@@ -144,11 +144,20 @@ def install_runner(cluster: RealCluster, out: Path) -> Path:
     return path
 
 
-def audit_events(cluster: RealCluster, user: str) -> list[dict[str, Any]]:
-    """The audit log's ResponseComplete events of ``user``."""
+def audit_mark(cluster: RealCluster) -> int:
+    """Where the audit log ends now (its size): audit_events(since=) reads what came after."""
     assert cluster.cp.audit_log is not None
+    return cluster.cp.audit_log.stat().st_size if cluster.cp.audit_log.exists() else 0
+
+
+def audit_events(cluster: RealCluster, user: str, since: int = 0, until: int | None = None) -> list[dict[str, Any]]:
+    """The audit log's ResponseComplete events of ``user`` between two marks."""
+    assert cluster.cp.audit_log is not None
+    with cluster.cp.audit_log.open("rb") as f:
+        f.seek(since)
+        text = f.read(None if until is None else max(0, until - since)).decode()
     events = []
-    for line in cluster.cp.audit_log.read_text().splitlines():
+    for line in text.splitlines():
         event = json.loads(line)
         if event.get("stage") == "ResponseComplete" and (event.get("user") or {}).get("username") == user:
             events.append(event)

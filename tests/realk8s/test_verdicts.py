@@ -25,6 +25,7 @@ from realk8s.support import (
     RUNNER_USER,
     RealCluster,
     audit_events,
+    audit_mark,
     install_runner,
     rule_used,
     suite_run,
@@ -85,7 +86,9 @@ def test_the_real_control_plane_gives_the_simulated_verdicts(name: str, real_clu
         with real_cluster.agents(profile):
             if name in RUNNER_PROFILES:
                 runner = install_runner(real_cluster, tmp_path)
+                since = audit_mark(real_cluster)
                 real = suite_run(runner, tmp_path / "real", "--namespace", PROBE_NAMESPACE, "--label-nodes")
+                real_cluster.runner_runs[name] = (since, audit_mark(real_cluster))
             else:
                 real = suite_run(real_cluster.kubeconfig, tmp_path / "real")
         simulated = simulation.result()
@@ -103,10 +106,10 @@ def test_the_real_control_plane_gives_the_simulated_verdicts(name: str, real_clu
     for test in by_proxy:  # the API server refused to proxy to the loopback pod address, as it must
         assert PROXY_REFUSAL in messages[test], (test, messages[test])
     if name in RUNNER_PROFILES:
-        refused = [(e["verb"], e.get("objectRef")) for e in audit_events(real_cluster, RUNNER_USER)
+        refused = [(e["verb"], e.get("objectRef")) for e in audit_events(real_cluster, RUNNER_USER,
+                                                                         *real_cluster.runner_runs[name])
                    if (e.get("responseStatus") or {}).get("code") == 403]
         assert refused == []
-        real_cluster.runner_runs.add(name)
     if name in FAULTS:  # each fault is caught on the real control plane too, by its own check
         failed = {checks[t] for t, (status, _) in got.items() if status == "failed"}
         caught = {fault_catalog()[str(f["id"])].check for f in FAULTS[name][1]}
@@ -116,10 +119,11 @@ def test_the_real_control_plane_gives_the_simulated_verdicts(name: str, real_clu
 def test_the_runner_used_every_rule_of_its_roles(real_cluster: RealCluster) -> None:
     """Over the runner's runs above, every rule of its ClusterRole and Role allowed a request the
     suites made (the roles hold nothing the suites do not use), and none was refused."""
-    missing = set(RUNNER_PROFILES) - real_cluster.runner_runs
+    missing = set(RUNNER_PROFILES) - set(real_cluster.runner_runs)
     if missing:
         pytest.skip(f"the runner's runs did not all run here: {sorted(missing)}")
-    events = audit_events(real_cluster, RUNNER_USER)
+    runs = real_cluster.runner_runs
+    events = [e for run in RUNNER_PROFILES for e in audit_events(real_cluster, RUNNER_USER, *runs[run])]
     unused = []
     for path, namespace in (("clusterrole.yaml", None), ("role.yaml", PROBE_NAMESPACE)):
         for rule in yaml.safe_load((ROOT / "manifests" / "runner" / path).read_text())["rules"]:
