@@ -74,6 +74,16 @@ def find_binaries(bin_dir: str | os.PathLike[str] | None = None,
     return directory, Path(etcd)
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the process that started it dies (Linux
+    PR_SET_PDEATHSIG), so a killed test run leaves no control plane behind."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1: PR_SET_PDEATHSIG
+
+
 def free_port(host: str = HOST) -> int:
     with socket.socket() as s:
         s.bind((host, 0))
@@ -236,7 +246,7 @@ class RealControlPlane:
         logs.mkdir(exist_ok=True)
         with open(logs / f"{name}.log", "ab") as out:
             self._procs[name] = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                                 start_new_session=True)
+                                                 start_new_session=True, preexec_fn=_die_with_parent)
 
     def log_tail(self, name: str, lines: int = 15) -> str:
         path = self.dir / "logs" / f"{name}.log"
