@@ -421,6 +421,13 @@ def _start(config: pytest.Config) -> None:
                           "leave --namespace out and the run creates its own)", pytest.ExitCode.USAGE_ERROR)
         except ClusterError:
             pass  # not allowed to read it, say: the run context reports what it cannot do when it gets there
+    if state.handle is not None and inv is not None and inv.gpu_nodes:
+        from gpuconf.cluster.campaign import ensure_priority_class
+
+        try:  # before any test: a refusal here would otherwise end every probe test in a traceback
+            ensure_priority_class(state.handle.cluster)
+        except ClusterError as exc:
+            _cannot_start(config, f"gpuconf: {exc}", _exit_for(exc))
     if inv is not None and not inv.gpu_nodes:
         selector = config.getoption("--node-selector")
         _cannot_start(config, "gpuconf: the cluster has no GPU nodes (no node advertises nvidia.com/gpu, "

@@ -65,14 +65,19 @@ def serve(base: Path, profile: str | Path, *options: str) -> Iterator[Served]:
             time.sleep(0.1)
         yield Served(kubeconfig, process, summary)
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        interrupt(process)
         log.close()
+
+
+def interrupt(process: subprocess.Popen[str]) -> None:
+    """Ctrl-C, as a user stops it; killed if it has not ended within 30 s."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def suite_command(kubeconfig: Path, report_dir: Path, *options: str, suites: Sequence[str] = ("suites/",)) -> list[str]:

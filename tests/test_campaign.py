@@ -3,17 +3,27 @@ followed with one watch, against the simulated cluster."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from gpuconf.cluster import Cluster, NotFoundError, PodOutcome, RunContext, collect_leftovers, connect, run_campaign
-from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION, SKIPPED_INIT_LOG, _read_logs, select_leftovers
+from gpuconf.cluster.campaign import (
+    SCHEDULE_BUDGET_ANNOTATION,
+    SKIPPED_INIT_LOG,
+    _follow,
+    _Follower,
+    _read_logs,
+    select_leftovers,
+)
 from gpuconf.cluster.outcomes import finished_reason, make_outcome
 from gpuconf.probe_pods import PRIORITY_CLASS, make_cuda_probe_pod
 from gpuconf.probes.cuda import parse_cuda_probe
@@ -254,3 +264,52 @@ def test_a_succeeded_init_containers_log_is_read_only_when_the_pod_did_not_succe
     logs, missing, _ = _read_logs(reader, pod, 1024)  # type: ignore[arg-type]
     assert reader.asked == read and sorted(logs) == read
     assert missing == ({"build": SKIPPED_INIT_LOG} if phase == "Succeeded" else {})
+
+
+
+class _HeldStream:
+    """A watch response whose events are all delivered; reading on means waiting until the server
+    ends the stream (timeoutSeconds, or a bookmark about once a minute on a real kube-apiserver)."""
+
+    def __init__(self, events: list[dict[str, Any]], waited: list[int], index: int) -> None:
+        self.events, self.waited, self.index = events, waited, index
+
+    def stream(self, _size: int) -> Iterator[bytes]:
+        for event in self.events:
+            yield json.dumps(event).encode() + b"\n"
+        self.waited.append(self.index)
+
+    def close(self) -> None:
+        pass
+
+    def release_conn(self) -> None:
+        pass
+
+
+def test_a_pod_turning_unschedulable_mid_watch_rewatches_with_the_budgets_wake_up() -> None:
+    """Once a pod turns Unschedulable, the campaign must wake at the end of its schedule budget by
+    itself: the watch is re-issued with that nearer timeout, rather than read on until the next
+    event or bookmark (about 60 s on a real API server, past which the pod reads as timed out)."""
+    pending = {"metadata": {"name": "p", "resourceVersion": "1"}, "status": {"phase": "Pending"}}
+    unschedulable = {"metadata": {"name": "p", "resourceVersion": "2"}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/2 nodes are available"}]}}
+    watches: list[int] = []
+    waited: list[int] = []  # the watches read on past their events
+
+    def list_pods(namespace: str, label_selector: str, watch: bool = False, timeout_seconds: int = 0,
+                  **_: Any) -> Any:
+        if not watch:
+            return {"items": [pending], "metadata": {"resourceVersion": "1"}}
+        watches.append(timeout_seconds)
+        return _HeldStream([{"type": "MODIFIED", "object": unschedulable}] if len(watches) == 1 else [], waited,
+                           len(watches))
+
+    cluster = SimpleNamespace(core=SimpleNamespace(list_namespaced_pod=list_pods),
+                              retry=SimpleNamespace(request_timeout=5.0),
+                              call=lambda _what, fn, *a, **k: fn(*a, **k),
+                              call_json=lambda _what, fn, *a, **k: fn(*a, **k))
+    follower = _Follower(["p"], {"p": 2.0}, {"p": time.monotonic() - 1.0})
+    _follow(cluster, SimpleNamespace(namespace="ns"), "x=y", follower, time.monotonic() + 30)  # type: ignore[arg-type]
+    assert follower.done == {"p": "Unschedulable"}
+    assert watches[0] >= 29 and all(w <= 2 for w in watches[1:]) and len(watches) >= 2
+    assert 1 not in waited  # the first watch was not read on, waiting for an event that may not come

@@ -35,7 +35,7 @@ def test_each_node_has_one_running_exporter_pod_of_the_gpu_operator(sim):
     pod = pods["h100-0"]
     assert (pod.namespace, pod.phase, pod.port, pod.deployed_by) == ("gpu-operator", "Running", 9400, "GPU Operator")
     raw = client.core.read_namespaced_pod(pod.name, pod.namespace)
-    assert raw.metadata.labels == {"app": "nvidia-dcgm-exporter"} and raw.status.pod_ip == "10.0.0.2"
+    assert raw.metadata.labels == {"app": "nvidia-dcgm-exporter"} and raw.status.pod_ip == "127.100.0.2"
     assert raw.spec.containers[0].ports[0].name == "metrics"
 
 
@@ -66,7 +66,7 @@ def test_an_exporter_nothing_answers_for_is_the_503_a_real_api_server_gives(sim)
         cluster.server.set_proxy_provider(previous)
     assert result.text is None and result.error is not None
     assert f"the DCGM exporter pod gpu-operator/{pod.name} on h100-0 did not answer on port 9400" in result.error
-    assert "HTTP 503: error trying to reach service: dial tcp 10.0.0.2:9400: connect: connection refused" \
+    assert "HTTP 503: error trying to reach service: dial tcp 127.100.0.2:9400: connect: connection refused" \
         in result.error
 
 

@@ -20,6 +20,7 @@ import pytest
 from serving import in_parallel
 from test_rbac import AGENT_USER_AGENT, RUNNER, copy_suites, record
 
+from gpuconf.cluster.campaign import make_priority_class
 from gpuconf.podsecurity import CONTROLS, EXCEPTIONS_ANNOTATION, assess, exceptions_annotation, violations
 from gpuconf.probe_pods import make_cuda_probe_pod, make_nccl_probe_pod
 from gpuconf.rbac import load_manifests
@@ -330,6 +331,7 @@ def store() -> Store:
     store = Store()
     store.create("namespaces", namespace("enforced", **{"pod-security.kubernetes.io/enforce": "restricted"}))
     store.create("namespaces", namespace("warned", **{"pod-security.kubernetes.io/warn": "restricted"}))
+    store.create("priorityclasses", make_priority_class())  # as a run creates it (Priority admission)
     return store
 
 

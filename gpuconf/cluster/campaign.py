@@ -99,6 +99,19 @@ def make_run_lease(run_id: str, namespace: str, *, interval_s: float, now: datet
                      "acquireTime": _micro_time(now), "renewTime": _micro_time(now)}}
 
 
+def ensure_priority_class(c: Cluster) -> None:
+    """Create the probes' PriorityClass if missing. It is never deleted: it may be pre-existing, or
+    in use by a concurrent run whose pods would be refused without it; it is harmless (value 0,
+    Never). ForbiddenError when the identity may not read it, or may not create a missing one."""
+    try:
+        c.call("read priorityclass", c.scheduling.read_priority_class, PRIORITY_CLASS)
+    except NotFoundError:
+        try:
+            c.call("create priorityclass", c.scheduling.create_priority_class, make_priority_class())
+        except ConflictError:  # another run made it in between
+            pass
+
+
 def lease_expired(lease: Obj, now: datetime) -> bool:
     """Pure: whether a liveness mark was last renewed more than its duration ago."""
     spec = lease.get("spec") or {}
@@ -249,16 +262,7 @@ class RunContext:
             self.collect_error = str(e)
 
     def _ensure_priority_class(self) -> None:
-        """Create it if missing. It is never deleted: it may be pre-existing, or in use by a
-        concurrent run whose pods would be refused without it; it is harmless (value 0, Never)."""
-        c = self.cluster
-        try:
-            c.call("read priorityclass", c.scheduling.read_priority_class, PRIORITY_CLASS)
-        except NotFoundError:
-            try:
-                c.call("create priorityclass", c.scheduling.create_priority_class, make_priority_class())
-            except ConflictError:  # another run made it in between
-                pass
+        ensure_priority_class(self.cluster)
 
     # Signals --------------------------------------------------------------------------------------
 
@@ -553,7 +557,9 @@ def _follow(cluster: Cluster, ctx: RunContext, selector: str, follower: _Followe
                 if kind != "BOOKMARK":
                     follower.see(str(kind), obj)
                 follower.check_budgets(time.monotonic())
-                if not follower.has_pending or time.monotonic() >= wake:
+                # A pod that turned unschedulable in this event may end its budget before the
+                # watch's own timeout: re-watch with the nearer wake-up, as no event may come.
+                if not follower.has_pending or time.monotonic() >= wake or follower.next_budget_end() < wake:
                     break
         except (urllib3.exceptions.HTTPError, ConnectionError):
             time.sleep(min(0.2, max(0.0, deadline - time.monotonic())))  # a cut stream: resume from rv

@@ -8,9 +8,9 @@ The node agents keep what each container printed in memory (:class:`LogStore`). 
   ``GET /containerLogs/<namespace>/<pod>/<container>`` (``tailLines``, ``limitBytes``,
   ``previous``), the port every simulated Node advertises in
   ``status.daemonEndpoints.kubeletEndpoint.Port`` with InternalIP 127.0.0.1, so an API server in
-  another process can proxy ``pods/log`` to it. A real kube-apiserver talks to kubelets over
-  TLS (port 10250, client certificates): this endpoint does not serve TLS yet, so a real control
-  plane cannot read these logs.
+  another process can proxy ``pods/log`` to it. It serves HTTPS with a self-signed certificate,
+  as a kubelet does: a real kube-apiserver (which verifies kubelet certificates only when given
+  ``--kubelet-certificate-authority``) reads these logs; tests/realk8s proves it with v1.36.
 """
 
 from __future__ import annotations

@@ -430,9 +430,20 @@ _CONDITIONS = (
 CONTAINER_RUNTIME = "containerd://2.1.4"
 
 
+#: Simulated pod networks are in loopback (127.0.0.0/8, all of it routed to ``lo`` on Linux): an API
+#: server proxying to a pod, or a kubelet's log endpoint, dials only this machine. The second octet
+#: starts past 127.0.x.x, where the control plane and the agents' own endpoints listen.
+POD_NET_BASE = 100
+
+
+def pod_cidr(node_index: int) -> str:
+    """The node's podCIDR, 127.<100 + hi>.<lo>.0/24 (hi, lo: the node index's bytes)."""
+    return f"127.{POD_NET_BASE + ((node_index >> 8) & 127)}.{node_index & 255}.0/24"
+
+
 def pod_ip(node_index: int, serial: int) -> str:
-    """An address from the node's podCIDR 10.<hi>.<lo>.0/24 (.2 to .254, reused in turn)."""
-    return f"10.{(node_index >> 8) & 255}.{node_index & 255}.{2 + serial % 253}"
+    """An address from the node's podCIDR (.2 to .254, reused in turn)."""
+    return pod_cidr(node_index).replace(".0/24", f".{2 + serial % 253}")
 
 
 def make_node(node: SimNode, index: int) -> Obj:
@@ -444,8 +455,7 @@ def make_node(node: SimNode, index: int) -> Obj:
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": node.name, "labels": labels, "annotations": {
             "node.alpha.kubernetes.io/ttl": "0", "volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
-        "spec": {"podCIDR": f"10.{(index >> 8) & 255}.{index & 255}.0/24",
-                 "podCIDRs": [f"10.{(index >> 8) & 255}.{index & 255}.0/24"],
+        "spec": {"podCIDR": pod_cidr(index), "podCIDRs": [pod_cidr(index)],
                  "providerID": f"gpuconf-sim://{node.name}"},
     }
 

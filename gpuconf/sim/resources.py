@@ -279,6 +279,12 @@ class PodStrategy(Strategy):
         spec.setdefault("serviceAccount", spec["serviceAccountName"])
         obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
 
+    def validate(self, obj: Obj) -> list[Cause]:
+        """Of ``ValidatePodSpec``, what a pod without containers gets (tests/realk8s/test_mock_fidelity.py)."""
+        if not (obj.get("spec") or {}).get("containers"):
+            return [Cause("FieldValueRequired", "Required value", "spec.containers")]
+        return []
+
 
 def default_pod_spec(spec: Obj) -> None:
     """``SetDefaults_PodSpec`` and its containers: applies to pods and to pod templates."""

@@ -75,6 +75,7 @@ Obj = dict[str, Any]
 PODS = GroupResource("", "pods")
 NAMESPACES = GroupResource("", "namespaces")
 RUNTIME_CLASSES = GroupResource("node.k8s.io", "runtimeclasses")
+PRIORITY_CLASSES = GroupResource("scheduling.k8s.io", "priorityclasses")
 CRDS = GroupResource("apiextensions.k8s.io", "customresourcedefinitions")
 #: The namespace label Pod Security admission enforces from.
 _PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
@@ -585,6 +586,8 @@ class Store:
         if rt.storage == rt.group_resource:
             obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
         if not causes:
+            if rt.storage == PODS:
+                self._admit_priority(rt, obj, name)
             rt.strategy.default(obj, ctx)
             causes = rt.strategy.validate(obj)
         if causes:
@@ -614,6 +617,20 @@ class Store:
             raise ApiError.forbidden(
                 rt, name, f"unable to create new content in namespace {ns} because it is being terminated",
                 [Cause("NamespaceTerminating", f"namespace {ns} is being terminated", "metadata.namespace")])
+
+    def _admit_priority(self, rt: ResourceType, pod: Obj, name: str) -> None:
+        """The Priority admission plugin (on by default), before validation: a pod naming a
+        PriorityClass that does not exist is refused; one that exists gives the pod its value and
+        preemption policy (tests/realk8s/test_mock_fidelity.py sends the same request to both)."""
+        spec = pod.setdefault("spec", {})
+        wanted = spec.get("priorityClassName")
+        if not wanted:
+            return
+        found = self._objects.get(PRIORITY_CLASSES, {}).get("", {}).get(wanted)
+        if found is None:
+            raise ApiError.forbidden(rt, name, f"no PriorityClass with name {wanted} was found")
+        spec["priority"] = int(found.get("value") or 0)
+        spec.setdefault("preemptionPolicy", found.get("preemptionPolicy") or "PreemptLowerPriority")
 
     def _admit_runtime_class(self, rt: ResourceType, pod: Obj, name: str) -> None:
         """The RuntimeClass admission plugin (on by default): a pod naming a RuntimeClass that does

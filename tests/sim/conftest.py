@@ -40,9 +40,13 @@ def core(api_client: client.ApiClient) -> client.CoreV1Api:
 
 
 @pytest.fixture
-def namespace(core: client.CoreV1Api) -> str:
-    """A namespace to work in (the fake server starts with default, kube-system, kube-public, kube-node-lease)."""
+def namespace(api_client: client.ApiClient, core: client.CoreV1Api) -> str:
+    """A namespace to work in (the fake server starts with default, kube-system, kube-public, kube-node-lease),
+    and the probes' PriorityClass, as a run creates it (Priority admission refuses pods naming a missing one)."""
+    from gpuconf.cluster.campaign import make_priority_class
+
     core.create_namespace({"metadata": {"name": "sim-test"}})
+    client.SchedulingV1Api(api_client).create_priority_class(make_priority_class())
     return "sim-test"
 
 

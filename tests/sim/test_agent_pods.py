@@ -51,7 +51,7 @@ def test_a_cuda_probe_bound_by_hand_runs_on_exactly_its_allocated_gpus(apiserver
         assert (build.state.terminated.reason, build.state.terminated.exit_code) == ("Completed", 0)
         done = terminated(pod)
         assert (done.reason, done.exit_code) == ("Completed", 0)
-        assert done.container_id.startswith("containerd://") and pod.status.pod_ip.startswith("10.")
+        assert done.container_id.startswith("containerd://") and pod.status.pod_ip.startswith("127.")
         report = probe_report(core, namespace, "probe-a", done.exit_code)
         run = agents.pod_run(namespace, "probe-a")
         allocated = [d.gpu.uuid for d in run.allocations["probe"]]

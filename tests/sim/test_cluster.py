@@ -14,6 +14,7 @@ import yaml
 from kubernetes import client, watch
 
 from gpuconf.cli import main
+from gpuconf.cluster.campaign import make_priority_class
 from gpuconf.probe_pods import make_cuda_probe_pod
 from gpuconf.probes.cuda import parse_cuda_probe
 from gpuconf.sim.cluster import SimulatedCluster
@@ -37,6 +38,7 @@ def test_probe_pods_are_scheduled_run_and_answer_as_the_compatibility_rules_say(
     with SimulatedCluster("mixed-driver-570") as sim:
         api = client.CoreV1Api(sim.api_client())
         api.create_namespace({"metadata": {"name": "run1"}})
+        client.SchedulingV1Api(api.api_client).create_priority_class(make_priority_class())  # as a run does
         cases = {"native": ("h100-580-0", "13.0.2"), "compat": ("a100-570-0", "13.0.2")}
         for name, (node, cuda) in cases.items():
             api.create_namespaced_pod("run1", make_cuda_probe_pod(
@@ -170,6 +172,7 @@ def test_an_api_server_fetches_logs_from_separately_run_agents_over_https(tmp_pa
             assert proc.stdout is not None and "running" in proc.stdout.readline()
             api = client.CoreV1Api(client.ApiClient(client.Configuration(host=server.url)))
             api.create_namespace({"metadata": {"name": "run2"}})
+            client.SchedulingV1Api(api.api_client).create_priority_class(make_priority_class())  # as a run does
             api.create_namespaced_pod("run2", make_cuda_probe_pod(
                 name="p", namespace="run2", run_id="run2", check="smoke", cuda="13.0.2", node="h100-1",
                 runtime_class="nvidia"))

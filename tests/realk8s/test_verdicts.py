@@ -1,0 +1,133 @@
+"""The suites against a real kube-apiserver, scheduler and controller-manager (v1.36) with
+`gpuconf sim agents` playing the nodes give the same verdicts as the `--simulate` run of the same
+profile, check by check and node by node.
+
+One exception, a fact of the real API server: its pod proxy refuses any pod address that is not
+global unicast (``IsProxyableIP`` in kubernetes/pkg/util/proxy: ``address not allowed``, HTTP 400),
+and the simulated pods publish loopback addresses only (nothing else may be dialled from these
+machines). So the checks that scrape the DCGM exporter through ``pods/proxy`` (metrics, Xid) cannot
+read it through a real API server here; for them the test asserts that refusal is what the report
+says, word for word as the API server sends it."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpuconf.sim.profile import fault_catalog
+from realk8s.support import (
+    PROBE_NAMESPACE,
+    ROOT,
+    RUNNER_USER,
+    RealCluster,
+    audit_events,
+    audit_mark,
+    install_runner,
+    rule_used,
+    suite_run,
+    verdicts,
+)
+
+PROFILE_DIR = ROOT / "gpuconf" / "data" / "sim_profiles"
+
+#: Checks read through the API server's pod proxy (the DCGM exporter's /metrics).
+PROXY_CHECKS = ("metrics.", "health.no-critical-xid")
+PROXY_REFUSAL = "HTTP 400: address not allowed"
+
+#: A fault per suite, on the profile whose hardware it needs (pool/node/gpu as in gpuconf/data/faults.yaml).
+FAULTS: dict[str, tuple[str, list[dict[str, object]]]] = {
+    "faults-h100": ("healthy-h100", [
+        {"id": "gpu-lost", "pool": "h100", "node": 0, "gpu": 3},        # inventory (and the NCCL preflight)
+        {"id": "toolkit-cdi-mode", "pool": "h100", "node": 1},         # compat
+        {"id": "ecc-uncorrectable", "pool": "h100", "node": 1, "gpu": 2},  # health
+        {"id": "envvar-leak", "pool": "h100", "node": 1},              # isolation
+        {"id": "nccl-slow-link", "pool": "h100", "node": 1},           # nccl (node 0 fails the preflight)
+    ]),
+    "faults-dra": ("h200-dra-only", [{"id": "dra-attr-wrong", "pool": "h200", "node": 0, "gpu": 1}]),
+    "faults-mig": ("a100-mig-mixed", [{"id": "mig-layout-drift", "pool": "a100", "node": 0, "gpu": 0}]),
+    "faults-sharing": ("t4-timeslicing", [{"id": "timeslice-replicas-wrong", "pool": "t4", "node": 0}]),
+}
+
+#: Profiles run as the in-cluster runner's ServiceAccount (manifests/runner, `kubectl apply -k`), with
+#: `--namespace gpuconf-probes --label-nodes`: real RBAC and real Pod Security admission
+#: (`restricted`). Between them (device plugin, DRA, MIG, the exporters) they need every rule.
+RUNNER_PROFILES = ("plugin-and-dra", "a100-mig-mixed")
+
+PROFILES = ["healthy-h100", "plugin-and-dra", "h200-dra-only", "t4-timeslicing", "a100-mig-mixed", *FAULTS]
+
+
+def profile_file(name: str, directory: Path) -> Path:
+    """A shipped profile's file, or a fault profile written from its base."""
+    if name not in FAULTS:
+        return PROFILE_DIR / f"{name}.yaml"
+    base, faults = FAULTS[name]
+    doc = yaml.safe_load((PROFILE_DIR / f"{base}.yaml").read_text())
+    doc["name"], doc["faults"] = name, faults
+    path = directory / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def _by_proxy(check: str | None) -> bool:
+    return bool(check) and str(check).startswith(PROXY_CHECKS)
+
+
+@pytest.mark.parametrize("name", PROFILES)
+def test_the_real_control_plane_gives_the_simulated_verdicts(name: str, real_cluster: RealCluster,
+                                                              tmp_path: Path) -> None:
+    profile = profile_file(name, tmp_path)
+    with ThreadPoolExecutor(1) as pool:  # the --simulate run meanwhile
+        options = ("--label-nodes",) if name in RUNNER_PROFILES else ()
+        simulation = pool.submit(suite_run, None, tmp_path / "sim", *options, simulate=str(profile))
+        with real_cluster.agents(profile):
+            if name in RUNNER_PROFILES:
+                runner = install_runner(real_cluster, tmp_path)
+                since = audit_mark(real_cluster)
+                real = suite_run(runner, tmp_path / "real", "--namespace", PROBE_NAMESPACE, "--label-nodes")
+                real_cluster.runner_runs[name] = (since, audit_mark(real_cluster))
+            else:
+                real = suite_run(real_cluster.kubeconfig, tmp_path / "real")
+        simulated = simulation.result()
+    assert simulated.returncode in (0, 1), simulated.stdout[-3000:]
+    assert real.returncode in (0, 1), real.stdout[-3000:]
+    sim_report = json.loads((tmp_path / "sim" / "report.json").read_text())
+    real_report = json.loads((tmp_path / "real" / "report.json").read_text())
+    checks = {t["name"]: (t.get("extra") or {}).get("check") for t in sim_report["results"]["tests"]}
+    messages = {t["name"]: t.get("message") or "" for t in real_report["results"]["tests"]}
+    want, got = verdicts(sim_report), verdicts(real_report)
+    assert sorted(got) == sorted(want)
+    differ = {test: (want[test], got[test]) for test in want if want[test] != got[test]}
+    by_proxy = {test for test in differ if _by_proxy(checks[test])}
+    assert {t: differ[t] for t in differ if t not in by_proxy} == {}
+    for test in by_proxy:  # the API server refused to proxy to the loopback pod address, as it must
+        assert PROXY_REFUSAL in messages[test], (test, messages[test])
+    if name in RUNNER_PROFILES:
+        refused = [(e["verb"], e.get("objectRef")) for e in audit_events(real_cluster, RUNNER_USER,
+                                                                         *real_cluster.runner_runs[name])
+                   if (e.get("responseStatus") or {}).get("code") == 403]
+        assert refused == []
+    if name in FAULTS:  # each fault is caught on the real control plane too, by its own check
+        failed = {checks[t] for t, (status, _) in got.items() if status == "failed"}
+        caught = {fault_catalog()[str(f["id"])].check for f in FAULTS[name][1]}
+        assert caught <= failed, (caught - failed, real.stdout[-3000:])
+
+
+def test_the_runner_used_every_rule_of_its_roles(real_cluster: RealCluster) -> None:
+    """Over the runner's runs above, every rule of its ClusterRole and Role allowed a request the
+    suites made (the roles hold nothing the suites do not use), and none was refused."""
+    missing = set(RUNNER_PROFILES) - set(real_cluster.runner_runs)
+    if missing:
+        pytest.skip(f"the runner's runs did not all run here: {sorted(missing)}")
+    runs = real_cluster.runner_runs
+    events = [e for run in RUNNER_PROFILES for e in audit_events(real_cluster, RUNNER_USER, *runs[run])]
+    unused = []
+    for path, namespace in (("clusterrole.yaml", None), ("role.yaml", PROBE_NAMESPACE)):
+        for rule in yaml.safe_load((ROOT / "manifests" / "runner" / path).read_text())["rules"]:
+            if not rule_used(rule, namespace, events):
+                unused.append((path, rule))
+    assert unused == []
+    assert [e for e in events if (e.get("responseStatus") or {}).get("code") == 403] == []
