@@ -21,6 +21,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from expecting import strict_expect
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "tests" / "data" / "real" / "ctrf" / "ctrf-schema-0.0.json"
@@ -66,8 +67,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     expected = {
         "healthy": (_start(base, "test_inventory.py", "--simulate", "healthy-h100", "--report-dir",
                            str(out["healthy"])), 0),
-        "failing": (_start(base, "test_inventory.py", "test_mig.py", "--simulate", "faulty.yaml", "--report-dir",
-                         str(out["failing"])), 1),
+        "failing": (_start(base, "test_inventory.py", "test_mig.py", "--simulate", "faulty.yaml", "--expect",
+                           str(strict_expect(base)), "--report-dir", str(out["failing"])), 1),
         "interrupted": (_start(stop, "--simulate", "healthy-h100", "--report-dir", str(out["interrupted"])), 2),
         "not-started": (_start(base, "test_inventory.py", "--kubeconfig", str(base / "missing"), "--report-dir",
                              str(out["not-started"])), 10),

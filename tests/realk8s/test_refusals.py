@@ -30,4 +30,5 @@ def test_a_refused_priorityclass_create_ends_the_run_with_one_line_and_exit_12(r
         '"system:serviceaccount:gpuconf:gpuconf-runner" cannot create resource "priorityclasses" in API group '
         '"scheduling.k8s.io" at the cluster scope (RBAC: grant the suite\'s identity this verb)'], output[-3000:]
     report = json.loads((tmp_path / "report" / "report.json").read_text())
-    assert report["gpuconf"]["exit_status"] == 12 and "create priorityclass" in report["gpuconf"]["error"]
+    assert report["extra"]["gpuconf"]["exit_status"] == 12
+    assert "create priorityclass" in report["extra"]["gpuconf"]["error"]

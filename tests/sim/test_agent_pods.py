@@ -163,7 +163,8 @@ def test_envvar_leak_gives_every_gpu_to_a_pod_that_requested_none(apiserver, api
 
 
 def test_without_the_nvidia_runtime_an_allocated_gpu_is_never_injected(apiserver, api_client, core, namespace):
-    with running_agents(apiserver, api_client, "healthy-h100") as agents:  # containerd's default: runc
+    runc_default = [{"id": "runtime-not-default", "pool": "h100", "node": 0}]  # containerd's own default: runc
+    with running_agents(apiserver, api_client, "healthy-h100", faults=runc_default) as agents:
         core.create_namespaced_pod(namespace, probe_pod("bare", namespace, "h100-0", runtime_class=None))
         pod = wait_pod(core, namespace, "bare", finished)
         report = probe_report(core, namespace, "bare", terminated(pod).exit_code)

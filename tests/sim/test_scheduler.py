@@ -342,9 +342,9 @@ def test_pods_for_another_scheduler_or_with_a_node_name_are_left_alone(plane, co
 def test_a_never_preempting_priority_class_sets_priority_and_says_it_will_not_preempt(plane, api_client, core,
                                                                                       namespace):
     client.SchedulingV1Api(api_client).create_priority_class(
-        {"metadata": {"name": "gpuconf-probe"}, "value": 1000, "preemptionPolicy": "Never"})
+        {"metadata": {"name": "never-preempts"}, "value": 1000, "preemptionPolicy": "Never"})
     core.create_node(make_node("gpu-node", {GPU: "1"}))
-    core.create_namespaced_pod(namespace, make_pod("p", {GPU: "2"}, priorityClassName="gpuconf-probe"))
+    core.create_namespaced_pod(namespace, make_pod("p", {GPU: "2"}, priorityClassName="never-preempts"))
     message = failed_scheduling(core, namespace, "p").message
     assert message == ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu. no new claims to deallocate, "
                        "preemption: not eligible due to preemptionPolicy=Never.")
