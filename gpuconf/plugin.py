@@ -153,6 +153,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {what}")
     config.addinivalue_line("markers", "check(id): the check of gpuconf/data/checks.yaml the test proves (recorded "
                             "in the reports even when the test stops before its verdict)")
+    config.addinivalue_line("markers", "needs_probe: the test judges probes launched on its node; NOT TESTED where no "
+                            "probe image can start there (gpuconf.checks.probe_start)")
     config.addinivalue_line("markers", "cncf(requirement_id): the CNCF AI conformance requirement the test gives "
                             "evidence for (gpuconf/data/cncf_requirements.yaml; --cncf-evidence)")
     config.stash[SESSION] = Session()
@@ -904,14 +906,42 @@ def _diagnosis(verdict: Any, record_property: Any) -> str:
     return "".join(lines)
 
 
+def probe_block(probes: Mapping[str, PodOutcome], node: str) -> Any:
+    """The finding that no probe image can start on ``node`` (gpuconf.checks.probe_start.ProbeBlock),
+    read from its whole-node probe in ``probes``, or None."""
+    from gpuconf import images
+    from gpuconf.checks.probe_start import probe_block as block_of
+
+    return block_of(node, probes.get(node), [p.cuda for p in images.matrix()])
+
+
+@pytest.fixture(autouse=True)
+def _probe_can_start(request: pytest.FixtureRequest) -> None:
+    """A test marked ``needs_probe`` judges probes launched on its node (``gpu_node``): where no probe
+    image can start there (the whole-node probe's finding), it is NOT TESTED with that reason; the
+    smoke check reports the cause once."""
+    if request.node.get_closest_marker("needs_probe") is None:
+        return
+    callspec = getattr(request.node, "callspec", None)
+    node = callspec.params.get("gpu_node") if callspec is not None else None
+    if not node:
+        return
+    block = probe_block(request.getfixturevalue("whole_node_probes"), node)
+    if block is not None:
+        pytest.skip(block.reason)
+
+
 def probe_report(probes: dict[str, PodOutcome], node: str) -> Any:
-    """The node's whole-node cuda-probe report, or a failure that says why there is none."""
+    """The node's whole-node cuda-probe report, or a failure that says why there is none (NOT TESTED
+    where no probe image can start on the node: smoke reports that once)."""
     from gpuconf.diagnose import diagnose
     from gpuconf.probes import ProbeParseError
 
     outcome = probes.get(node)
     if outcome is None:
         pytest.skip(f"no probe ran on {node}: it advertises no nvidia.com/gpu")
+    if (block := probe_block(probes, node)) is not None:
+        pytest.skip(block.reason)
     text = outcome.logs.get("probe")
     if text is None:
         hints = [d.title for d in diagnose("\n".join([outcome.message or ""] + [e.message for e in outcome.events]))]
@@ -921,7 +951,8 @@ def probe_report(probes: dict[str, PodOutcome], node: str) -> Any:
     try:
         return parsed_probe(outcome, node)
     except ProbeParseError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        unreadable = str(exc)
+    pytest.fail(unreadable, pytrace=False)  # outside the handler: one message, no chained exception
 
 
 def parsed_probe(outcome: PodOutcome, node: str) -> Any:

@@ -65,6 +65,7 @@ def test_forward_compat_runs(gpu_node, compat_run, record_property):
 
 
 @pytest.mark.cncf("driver_runtime_management")
+@pytest.mark.needs_probe  # a node that starts no probe at all is smoke's failure, not this degradation
 @pytest.mark.check("compat.current-cuda-major-runs")
 def test_current_cuda_major_runs(gpu_node, compat_run, record_property):
     skip_unprobed(compat_run, "compat.current-cuda-major-runs", gpu_node, record_property)

@@ -86,6 +86,7 @@ def test_envvar_without_request_gets_no_gpu(gpu_node, isolation_probes, record_p
 
 
 @pytest.mark.cncf("secure_accelerator_access")
+@pytest.mark.needs_probe
 @pytest.mark.check("isolation.sees-only-allocated")
 def test_sees_only_allocated(gpu_node, gpu_inventory, isolation_probes, record_property):
     needs_gpu_resource(gpu_inventory, gpu_node)
@@ -97,6 +98,7 @@ def test_sees_only_allocated(gpu_node, gpu_inventory, isolation_probes, record_p
 
 
 @pytest.mark.cncf("secure_accelerator_access")
+@pytest.mark.needs_probe
 @pytest.mark.check("isolation.concurrent-pods-disjoint")
 def test_concurrent_pods_disjoint(gpu_node, gpu_inventory, isolation_probes, record_property):
     needs_gpu_resource(gpu_inventory, gpu_node)
@@ -109,6 +111,7 @@ def test_concurrent_pods_disjoint(gpu_node, gpu_inventory, isolation_probes, rec
 
 
 @pytest.mark.cncf("secure_accelerator_access")
+@pytest.mark.needs_probe
 @pytest.mark.check("isolation.only-requesting-container-sees-gpu")
 def test_only_requesting_container_sees_gpu(gpu_node, gpu_inventory, isolation_probes, record_property):
     needs_gpu_resource(gpu_inventory, gpu_node)

@@ -50,6 +50,7 @@ def probe_view(probes: dict[str, PodOutcome], inv: Inventory, node: str) -> tupl
 
 
 @pytest.mark.cncf("accelerator_metrics")
+@pytest.mark.needs_probe
 @pytest.mark.check("metrics.gpu-metrics-present")
 def test_gpu_metrics_present(gpu_node, gpu_inventory, exporter_scrapes, whole_node_probes, record_property):
     probe, why = probe_view(whole_node_probes, gpu_inventory, gpu_node)

@@ -27,7 +27,7 @@ from gpuconf.checks import nccl as checks
 from gpuconf.cluster import GpuNode, Inventory, PodOutcome, list_active_pods, run_campaign
 from gpuconf.compat import tables
 from gpuconf.compat.tables import NcclFloor
-from gpuconf.plugin import ClusterHandle, judge, record_metrics, record_series, run_context
+from gpuconf.plugin import ClusterHandle, judge, probe_block, record_metrics, record_series, run_context
 from gpuconf.probe_pods import NCCL_JOB_LABEL, make_nccl_job_service, make_nccl_probe_pod, nccl_rank0_address
 from gpuconf.probes import ProbeParseError
 from gpuconf.probes.nccl import NcclProbeReport, parse_nccl_probe
@@ -58,6 +58,7 @@ def not_an_nccl_node(node: GpuNode) -> str | None:
 class IntraNode:
     preflight: dict[str, Verdict] = field(default_factory=dict)
     outcomes: dict[str, PodOutcome] = field(default_factory=dict)
+    blocked: dict[str, str] = field(default_factory=dict)  # node -> why no probe image can start there
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +75,8 @@ def intra_node(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle, gpu_i
     for node in gpu_inventory.gpu_nodes:
         if not_an_nccl_node(node):
             continue
+        if (block := probe_block(request.getfixturevalue("whole_node_probes"), node.name)) is not None:
+            run.blocked[node.name] = block.reason  # its pod would be refused at creation: none is launched
         expected, expected_from = declared_gpus(expect_profile, node), "its --expect pool declares"
         if expected is None:
             expected, expected_from = peers.get(node.name), "its pool's other nodes have"
@@ -82,7 +85,7 @@ def intra_node(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle, gpu_i
                                             holders=holders.get(node.name, []), expected=expected,
                                             expected_from=expected_from)
         run.preflight[node.name] = verdict
-        if verdict.outcome is Outcome.PASS:
+        if verdict.outcome is Outcome.PASS and node.name not in run.blocked:
             pods.append(make_nccl_probe_pod(name=f"nccl-{node.name}", namespace=ctx.namespace, run_id=ctx.run_id,
                                             check="nccl", node=node.name, gpu_count=whole_gpus(node),
                                             registry=config.getoption("--registry"), runtime_class=runtime_class))
@@ -114,7 +117,8 @@ def report(run: IntraNode, node: str) -> NcclProbeReport:
         return parse_nccl_probe(text, exit_code=outcome.container("probe").exit_code,
                                 source=f"nccl-probe pod on {node}")
     except ProbeParseError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        unreadable = str(exc)
+    pytest.fail(unreadable, pytrace=False)  # outside the handler: one message, no chained exception
 
 
 def declared_gpus(expect_profile: object, node: GpuNode) -> int | None:
@@ -133,12 +137,14 @@ def test_preflight_gpus_free(gpu_node, gpu_inventory, intra_node, record_propert
     judge(intra_node.preflight[gpu_node], record_property)
 
 
+@pytest.mark.needs_probe
 @pytest.mark.check("nccl.allreduce-completes")
 def test_allreduce_completes(gpu_node, gpu_inventory, intra_node, record_property):
     nccl_node(gpu_inventory, gpu_node)
     judge(checks.evaluate_allreduce_completes(gpu_node, report(intra_node, gpu_node)), record_property)
 
 
+@pytest.mark.needs_probe
 @pytest.mark.check("nccl.busbw-above-floor")
 def test_busbw_above_floor(gpu_node, gpu_inventory, intra_node, expect_profile, record_property):
     node = nccl_node(gpu_inventory, gpu_node)
@@ -152,6 +158,7 @@ def test_busbw_above_floor(gpu_node, gpu_inventory, intra_node, expect_profile, 
     judge(checks.evaluate_busbw(gpu_node, doc, floor, declared_gbps=declared), record_property)
 
 
+@pytest.mark.needs_probe
 @pytest.mark.check("nccl.transport-expected")
 def test_transport_expected(gpu_node, gpu_inventory, intra_node, record_property):
     node = nccl_node(gpu_inventory, gpu_node)
@@ -175,6 +182,8 @@ def intra_node_failure(run: IntraNode, node: str) -> str | None:
     verdict = run.preflight[node]
     if verdict.outcome is not Outcome.PASS:
         return f"its preflight did not pass ({verdict.summary})"
+    if node in run.blocked:
+        return run.blocked[node]
     outcome = run.outcomes[node]
     text = outcome.logs.get("probe")
     if text is None:
@@ -304,12 +313,14 @@ def pairwise_node(inventory: Inventory, run: Pairwise, name: str) -> None:
         pytest.skip(reason)
 
 
+@pytest.mark.needs_probe
 @pytest.mark.check("nccl.pairwise-completes")
 def test_pairwise_completes(gpu_node, gpu_inventory, pairwise, record_property):
     pairwise_node(gpu_inventory, pairwise, gpu_node)
     judge(checks.evaluate_pairwise("nccl.pairwise-completes", gpu_node, pairwise.completion), record_property)
 
 
+@pytest.mark.needs_probe
 @pytest.mark.check("nccl.pairwise-busbw-above-floor")
 def test_pairwise_busbw_above_floor(gpu_node, gpu_inventory, pairwise, record_property):
     pairwise_node(gpu_inventory, pairwise, gpu_node)
@@ -422,6 +433,7 @@ def burn_in(request: pytest.FixtureRequest, gpu_inventory: Inventory, intra_node
 
 
 @pytest.mark.slow
+@pytest.mark.needs_probe
 @pytest.mark.check("nccl.burn-in-stable")
 def test_burn_in_stable(gpu_node, gpu_inventory, burn_in, record_property):
     nccl_node(gpu_inventory, gpu_node)

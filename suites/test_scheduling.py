@@ -60,6 +60,7 @@ def default_runtime_probes(request: pytest.FixtureRequest, gpu_inventory: Invent
     return {nodes[name]: outcome for name, outcome in outcomes.items()}
 
 
+@pytest.mark.needs_probe
 @pytest.mark.check("runtime.default-runtime-injects-gpu")
 def test_default_runtime_injects_gpu(gpu_node, gpu_inventory, default_runtime_probes, whole_node_probes,
                                      record_property):

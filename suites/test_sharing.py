@@ -147,6 +147,7 @@ def test_replicas_match_config(gpu_node: str, gpu_inventory: Inventory, node_uui
 
 
 @pytest.mark.cncf("gpu_sharing")
+@pytest.mark.needs_probe
 @pytest.mark.check("sharing.oversubscription-runs")
 def test_oversubscription_runs(gpu_node: str, gpu_inventory: Inventory, node_uuids: UuidViews,
                                oversubscription: dict[str, list[checks.Run] | str], record_property: Record) -> None:
@@ -181,6 +182,7 @@ def mps_client(request: pytest.FixtureRequest, f: checks.SharingFacts, node: str
 
 
 @pytest.mark.cncf("gpu_sharing")
+@pytest.mark.needs_probe
 @pytest.mark.check("sharing.mps-client-limits")
 def test_mps_client_limits(gpu_node: str, gpu_inventory: Inventory, record_property: Record,
                            request: pytest.FixtureRequest) -> None:
@@ -192,6 +194,7 @@ def test_mps_client_limits(gpu_node: str, gpu_inventory: Inventory, record_prope
 
 
 @pytest.mark.cncf("gpu_sharing")
+@pytest.mark.needs_probe
 @pytest.mark.check("sharing.mps-thread-limit")
 def test_mps_thread_limit(gpu_node: str, gpu_inventory: Inventory, record_property: Record,
                           request: pytest.FixtureRequest) -> None:

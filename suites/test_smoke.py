@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from gpuconf.checks.probe_start import evaluate_probe_block
 from gpuconf.checks.smoke import evaluate_vector_add
 from gpuconf.plugin import (
     dra_whole_gpus,
     judge,
+    probe_block,
     probe_pod_metrics,
     probe_report,
     record_metrics,
@@ -35,6 +37,9 @@ def test_vector_add_on_every_gpu(gpu_node, gpu_inventory, whole_node_probes, rec
                                                                                          ""):
         pytest.skip(f"{gpu_node} advertises MIG devices as nvidia.com/gpu (strategy single): one CUDA process "
                     "enumerates one MIG device, so a whole-node probe cannot exercise them; the mig suite does")
+    if (block := probe_block(whole_node_probes, gpu_node)) is not None:
+        # the one failure of a node no probe image can start on; its other checks are not tested
+        judge(evaluate_probe_block(block, node.labels, check="smoke.vector-add-every-gpu"), record_property)
     count = node.labels.get("nvidia.com/gpu.count", "")
     report = probe_report(whole_node_probes, gpu_node)
     verdict = evaluate_vector_add(gpu_node, report, requested=requested, replicas=replicas,

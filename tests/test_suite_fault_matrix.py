@@ -26,7 +26,7 @@ SUITES = sorted((ROOT / "suites").glob("test_*.py"))
 PROFILES = ROOT / "gpuconf" / "data" / "sim_profiles"
 #: The shipped profiles a healthy cluster looks like (scale-1000 is the benchmarks' profile).
 HEALTHY = ["healthy-h100", "a100-mig-mixed", "h100-mig-single", "t4-timeslicing", "a100-mps", "h200-dra-only",
-           "plugin-and-dra", "mixed-driver-570", "multi-pool"]
+           "plugin-and-dra", "mixed-driver-570", "multi-pool", "geforce-workstation"]
 
 #: Faults whose named check lives in a suite that exists (the others belong to suites still to come).
 FAULTS = [f for f in fault_catalog().values() if f.check in checks() and (ROOT / checks()[f.check].suite).exists()]

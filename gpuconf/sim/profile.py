@@ -33,7 +33,7 @@ from jsonschema import Draft202012Validator
 from gpuconf.compat import rules, tables
 from gpuconf.compat.rules import Mode
 from gpuconf.compat.tables import GpuModel
-from gpuconf.compat.versions import DriverVersion, VersionError, parse_driver
+from gpuconf.compat.versions import DriverVersion, VersionError, parse_cuda, parse_driver
 from gpuconf.errors import UsageError
 from gpuconf.yamlschema import Document, DocumentError, FieldPath, describe, read, schema, validate
 
@@ -575,6 +575,8 @@ def _fault_checks(fault: FaultDef, pool: NodePool | None, gpu: int | None,
     fid = fault.id
     if fid == "driver-skew" and params["driver"] == pool.driver:
         return "driver", f"the pool already runs {pool.driver}: a skew needs another version"
+    if fid == "probe-images-rejected":
+        return _rejects_every_probe(pool, params["driver"])
     if fid == "library-mismatch" and params["kernel_driver"] == pool.driver:
         return "kernel_driver", f"equals the pool's driver {pool.driver}: no mismatch"
     if fid == "label-drift":
@@ -622,6 +624,24 @@ def _fault_checks(fault: FaultDef, pool: NodePool | None, gpu: int | None,
         if rule != "none":
             return "toolkit_version", (f"toolkit {params['toolkit_version']} still selects cuda-compat in "
                                        f"{mode.value} mode (rule {rule!r}); pick one whose rule is 'none'")
+    return None
+
+
+def _rejects_every_probe(pool: NodePool, driver: DriverVersion) -> tuple[str, str] | None:
+    """probe-images-rejected: the driver's native CUDA must be older than every probe image's, and the
+    pool's GPU unable to run them through forward compatibility (data-center GPUs do: the images
+    list their branches), or no image is refused."""
+    from gpuconf import images
+
+    native = tables.native_cuda(driver)
+    oldest = min(parse_cuda(p.cuda).major_minor for p in images.matrix())
+    if native is None or native.major_minor >= oldest:
+        return "driver", (f"driver {driver} runs CUDA {native.major}.{native.minor} natively" if native else
+                          f"driver {driver} has no known native CUDA") + \
+            f": the probe images (CUDA {oldest.major}.{oldest.minor} and later) would start"
+    if pool.gpu.gpu_class == "data-center":
+        return "pool", (f"pool {pool.name!r} has data-center GPUs ({pool.gpu.name}): the images' forward-compatibility "
+                        "terms admit them; the fault needs a GPU class that has none (a GeForce)")
     return None
 
 
@@ -867,6 +887,7 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
                                                              if k != f.param("label")],
                                                            (f.param("label"), f.param("value")))),
     "driver-skew": lambda n, f: replace(n, driver=f.param("driver"), kernel_driver=f.param("driver")),
+    "probe-images-rejected": lambda n, f: replace(n, driver=f.param("driver"), kernel_driver=f.param("driver")),
     "uvm-missing": lambda n, f: replace(n, uvm=False),
     "library-mismatch": lambda n, f: replace(n, kernel_driver=f.param("kernel_driver")),
     "visible-devices-all": lambda n, f: replace(n, toolkit=replace(n.toolkit, visible_devices="all")),
