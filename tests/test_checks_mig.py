@@ -346,7 +346,7 @@ def test_an_instance_with_the_wrong_memory_fails_and_an_unknown_model_is_not_jud
     seen = {**o.one_pods, "1g.10gb": Sighting(s.where, small)}
     v = checks.evaluate_instance_isolated("a100-0", seen, model="NVIDIA A100-SXM4-80GB")
     assert v.outcome is Outcome.FAIL
-    assert "has 5.0 GiB, outside 0.85-1.02 x 10 GiB" in v.summary
+    assert "has 5.00 GiB, outside 9.40-9.60 GiB (nvidia-smi mig -lgip 9.50 GiB +- 1%)" in v.summary
     unknown = checks.evaluate_instance_isolated("a100-0", o.one_pods, model="NVIDIA Made-Up GPU")
     assert unknown.outcome is Outcome.NOT_TESTED
     assert unknown.summary.startswith("instance memory not judged: GPU model NVIDIA Made-Up GPU has no MIG profile "

@@ -14,7 +14,9 @@ for the same instances. Three checks read the result:
   the MIG instances the ``all`` pods are given (NVIDIA_VISIBLE_DEVICES, which must name exactly
   what was granted, with the one instance CUDA enumerates of the pod's profile).
 * ``mig.instance-isolated``: each ``one`` pod is given exactly one instance, of its profile, with
-  that profile's memory (gpuconf/data/mig_profiles.yaml, within :data:`MEMORY_TOLERANCE`), runs
+  that profile's memory (:func:`memory_band`: the real ``nvidia-smi mig -lgip`` figure of
+  gpuconf/data/mig_profiles.yaml within :data:`LGIP_MARGIN`, else a band below the name's GiB
+  derived from every real figure), runs
   the kernel on it, and is given no other instance, no whole GPU and no GPU but the instance's
   parent, as NVIDIA_VISIBLE_DEVICES, NVML and /dev/nvidiaN show.
 * ``mig.not-also-full-gpu``: with single, every ``nvidia.com/gpu`` is an instance (no ``GPU-`` id
@@ -65,7 +67,8 @@ from gpuconf.probes.cuda import CudaProbeReport, DeviceReport
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
 __all__ = [
-    "MEMORY_TOLERANCE",
+    "LGIP_MARGIN",
+    "NAME_CEILING",
     "PROBES_VIEW",
     "Declared",
     "Listed",
@@ -73,6 +76,8 @@ __all__ = [
     "MigProfile",
     "PlannedPod",
     "declared_layout",
+    "memory_band",
+    "name_floor",
     "evaluate_instance_isolated",
     "evaluate_layout_matches_config",
     "evaluate_not_also_full_gpu",
@@ -99,9 +104,13 @@ CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 INVALID_SUFFIX = "-MIG-INVALID"
 
-#: An instance's memory as CUDA reports it, as a fraction of the GiB in its profile name: below it
-#: (A100-40GB 1g.5gb shows 4864 MiB, 0.95; H200 1g.18gb about 16.5 GiB, 0.92), never above.
-MEMORY_TOLERANCE = (0.85, 1.02)
+#: An instance's memory as CUDA reports it against the Memory column of ``nvidia-smi mig -lgip``
+#: (lgip_gib in mig_profiles.yaml): lgip prints GiB to two decimals, and the one real pairing found
+#: (RTX PRO 6000 1g.24gb: lgip 23.62, CUDA 24192 MiB = 23.625 GiB) agrees to that rounding.
+LGIP_MARGIN = 0.01
+#: The upper bound of a profile without an lgip figure, as a fraction of the GiB in its name: CUDA
+#: never reports more than the name (every real lgip figure is below it).
+NAME_CEILING = 1.02
 
 _CUDA_MIG_NAME = re.compile(r"\bMIG\s+(\S+)\s*$")  # "NVIDIA A100-SXM4-80GB MIG 3g.40gb"
 _COUNT_LABEL = re.compile(r"^nvidia\.com/mig-(.+)\.count$")
@@ -221,6 +230,8 @@ class MigProfile:
     slices: int
     memory_gib: int
     max_instances: int
+    lgip_gib: float | None = None  # what nvidia-smi mig -lgip (and CUDA) report, where a real output says
+    lgip_guess: bool = False  # lgip_gib backed by no real output yet
 
 
 def _norm(name: str) -> str:
@@ -231,7 +242,8 @@ def _norm(name: str) -> str:
 def _profile_sets() -> dict[str, dict[str, MigProfile]]:
     out: dict[str, dict[str, MigProfile]] = {}
     for row in tables.load("mig_profiles")["profile_sets"]:
-        profiles = {p["name"]: MigProfile(p["name"], p["slices"], p["memory_gib"], p["max_instances"])
+        profiles = {p["name"]: MigProfile(p["name"], p["slices"], p["memory_gib"], p["max_instances"],
+                                          p.get("lgip_gib"), bool(p.get("lgip_guess", False)))
                     for p in row["profiles"]}
         for gpu in row["gpus"]:
             out[_norm(gpu)] = profiles
@@ -572,15 +584,37 @@ def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capa
     return passed(cid, node, f"{_fmt(reference)} in {', '.join(present)}{note}", evidence=tuple(evidence))
 
 
+@cache
+def name_floor() -> float:
+    """The lower bound of a profile without a real lgip figure, as a fraction of the GiB in its name:
+    the smallest lgip/name ratio of every real -lgip figure in mig_profiles.yaml (H100 NVL 1g.12gb:
+    10.62 of 12, 0.885), less the margin. A model's own lgip output replaces it."""
+    ratios = [p.lgip_gib / p.memory_gib for profiles in _profile_sets().values() for p in profiles.values()
+              if p.lgip_gib is not None and not p.lgip_guess]
+    return min(ratios) - LGIP_MARGIN
+
+
+def memory_band(profile: MigProfile) -> tuple[float, float, str]:
+    """(low, high) GiB the instance memory CUDA reports may be for ``profile``, and where it comes from."""
+    by_name = (name_floor() * profile.memory_gib, NAME_CEILING * profile.memory_gib)
+    if profile.lgip_gib is None:
+        return (*by_name, f"{name_floor():.3f}-{NAME_CEILING:.2f} x the {profile.memory_gib} GiB in its name, "
+                "no real nvidia-smi mig -lgip figure for this model")
+    low, high = profile.lgip_gib * (1 - LGIP_MARGIN), profile.lgip_gib * (1 + LGIP_MARGIN)
+    if profile.lgip_guess:  # not backed by an output yet: the guess or the name-based band, whichever is wider
+        return (min(low, by_name[0]), max(high, by_name[1]),
+                f"a guessed lgip {profile.lgip_gib:g} GiB or the name-based band")
+    return low, high, f"nvidia-smi mig -lgip {profile.lgip_gib:.2f} GiB +- {LGIP_MARGIN:.0%}"
+
+
 def _tolerance(memory: int | None, profile: MigProfile) -> str | None:
     """Why ``memory`` bytes is not ``profile``'s memory, or None."""
     if memory is None:
         return "no memory figure"
-    low, high = (f * profile.memory_gib * (1 << 30) for f in MEMORY_TOLERANCE)
-    if low <= memory <= high:
+    low, high, source = memory_band(profile)
+    if low * (1 << 30) <= memory <= high * (1 << 30):
         return None
-    return f"{memory / (1 << 30):.1f} GiB, outside {MEMORY_TOLERANCE[0]:.2f}-{MEMORY_TOLERANCE[1]:.2f} x " \
-           f"{profile.memory_gib} GiB"
+    return f"{memory / (1 << 30):.2f} GiB, outside {low:.2f}-{high:.2f} GiB ({source})"
 
 
 def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model: str | None) -> Verdict:
@@ -631,7 +665,8 @@ def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model
             why = f"{model} has no MIG profile {profile}" if spec is None else _tolerance(device.memory_bytes, spec)
             if why is not None:
                 return failed(cid, node, f"the {profile} instance {device.uuid} has {why}",
-                              expected=f"{spec.memory_gib} GiB ({profile})" if spec else f"a {model} MIG profile",
+                              expected=f"{spec.lgip_gib or spec.memory_gib} GiB ({profile})" if spec
+                              else f"a {model} MIG profile",
                               observed=why, evidence=tuple(evidence))
         memory = f"{device.memory_bytes / (1 << 30):.1f} GiB" if device.memory_bytes else "memory unknown"
         held.append(f"{profile}: {device.uuid} ({memory})")

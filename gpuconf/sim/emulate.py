@@ -229,7 +229,7 @@ def _device(index: int, node: SimNode, v: Visible, sfx: str, *, ptx_ok: bool, ke
     model = node.model
     mig = v.mig
     name = f"{model.name} MIG {mig.profile}" if mig else model.name
-    memory = (mig.memory_gib << 30) if mig else v.gpu.memory_mib << 20
+    memory = (mig.memory_mib if mig else v.gpu.memory_mib) << 20
     ptx = _ok(f"ptx_jit{sfx}") if ptx_ok else _err(222, f"ptx_jit{sfx}")
     return {
         "index": index, "name": name, "uuid": mig.uuid if mig else v.gpu.uuid,
@@ -470,7 +470,7 @@ def nccl_probe_run(node: SimNode, *, visible: Sequence[Visible], image_cuda: Cud
     peak = node.interconnect.busbw_gbps or _PCIE_BUSBW_GBPS
     nvls = nvls_usable(node, n)
     transports = (["NVLS", "P2P/CUMEM"] if nvls else ["P2P/CUMEM"]) if nvlink else ["SHM/direct/direct"]
-    memory = (gpus[0].mig.memory_gib << 30) if gpus[0].mig else gpus[0].gpu.memory_mib << 20
+    memory = (gpus[0].mig.memory_mib if gpus[0].mig else gpus[0].gpu.memory_mib) << 20
     limit = min(max_bytes, 1 << ((memory // 3).bit_length() - 1))  # send+recv with headroom, a power of two
     factor = 2 * (n - 1) / n if n > 1 else 0.0
     sizes: list[dict[str, Any]] = []

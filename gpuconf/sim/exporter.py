@@ -174,7 +174,7 @@ def _gpu_series(node: SimNode, g: SimGpu, base: dict[str, str]) -> list[tuple[st
     for inst in g.mig:
         labels = {**base, "GPU_I_PROFILE": inst.profile, "GPU_I_ID": str(inst.gi)}
         out += [("DCGM_FI_PROF_GR_ENGINE_ACTIVE", labels, 0.0), ("DCGM_FI_DEV_FB_USED", labels, 0.0),
-                ("DCGM_FI_DEV_FB_FREE", labels, float(inst.memory_gib * 1024))]
+                ("DCGM_FI_DEV_FB_FREE", labels, float(inst.memory_mib))]
     return out
 
 

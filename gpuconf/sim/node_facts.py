@@ -123,14 +123,14 @@ def node_labels(node: SimNode) -> dict[str, str]:
         instance = gpus[0].mig[0]
         product = f"{product}-MIG-{instance.profile}"
         count = sum(len(g.mig) for g in gpus)
-        memory = instance.memory_gib * 1024
+        memory = instance.memory_mib
     elif mig.strategy == "mixed":
         per_profile: Counter[str] = Counter(i.profile for g in gpus for i in g.mig)
         for profile, n in sorted(per_profile.items()):
             sample = next(i for g in gpus for i in g.mig if i.profile == profile)
             prefix = f"nvidia.com/mig-{profile}"
             labels.update({f"{prefix}.count": str(n), f"{prefix}.product": f"{product}-MIG-{profile}",
-                           f"{prefix}.memory": str(sample.memory_gib * 1024), f"{prefix}.slices.gi": str(sample.slices),
+                           f"{prefix}.memory": str(sample.memory_mib), f"{prefix}.slices.gi": str(sample.slices),
                            f"{prefix}.replicas": "1"})
     labels["nvidia.com/gpu.replicas"] = replicas
     config = mig_config_name(node.pool)
@@ -233,7 +233,7 @@ def resource_slices(node: SimNode) -> list[dict[str, object]]:
                 devices.append({"name": f"gpu-{g.index}-mig-{inst.gi}", "attributes": {
                     **common, "type": {"string": "mig"}, "uuid": {"string": inst.uuid},
                     "parentUUID": {"string": g.uuid}, "profile": {"string": inst.profile}, **overrides},
-                    "capacity": {"memory": {"value": f"{inst.memory_gib}Gi"}}})
+                    "capacity": {"memory": {"value": f"{inst.memory_mib}Mi"}}})
             continue
         devices.append({"name": f"gpu-{g.index}", "attributes": {
             **common, "type": {"string": "gpu"}, "uuid": {"string": g.uuid}, **overrides},

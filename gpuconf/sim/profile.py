@@ -307,6 +307,7 @@ class _MigProfile:
     slices: int
     memory_gib: int
     max_instances: int
+    memory_mib: int  # what CUDA reports: nvidia-smi mig -lgip's figure where the table has one, else the name's
 
 
 @cache
@@ -314,7 +315,8 @@ def _mig_sets() -> dict[str, dict[str, _MigProfile]]:
     """GPU product name -> its MIG profiles by name."""
     out: dict[str, dict[str, _MigProfile]] = {}
     for row in tables.load("mig_profiles")["profile_sets"]:
-        profiles = {p["name"]: _MigProfile(p["name"], p["slices"], p["memory_gib"], p["max_instances"])
+        profiles = {p["name"]: _MigProfile(p["name"], p["slices"], p["memory_gib"], p["max_instances"],
+                                           round(p.get("lgip_gib", p["memory_gib"]) * 1024))
                     for p in row["profiles"]}
         for gpu in row["gpus"]:
             out[gpu] = profiles
@@ -733,7 +735,8 @@ class SimMigInstance:
     profile: str  # 1g.10gb
     gi: int  # GPU instance id, 1-based in layout order
     slices: int
-    memory_gib: int
+    memory_gib: int  # the GiB in the profile's name
+    memory_mib: int  # what CUDA reports for the instance (nvidia-smi mig -lgip's figure where known)
 
 
 @dataclass(frozen=True, slots=True)
@@ -833,7 +836,7 @@ def _mig_instances(prefix: str, counts: MigCounts, gpu: GpuModel) -> tuple[SimMi
         for _ in range(count):
             gi = len(out) + 1
             out.append(SimMigInstance(f"MIG-{_uuid(f'{prefix}/mig/{gi}')}", name, gi, p.slices,
-                                      p.memory_gib))
+                                      p.memory_gib, p.memory_mib))
     return tuple(out)
 
 
