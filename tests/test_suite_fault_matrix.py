@@ -64,6 +64,9 @@ CASCADES: dict[str, tuple[set[str], str]] = {
                                   "the driver preparing another GPU on the faulty node"),
     "nccl-nvls-unavailable": ({"nccl.busbw-above-floor"}, "without NVLS the all-reduce runs over the NVLink ring, "
                               "whose busbw (about 370 GB/s on 8 x H100) is below the NVLS floor"),
+    "mig-sibling-visible": ({"mig.layout-matches-config"}, "the faulty Allocate adds a sibling to every pod's "
+                            "instances: the pod granted every 1g.10gb instance is also given the 2g/3g instance after "
+                            "each one, more instances than it was granted"),
     "ecc-uncorrectable": ({"health.no-pending-memory-repair"},
                           "an uncorrectable error on an Ampere-or-later GPU remaps its row, applied at the next reset: "
                           "the pending remap is reported beside the ECC counters"),

@@ -284,7 +284,20 @@ class DeviceBook:
                 reusable.extend(d for d in got if d not in reusable)
         for device_id in mine:
             self.owner[device_id] = pod_key
+        if self.node.mig_sibling_visible:
+            for got in taken.values():
+                got.extend(s for s in dict.fromkeys(self._sibling(d) for d in list(got)) if s is not None
+                           and s not in got)
         return taken
+
+    def _sibling(self, device: AdvertisedDevice) -> AdvertisedDevice | None:
+        """The mig-sibling-visible fault: the instance after ``device`` on the same GPU (wrapping),
+        which the faulty Allocate also names; None for a whole GPU or a GPU with one instance."""
+        if device.mig is None or len(device.gpu.mig) < 2:
+            return None
+        instances = device.gpu.mig
+        after = instances[(instances.index(device.mig) + 1) % len(instances)]
+        return next((d for d in self.devices if d.mig == after), None)
 
     def _refuse_shared(self, resource: str, chosen: Sequence[AdvertisedDevice]) -> str | None:
         """The device plugin's Allocate error for one container asking more than one shared replica

@@ -762,6 +762,9 @@ class SimNode:
     #: the DRA driver prepares GPU (index + dra_shift) mod GPUs for an allocated gpu-<index>
     #: (dra-prepares-wrong-device); 0: the allocated one
     dra_shift: int = 0
+    #: the device plugin's Allocate answers a MIG instance with that instance and its next sibling on
+    #: the same GPU (mig-sibling-visible)
+    mig_sibling_visible: bool = False
     faults: tuple[str, ...] = ()  # ids of the faults applied here (provenance)
 
     @property
@@ -897,6 +900,7 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
     "nccl-nvls-unavailable": lambda n, f: replace(n, interconnect=replace(
         n.interconnect, nvls=False, busbw_gbps=f.param("busbw_gbps"))),
     "dra-prepares-wrong-device": lambda n, f: replace(n, dra_shift=f.param("shift")),
+    "mig-sibling-visible": lambda n, f: replace(n, mig_sibling_visible=True),
     "mig-strategy-mismatch": lambda n, f: replace(n, device_plugin=replace(
         n.device_plugin, mig=replace(n.device_plugin.mig, strategy=f.param("plugin_strategy")))),
 }
