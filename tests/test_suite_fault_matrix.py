@@ -67,6 +67,11 @@ CASCADES: dict[str, tuple[set[str], str]] = {
     "mig-sibling-visible": ({"mig.layout-matches-config"}, "the faulty Allocate adds a sibling to every pod's "
                             "instances: the pod granted every 1g.10gb instance is also given the 2g/3g instance after "
                             "each one, more instances than it was granted"),
+    "mixed-gpu-models": ({"compat.outcome-matches-prediction", "compat.forward-compat-runs",
+                          "compat.current-cuda-major-runs"},
+                         "the legacy hook checks an image's NVIDIA_REQUIRE_CUDA brand=tesla,... alternatives against "
+                         "every GPU a container gets: a compat pod holding the GeForce is refused the forward-"
+                         "compatible CUDA 13.2 image the labelled H100 model would run"),
     "ecc-uncorrectable": ({"health.no-pending-memory-repair"},
                           "an uncorrectable error on an Ampere-or-later GPU remaps its row, applied at the next reset: "
                           "the pending remap is reported beside the ECC counters"),
