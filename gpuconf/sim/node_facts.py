@@ -236,7 +236,8 @@ def resource_slices(node: SimNode) -> list[dict[str, object]]:
         return []
     native = tables.native_cuda(node.driver)
     devices: list[dict[str, object]] = []
-    for g in node.present_gpus:
+    # A GPU gone from the bus is still listed while the driver has not republished (dra-slice-stale).
+    for g in (g for g in node.gpus if g.present or g.dra_listed):
         model = node.model_of(g)  # each device its own model (mixed-gpu-models)
         common = {
             "productName": {"string": model.name}, "brand": {"string": model.nvml_brand},

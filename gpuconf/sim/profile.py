@@ -747,6 +747,8 @@ class SimGpu:
     pcie_link: tuple[int, int] | None = None  # (gen, width) the link trained at; None: its model's (pcie-link-degraded)
     pcie_replays: int = 0  # PCIe replays while the probe's copies run (pcie-replays)
     model: GpuModel | None = None  # another model than the pool's (mixed-gpu-models); None: the pool's
+    #: a GPU gone from the bus that the DRA driver's ResourceSlice still lists (dra-slice-stale)
+    dra_listed: bool = False
 
     @property
     def dra_pci_bus_id(self) -> str:
@@ -918,6 +920,7 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
         n.interconnect, nvls=False, busbw_gbps=f.param("busbw_gbps"))),
     "dra-prepares-wrong-device": lambda n, f: replace(n, dra_shift=f.param("shift")),
     "mig-sibling-visible": lambda n, f: replace(n, mig_sibling_visible=True),
+    "dra-slice-stale": lambda n, f: _gpu(n, cast(int, f.gpu), present=False, dra_listed=True),
     "mixed-gpu-models": lambda n, f: _gpu(n, cast(int, f.gpu), model=f.param("model"),
                                           memory_mib=f.param("model").memory_mib),
     "mig-strategy-mismatch": lambda n, f: replace(n, device_plugin=replace(
