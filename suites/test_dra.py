@@ -242,8 +242,10 @@ def _claims_left(ctx: RunContext, names: set[str], wait_s: float) -> tuple[tuple
 def test_attributes_match_hardware(gpu_node: str, gpu_inventory: Inventory, dra_facts: DraFacts, dra_run: DraRun,
                                    record_property: Record) -> None:
     devices = node_devices(dra_facts, gpu_node)
+    whole = dra_run.outcomes.get(gpu_node, {}).get("all")
+    prepare = [e.message for e in whole.events if e.reason == "FailedPrepareDynamicResources"] if whole else []
     judge(checks.evaluate_attributes_match_hardware(gpu_node, devices, dra_run.sighting(gpu_node, "all"),
-                                                    gpu_inventory.node(gpu_node).labels), record_property)
+                                                    gpu_inventory.node(gpu_node).labels, prepare), record_property)
 
 
 @pytest.mark.cncf("dra_support")

@@ -212,21 +212,29 @@ def test_a_given_namespace_is_used_and_kept_and_a_missing_one_is_one_clear_error
             pass
 
 
+def claim_pod(ctx: RunContext, name: str, request: Any) -> dict[str, Any]:
+    """A probe pod on h200-0 with one claim of ``request`` (a ClaimRequest), from a template of the run."""
+    from gpuconf.probe_pods import make_resource_claim_template
+
+    api = ctx.cluster.resource
+    template = ctx.create("resourceclaimtemplate", api.create_namespaced_resource_claim_template,
+                          api.delete_namespaced_resource_claim_template, make_resource_claim_template(
+                              name=f"{name}-claim", namespace=ctx.namespace, run_id=ctx.run_id, check="test",
+                              requests=[request]))
+    return make_cuda_probe_pod(name="claimer", namespace=ctx.namespace, run_id=ctx.run_id, check="test",
+                               cuda="13.0.2", node="h200-0", gpu_count=0, resource_claims={name: template})
+
+
 def test_a_campaign_records_the_claims_its_pods_were_allocated(tmp_path: Path) -> None:
     """A generated claim is deallocated and deleted once its pod is done: the campaign keeps what it
     saw while the pod ran."""
-    from gpuconf.probe_pods import ClaimRequest, make_resource_claim_template
+    from gpuconf.probe_pods import ClaimRequest
 
     with SimulatedCluster("h200-dra-only") as sim:
         dra = connect(sim.write_kubeconfig(tmp_path / "kubeconfig"))
         with RunContext(dra, handle_signals=False) as ctx:
             api = dra.resource
-            template = ctx.create("resourceclaimtemplate", api.create_namespaced_resource_claim_template,
-                                  api.delete_namespaced_resource_claim_template, make_resource_claim_template(
-                                      name="one-gpu", namespace=ctx.namespace, run_id=ctx.run_id, check="test",
-                                      requests=[ClaimRequest("gpu", "gpu.nvidia.com")]))
-            pod = make_cuda_probe_pod(name="claimer", namespace=ctx.namespace, run_id=ctx.run_id, check="test",
-                                      cuda="13.0.2", node="h200-0", gpu_count=0, resource_claims={"gpu": template})
+            pod = claim_pod(ctx, "gpu", ClaimRequest("gpu", "gpu.nvidia.com"))
             (outcome,) = run_campaign(ctx, [pod], timeout=20, record_claims=True).values()
             later = dra.call_json("list claims", api.list_namespaced_resource_claim, ctx.namespace)["items"]
     assert outcome.succeeded and outcome.claims_error is None
@@ -234,6 +242,30 @@ def test_a_campaign_records_the_claims_its_pods_were_allocated(tmp_path: Path) -
     (result,) = claim["status"]["allocation"]["devices"]["results"]
     assert (result["driver"], result["pool"], result["request"]) == ("gpu.nvidia.com", "h200-0", "gpu")
     assert not [c for c in later if not c["metadata"].get("deletionTimestamp")]  # gone with its pod
+
+
+def test_a_claim_pod_the_kubelet_cannot_prepare_ends_after_the_prepare_budget_not_the_timeout(tmp_path: Path) -> None:
+    """dra-slice-stale: the slice still offers a GPU that fell off the bus; a claim for every published
+    device gets it, NodePrepareResources fails, and the kubelet retries for ever. The campaign stops
+    following the pod once the budget has passed with the failure the latest word."""
+    from gpuconf.probe_pods import ClaimRequest
+    from gpuconf.sim.profile import load_profile, with_faults
+
+    profile = with_faults(load_profile("h200-dra-only"), [{"id": "dra-slice-stale", "pool": "h200", "node": 0,
+                                                           "gpu": 3}])
+    with SimulatedCluster(profile) as sim:
+        dra = connect(sim.write_kubeconfig(tmp_path / "kubeconfig"))
+        with RunContext(dra, handle_signals=False) as ctx:
+            pod = claim_pod(ctx, "gpus", ClaimRequest("gpus", "gpu.nvidia.com", mode="All"))
+            started = time.monotonic()
+            (outcome,) = run_campaign(ctx, [pod], timeout=120, prepare_budget=1.0).values()
+            took = time.monotonic() - started
+    assert not outcome.timed_out and took < 60, took
+    assert outcome.phase == "Pending" and not outcome.succeeded
+    (event,) = [e for e in outcome.events if e.reason == "FailedPrepareDynamicResources"]
+    assert event.message.startswith("Failed to prepare dynamic resources: prepare dynamic resources: "
+                                    "NodePrepareResources failed for ResourceClaim claimer-gpus-")
+    assert event.message.endswith("-gpu-3: failed to get device handle from UUID: Not Found")
 
 
 class _LogReader:

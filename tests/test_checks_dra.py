@@ -6,6 +6,7 @@ messages that name the node, the device and the views that disagree."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +32,7 @@ from gpuconf.checks.dra import (
     node_skip_reason,
     parse_quantity,
     pod_name,
+    prepare_failures,
     selector_threshold_gib,
     slice_devices,
     steering_attribute,
@@ -40,7 +42,7 @@ from gpuconf.cluster.outcomes import PodOutcome, make_outcome
 from gpuconf.compat.versions import parse_cuda
 from gpuconf.probe_pods import ClaimRequest, make_cuda_probe_pod, make_resource_claim_template
 from gpuconf.render import RenderError
-from gpuconf.sim.agent_model import dra_devices
+from gpuconf.sim.agent_model import dra_devices, dra_prepare_error
 from gpuconf.sim.cel import compile_selector, device_activation
 from gpuconf.sim.emulate import Visible, cuda_probe_run
 from gpuconf.sim.node_facts import node_labels, node_resources, resource_slices
@@ -115,7 +117,8 @@ def test_every_dra_check_is_in_the_catalog_and_the_faults_name_two_of_them() -> 
     named = {f.id: f.check for f in fault_catalog().values() if f.check in DRA_CHECKS}
     assert named == {"dra-attr-wrong": "dra.attributes-match-hardware",
                      "dra-double-count": "dra.no-double-publication",
-                     "dra-prepares-wrong-device": "dra.claim-allocates-the-probed-device"}
+                     "dra-prepares-wrong-device": "dra.claim-allocates-the-probed-device",
+                     "dra-slice-stale": "dra.attributes-match-hardware"}
     assert {checks()[c].severity for c in named.values()} == {"fail"}
 
 
@@ -228,6 +231,75 @@ def test_without_a_probe_the_labels_still_catch_a_wrong_product_and_with_neither
     assert any("no whole-node probe to compare with" in e for e in v.evidence)
     nothing = evaluate_attributes_match_hardware(NODE, devices, broken, {})
     assert nothing.outcome is Outcome.NOT_TESTED and "neither a whole-node probe nor GFD labels" in nothing.summary
+
+
+REAL_PREPARE = Path(__file__).parent / "data" / "real" / "dra" / "prepare-errors.txt"
+
+
+def real_prepare_errors() -> list[str]:
+    return [line for line in REAL_PREPARE.read_text().splitlines() if line and not line.startswith("#")]
+
+
+def test_the_device_a_real_prepare_error_names_is_read() -> None:
+    full, retry, elided, nvcdi = real_prepare_errors()
+    assert prepare_failures([retry]) == {"gpu-2-mig-4g95gb-5-0": "prepare devices failed: error creating MIG device: "
+                                         "error creating GPU instance for 'gpu-2-mig-4g95gb-5-0': Insufficient "
+                                         "Resources"}
+    assert prepare_failures([full, elided, nvcdi]) == {}  # no device named (a MIG capability file; elided ids)
+    assert prepare_failures(["requested device is not allocatable: gpu-5"]) == {
+        "gpu-5": "requested device is not allocatable: gpu-5"}
+
+
+def test_real_and_simulated_prepare_failures_get_the_prepare_diagnosis() -> None:
+    from gpuconf.diagnose import diagnose
+
+    n = sim_node({"id": "dra-slice-stale", "pool": "h200", "node": 0, "gpu": 3})
+    for message in (*real_prepare_errors()[:2], stale_prepare_event(n, "gpu-3")):
+        assert diagnose(message)[0].category == "dra-prepare-failed", message
+
+
+def stale_prepare_event(n: SimNode, device: str) -> str:
+    """The kubelet's FailedPrepareDynamicResources message for a claim on ``device`` of ``n``, as the
+    simulated driver answers (gpuconf.sim.agent_model.dra_prepare_error)."""
+    claim_ = {"metadata": {"name": "dra-all-h200-0-gpus-x7k2p", "namespace": "gpuconf-run",
+                           "uid": "3c8337ad-f366-4541-883d-30b9e99fd6be"},
+              "status": {"allocation": {"devices": {"results": [
+                  {"request": "gpus", "driver": "gpu.nvidia.com", "pool": NODE, "device": device}]}}}}
+    error = dra_prepare_error(n, claim_)
+    assert error is not None
+    return ("Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources failed for "
+            f"ResourceClaim dra-all-h200-0-gpus-x7k2p: {error}")
+
+
+@pytest.mark.parametrize("faults", [(), ({"id": "dra-slice-stale", "pool": "h200", "node": 0, "gpu": 3},)],
+                         ids=["healthy", "dra-slice-stale"])
+def test_a_slice_that_still_lists_a_gone_gpu_fails_naming_the_device_the_driver_cannot_prepare(faults) -> None:
+    n = sim_node(*faults)
+    devices = slice_devices(resource_slices(n), NODE)
+    assert [d.name for d in devices] == [f"gpu-{i}" for i in range(8)]  # gpu-3 still published either way
+    if not faults:
+        assert dra_prepare_error(n, {"metadata": {}, "status": {"allocation": {"devices": {"results": [
+            {"driver": "gpu.nvidia.com", "pool": NODE, "device": "gpu-3"}]}}}}) is None
+        v = evaluate_attributes_match_hardware(NODE, devices, whole_node(n), node_labels(n))
+        assert v.outcome is Outcome.PASS, v.message()
+        return
+    assert 3 not in {g.index for g in n.present_gpus}
+    event = stale_prepare_event(n, "gpu-3")
+    assert event.endswith("unable to get device spec for 3c8337ad-f366-4541-883d-30b9e99fd6be-gpu-3: failed to get "
+                          "device handle from UUID: Not Found")
+    # the whole-node pod claims every published device, so it never starts
+    stuck = Sighting("pod dra-all-h200-0", None, "pod dra-all-h200-0 produced no probe output (Pending)")
+    v = evaluate_attributes_match_hardware(NODE, devices, stuck, node_labels(n), [event])
+    assert v.outcome is Outcome.FAIL and v.check == "dra.attributes-match-hardware" and v.node == NODE
+    assert v.summary == (
+        f"the DRA driver publishes devices that are not the node's hardware: gpu-3 ({n.gpus[3].uuid}) is published, "
+        "but the DRA driver cannot prepare it (unable to create CDI spec file for claim: unable to get device spec for "
+        "3c8337ad-f366-4541-883d-30b9e99fd6be-gpu-3: failed to get device handle from UUID: Not Found): the GPU is "
+        "gone from the node or unusable, and the ResourceSlice still offers it (and 1 more)")
+    assert "the ResourceSlices publish 8 GPUs but GFD label nvidia.com/gpu.count says 7" in v.evidence
+    # a one-GPU claim on another device prepares and sees its GPU
+    assert dra_prepare_error(n, {"metadata": {}, "status": {"allocation": {"devices": {"results": [
+        {"driver": "gpu.nvidia.com", "pool": NODE, "device": "gpu-4"}]}}}}) is None
 
 
 def test_a_gpu_the_slice_leaves_out_is_seen_by_the_probe() -> None:

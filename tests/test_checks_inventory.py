@@ -4,6 +4,8 @@ and the cause."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpuconf.checks.inventory import (
@@ -27,6 +29,7 @@ from gpuconf.sim.profile import SimNode, expand, fault_catalog, load_profile, wi
 from gpuconf.verdict import Outcome, checks
 
 PROFILE = "healthy-h100"
+REAL_GFD = Path(__file__).parent / "data" / "real" / "gfd"
 
 
 def view(n: SimNode) -> NodeView:
@@ -185,3 +188,83 @@ def test_a_lost_gpu_relabelled_by_gfd_is_caught_by_the_pool_and_named_as_missing
         "sim-h100): 8 (1 GPU(s) missing: fallen off the bus, disabled or never enumerated; nvidia-smi -L and the "
         "kernel log (Xid 79) on the node say which)")
     assert evaluate_gpu_count(views[1], probe=whole_node_probe(nodes[1]), pool=pools["h100-1"]).outcome is Outcome.PASS
+
+
+# -------------------------------------------------------------------------------------------------
+# mixed-gpu-models: one node, GPUs of two models
+
+
+def mixed(profile: str, pool: str, gpu: int, model: str) -> list[SimNode]:
+    faults = [{"id": "mixed-gpu-models", "pool": pool, "node": 0, "gpu": gpu, "model": model}]
+    return list(expand(with_faults(load_profile(profile), faults)).nodes)
+
+
+@pytest.mark.parametrize(("profile", "pool", "model", "main", "odd"), [
+    ("healthy-h100", "h100", "NVIDIA GeForce RTX 4090", "NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 4090"),
+    ("a100-mps", "a100", "A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-40GB"),
+], ids=["geforce-among-h100", "a100-40gb-among-80gb"])
+def test_a_node_of_mixed_models_fails_the_label_check_naming_the_odd_gpu_and_both_models(profile, pool, model, main,
+                                                                                       odd):
+    nodes = mixed(profile, pool, 5, model)
+    n = nodes[0]
+    gpu = n.gpus[5]
+    labels = node_labels(n)
+    # GFD labels one model, counting that model's GPUs only (internal/lm/mig-strategy.go newGPULabelers)
+    assert labels["nvidia.com/gpu.product"].removesuffix("-SHARED") == tables.find_gpu(main).gfd_product
+    assert labels["nvidia.com/gpu.count"] == str(len(n.gpus) - 1)
+    results = verdicts(nodes)
+    broken = {k for k, v in results.items() if v.outcome is not Outcome.PASS}
+    assert broken == {("labels.gfd-matches-hardware", n.name)}, {k: results[k].message() for k in broken}
+    v = results[("labels.gfd-matches-hardware", n.name)]
+    assert v.outcome is Outcome.FAIL
+    assert v.summary.startswith(
+        f"{n.name} mixes GPU models: GPU 5 ({gpu.uuid}, bus {gpu.pci_bus_id[4:].lower()}) is {odd}, where the other "
+        f"{len(n.gpus) - 1} are {main}; GFD labels one model per node (nvidia.com/gpu.product="
+        f"{labels['nvidia.com/gpu.product'].removesuffix('-SHARED')}, gpu.count={len(n.gpus) - 1})")
+    # the GPU-count check does not mistake GFD's per-model count for a lost GPU
+    assert results[("inventory.gpu-count-matches-expected", n.name)].outcome is Outcome.PASS
+
+
+def test_every_view_of_a_mixed_node_shows_each_gpu_as_its_own_model():
+    n = mixed("h200-dra-only", "h200", 2, "NVIDIA GeForce RTX 4090")[0]
+    probe = whole_node_probe(n)
+    assert [d.name for d in probe.devices].count("NVIDIA GeForce RTX 4090") == 1
+    assert probe.devices[2].name == "NVIDIA GeForce RTX 4090" and probe.devices[2].compute_capability == "8.9"
+    assert {g.name for g in probe.nvml_gpus} == {"NVIDIA GeForce RTX 4090", "NVIDIA H200"}
+    devices = {d["name"]: d["attributes"] for s in resource_slices(n) for d in s["spec"]["devices"]}
+    assert devices["gpu-2"]["productName"] == {"string": "NVIDIA GeForce RTX 4090"}
+    assert devices["gpu-2"]["brand"] == {"string": "GeForce"}
+    assert devices["gpu-2"]["architecture"] == {"string": "Ada"} and devices["gpu-0"]["architecture"] == {
+        "string": "Hopper"}
+    assert devices["gpu-0"]["productName"] == {"string": "NVIDIA H200"}
+
+
+def test_the_real_gfd_warning_names_models_one_node_mixes(tmp_path):
+    """GFD's own warning on a node of three GeForce models (tests/data/real/gfd/SOURCES.md): the
+    models it lists are what the probe sees per GPU; the two the catalogue knows, mixed on one
+    simulated node, fail the label check."""
+    line = (REAL_GFD / "mixed-geforce-gfd-warning.log").read_text().strip().splitlines()[-1]
+    listed = line.split("Multiple device types detected: [", 1)[1].rstrip("]")
+    names = [n for n in ("NVIDIA GeForce RTX 3080", "NVIDIA GeForce RTX 3090", "NVIDIA GeForce RTX 4090")
+             if n in listed]
+    assert len(names) == 3
+    known = [n for n in names if tables.find_gpu(n) is not None]
+    assert known == ["NVIDIA GeForce RTX 3090", "NVIDIA GeForce RTX 4090"]
+    profile = tmp_path / "geforce.yaml"
+    profile.write_text("""schema: 1
+name: geforce
+description: a workstation node with GeForce cards
+pools:
+  - name: rtx
+    count: 1
+    gpu: "NVIDIA GeForce RTX 3090"
+    gpus_per_node: 3
+    driver: "580.95.05"
+    toolkit: {version: "1.17.8"}
+faults:
+  - {id: mixed-gpu-models, pool: rtx, node: 0, gpu: 2, model: "NVIDIA GeForce RTX 4090"}
+""")
+    nodes = list(expand(load_profile(profile)).nodes)
+    v = verdicts(nodes)[("labels.gfd-matches-hardware", "rtx-0")]
+    assert v.outcome is Outcome.FAIL and "GPU 2 (" in v.summary and f"is {known[1]}, where the other 2 are " \
+        f"{known[0]}" in v.summary

@@ -18,7 +18,7 @@ from gpuconf.checks import mig as checks
 from gpuconf.checks.isolation import Sighting, sighting
 from gpuconf.cluster.outcomes import PodOutcome, make_outcome
 from gpuconf.compat.versions import parse_cuda
-from gpuconf.sim.agent_model import MIG_PARTED_CONFIG, make_mig_parted_config
+from gpuconf.sim.agent_model import MIG_PARTED_CONFIG, DeviceBook, as_visible, make_mig_parted_config, plugin_env
 from gpuconf.sim.emulate import Visible, cuda_probe_run
 from gpuconf.sim.node_facts import advertised_devices, node_labels, node_resources
 from gpuconf.sim.profile import SimCluster, SimNode, expand, fault_catalog, load_profile, with_faults
@@ -297,8 +297,39 @@ def test_a_pod_given_one_instance_whose_device_list_names_its_siblings_fails() -
     assert s.report is not None and len(s.report.devices) == 1  # CUDA shows the first instance only
     v = checks.evaluate_instance_isolated("a100-0", {**o.one_pods, "3g.40gb": s}, model="NVIDIA A100-SXM4-80GB")
     assert v.outcome is Outcome.FAIL
-    assert v.summary == ("a pod requesting one 3g.40gb instance sees 4 MIG instances in NVIDIA_VISIBLE_DEVICES ("
-                         + ", ".join(v.mig.uuid for v in siblings if v.mig) + ")")
+    own, *extra = [v.mig.uuid for v in siblings if v.mig]
+    assert v.summary == ("pod mig-one-3g.40gb-a100-0, requesting one 3g.40gb instance, sees 4 MIG instances in "
+                         f"NVIDIA_VISIBLE_DEVICES: its own {own} and 3 extra instances {', '.join(extra)}")
+
+
+def one_pod_through_the_plugin(c: SimCluster, name: str, profile: str) -> Sighting:
+    """The suite's one-instance pod on node ``name`` as the node's device plugin allocates it: its
+    Allocate answer (NVIDIA_VISIBLE_DEVICES) and what the toolkit injects for it."""
+    n = c.node(name)
+    pod = checks.pod_name(f"one-{profile}", name)
+    got = DeviceBook(n).allocate(pod, [("probe", False, {f"nvidia.com/mig-{profile}": "1"})])["probe"]
+    env = plugin_env(got)["NVIDIA_VISIBLE_DEVICES"]
+    return sighting(outcome(pod, run_probe(n, as_visible(got), devices_env=env)))
+
+
+@pytest.mark.parametrize("faults", [(), ({"id": "mig-sibling-visible", "pool": "a100", "node": 0},)],
+                         ids=["healthy", "mig-sibling-visible"])
+def test_a_plugin_that_hands_out_a_sibling_instance_fails_isolation_naming_pod_and_extra_uuid(faults) -> None:
+    c = cluster(faults=faults)
+    o = observe(c, "a100-0")
+    s = one_pod_through_the_plugin(c, "a100-0", "3g.40gb")
+    assert s.report is not None and len(s.report.devices) == 1  # CUDA enumerates one MIG device either way
+    v = checks.evaluate_instance_isolated("a100-0", {**o.one_pods, "3g.40gb": s}, model="NVIDIA A100-SXM4-80GB")
+    if not faults:
+        assert v.outcome is Outcome.PASS, v.summary
+        return
+    own = s.report.devices[0].uuid
+    gpu = next(g for g in c.node("a100-0").gpus if any(m.uuid == own for m in g.mig))
+    after = gpu.mig[[m.uuid for m in gpu.mig].index(own) + 1]  # the next instance on the same GPU
+    assert v.outcome is Outcome.FAIL and v.check == "mig.instance-isolated" and v.node == "a100-0"
+    assert v.summary == (f"pod {checks.pod_name('one-3g.40gb', 'a100-0')}, requesting one 3g.40gb instance, sees 2 "
+                         f"MIG instances in NVIDIA_VISIBLE_DEVICES: its own {own} and the extra instance {after.uuid}")
+    assert c.node("a100-1").mig_sibling_visible is False  # the fault is the node's
 
 
 def test_siblings_on_other_gpus_show_in_nvml_and_dev_without_a_device_list() -> None:
@@ -309,7 +340,8 @@ def test_siblings_on_other_gpus_show_in_nvml_and_dev_without_a_device_list() -> 
     s = sighting(outcome("mig-one-1g.10gb-a100-0", run_probe(n, ones, devices_env="void")))
     v = checks.evaluate_instance_isolated("a100-0", {**o.one_pods, "1g.10gb": s}, model="NVIDIA A100-SXM4-80GB")
     assert v.outcome is Outcome.FAIL
-    assert v.summary == (f"a pod requesting one 1g.10gb instance sees 2 GPUs through NVML or /dev ({n.gpus[0].uuid}, "
+    assert v.summary == ("pod mig-one-1g.10gb-a100-0, requesting one 1g.10gb instance, sees 2 GPUs through NVML or "
+                         f"/dev ({n.gpus[0].uuid}, "
                          f"{n.gpus[1].uuid})")
 
 
@@ -332,9 +364,9 @@ def test_a_pod_given_one_instance_that_also_gets_a_whole_gpu_fails(tmp_path: Pat
     assert s.report is not None and [d.uuid for d in s.report.devices] == [inst.uuid]  # CUDA hides the GPU
     v = checks.evaluate_instance_isolated("a100-0", {**o.one_pods, "2g.20gb": s}, model="NVIDIA A100-SXM4-80GB")
     assert v.outcome is Outcome.FAIL
-    assert v.summary == (f"a pod requesting one 2g.20gb instance sees the whole GPU {n.gpus[4].uuid} (in "
-                         f"NVIDIA_VISIBLE_DEVICES, NVML with MIG mode off); 2 GPUs through NVML or /dev "
-                         f"({n.gpus[0].uuid}, {n.gpus[4].uuid})")
+    assert v.summary == (f"pod mig-one-2g.20gb-a100-0, requesting one 2g.20gb instance, sees the whole GPU "
+                         f"{n.gpus[4].uuid} (in NVIDIA_VISIBLE_DEVICES, NVML with MIG mode off); 2 GPUs through "
+                         f"NVML or /dev ({n.gpus[0].uuid}, {n.gpus[4].uuid})")
 
 
 def test_an_instance_with_the_wrong_memory_fails_and_an_unknown_model_is_not_judged() -> None:

@@ -64,6 +64,24 @@ CASCADES: dict[str, tuple[set[str], str]] = {
                                   "the driver preparing another GPU on the faulty node"),
     "nccl-nvls-unavailable": ({"nccl.busbw-above-floor"}, "without NVLS the all-reduce runs over the NVLink ring, "
                               "whose busbw (about 370 GB/s on 8 x H100) is below the NVLS floor"),
+    "mig-sibling-visible": ({"mig.layout-matches-config"}, "the faulty Allocate adds a sibling to every pod's "
+                            "instances: the pod granted every 1g.10gb instance is also given the 2g/3g instance after "
+                            "each one, more instances than it was granted"),
+    "mixed-gpu-models": ({"compat.outcome-matches-prediction", "compat.forward-compat-runs",
+                          "compat.current-cuda-major-runs"},
+                         "the legacy hook checks an image's NVIDIA_REQUIRE_CUDA brand=tesla,... alternatives against "
+                         "every GPU a container gets: a compat pod holding the GeForce is refused the forward-"
+                         "compatible CUDA 13.2 image the labelled H100 model would run"),
+    "dra-slice-stale": ({"inventory.gpu-count-matches-expected", "labels.gfd-matches-hardware",
+                         "driver.nvml-initializes", "runtime.cuda-device-nodes-present", "smoke.vector-add-every-gpu",
+                         "health.no-uncorrectable-ecc", "health.row-remapping-not-failed",
+                         "health.no-pending-memory-repair", "bandwidth.pcie-link-at-max", "bandwidth.host-device-floor",
+                         "dra.claim-allocates-the-probed-device", "dra.distinct-claims-distinct-devices",
+                         "dra.shared-claim-same-device", "dra.count-with-match-attribute",
+                         "dra.selector-steers-scheduling"},
+                        "on a DRA-only node every pod claiming all published devices (the whole-node probe the "
+                        "inventory, smoke, health and bandwidth checks read) is allocated the gone GPU and never "
+                        "starts (NodePrepareResources fails), and so does any one-GPU claim the scheduler gives it"),
     "ecc-uncorrectable": ({"health.no-pending-memory-repair"},
                           "an uncorrectable error on an Ampere-or-later GPU remaps its row, applied at the next reset: "
                           "the pending remap is reported beside the ECC counters"),

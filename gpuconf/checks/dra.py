@@ -85,6 +85,7 @@ __all__ = [
     "node_skip_reason",
     "parse_quantity",
     "pod_name",
+    "prepare_failures",
     "selector_threshold_gib",
     "slice_devices",
     "steering_attribute",
@@ -440,12 +441,44 @@ def _compare_labels(cmp: _Comparison, devices: Sequence[SliceDevice], labels: Ma
                                 f"says {count}")
 
 
+#: Where NVIDIA's DRA kubelet plugin names the device it could not prepare (tests/data/real/dra/
+#: prepare-errors.txt): building its CDI spec (``unable to get device spec for <claim uid>-<device>``),
+#: a device it does not hold (``requested device is not allocatable: <device>``), a MIG device it could
+#: not create (``error creating GPU instance for '<device>'``).
+_PREPARE_DEVICE = re.compile(r"unable to get device spec for [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-"
+                             r"[0-9a-f]{12}-(?P<a>[\w-]+)|requested device is not allocatable: (?P<b>[\w-]+)"
+                             r"|error creating GPU instance for '(?P<c>[\w-]+)'")
+_PREPARE_CLAIM = re.compile(r"^.*?error preparing devices for claim [^:\s]+:[\w-]+: ")
+
+
+def prepare_failures(messages: Iterable[str]) -> dict[str, str]:
+    """Device name -> the plugin's error, from the kubelet's FailedPrepareDynamicResources messages."""
+    out: dict[str, str] = {}
+    for message in messages:
+        for m in _PREPARE_DEVICE.finditer(message):
+            out.setdefault(m.group("a") or m.group("b") or m.group("c"), _PREPARE_CLAIM.sub("", message))
+    return out
+
+
+def _compare_prepares(cmp: _Comparison, devices: Sequence[SliceDevice], prepare_errors: Iterable[str]) -> None:
+    failures = prepare_failures(prepare_errors)
+    for d in devices:
+        if d.name in failures:
+            cmp.compared.add("the DRA driver's prepare step")
+            cmp.problems.append(f"{d.name} ({d.uuid or 'no uuid'}) is published, but the DRA driver cannot prepare it "
+                                f"({failures[d.name]}): the GPU is gone from the node or unusable, and the "
+                                "ResourceSlice still offers it")
+
+
 def evaluate_attributes_match_hardware(node: str, devices: Sequence[SliceDevice], whole_node: Sighting | None,
-                                       labels: Mapping[str, str]) -> Verdict:
+                                       labels: Mapping[str, str], prepare_errors: Sequence[str] = ()) -> Verdict:
     """The node's published devices are the GPUs the whole-node DRA probe sees, and their attributes
-    agree with the probe and with the GFD labels wherever both say something."""
+    agree with the probe and with the GFD labels wherever both say something. ``prepare_errors``:
+    the kubelet's FailedPrepareDynamicResources messages for that probe's pod; a published device
+    the driver cannot prepare (a GPU gone since the slice was published) is named first."""
     check = "dra.attributes-match-hardware"
     cmp = _Comparison()
+    _compare_prepares(cmp, devices, prepare_errors)
     evidence = [f"published: {', '.join(d.describe() for d in devices)}"]
     if whole_node is not None and whole_node.report is not None:
         _compare_probe(cmp, devices, whole_node.report)
@@ -455,8 +488,8 @@ def evaluate_attributes_match_hardware(node: str, devices: Sequence[SliceDevice]
     if not cmp.compared:
         return not_tested(check, node, f"{node}: neither a whole-node probe nor GFD labels say what its GPUs are"
                           + (f" ({whole_node.failure})" if whole_node is not None and whole_node.failure else ""))
-    views = " and ".join(sorted({"the GFD labels" if v.startswith("GFD") else "the whole-node probe"
-                                 for v in cmp.compared}))
+    views = " and ".join(sorted({"the GFD labels" if v.startswith("GFD") else "the DRA driver's prepare step"
+                                 if v.startswith("the DRA") else "the whole-node probe" for v in cmp.compared}))
     if cmp.problems:
         return failed(check, node, f"the DRA driver publishes devices that are not the node's hardware: "
                       f"{cmp.problems[0]}" + (f" (and {len(cmp.problems) - 1} more)" if len(cmp.problems) > 1 else ""),

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gpuconf.probes.cuda import CudaProbeReport
+from gpuconf.probes.cuda import CudaProbeReport, DeviceReport
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
 __all__ = [
@@ -201,7 +201,10 @@ def evaluate_gpu_count(node: NodeView, *, probe: CudaProbeReport | None = None, 
     advertised = _physical_advertised(node)
     # Under MIG (advertised None) GFD's gpu.count counts MIG devices (single) or every physical GPU
     # (mixed), and the device plugin advertises instances: neither is the node's GPU count.
-    if gfd_count and gfd_count.isdigit() and advertised is not None:
+    # On a node with GPUs of several models GFD counts the labelled model's GPUs only: that count is
+    # not the node's, and labels.gfd-matches-hardware names the odd GPUs.
+    models = {_gfd_name(d.name) for d in probe.devices if not d.mig} if probe is not None else set()
+    if gfd_count and gfd_count.isdigit() and advertised is not None and len(models) < 2:
         views["GFD label nvidia.com/gpu.count"] = int(gfd_count)
     capacity = gpu_resources(node.capacity)
     shared_total = capacity.get("nvidia.com/gpu", 0) + capacity.get("nvidia.com/gpu.shared", 0)
@@ -266,6 +269,9 @@ def evaluate_labels_match_hardware(node: NodeView, probe: CudaProbeReport) -> Ve
                          if "nvidia.com/mig.config" in node.labels else ""), evidence=shown)
     if not probe.devices:
         return not_tested(cid, node.name, "the probe saw no GPU, so there is no hardware to compare with")
+    mixed = _mixed_models(node, probe, product)
+    if mixed is not None:
+        return mixed
     device = probe.devices[0]
     driver, driver_source = label_driver_version(node.labels)
     seen: dict[str, tuple[str | None, str | None]] = {
@@ -290,6 +296,42 @@ def evaluate_labels_match_hardware(node: NodeView, probe: CudaProbeReport) -> Ve
                   + ", ".join(f"{k} says {a!r}, the GPU says {b!r}" for k, (a, b) in sorted(wrong.items())),
                   expected="; ".join(f"{k}={b}" for k, (_, b) in sorted(wrong.items())),
                   observed="; ".join(f"{k}={a}" for k, (a, _) in sorted(wrong.items())), evidence=shown)
+
+
+def _gfd_name(name: str | None) -> str:
+    """A CUDA/NVML device name as GFD writes it in gpu.product (spaces to dashes)."""
+    return (name or "unknown").split(" MIG ")[0].replace(" ", "-")
+
+
+def _mixed_models(node: NodeView, probe: CudaProbeReport, product: str) -> Verdict | None:
+    """A failure when the whole-node probe sees GPUs of more than one model, naming each GPU that is
+    not the labelled model (or, when none is, not the commonest) by index, UUID and bus id. GFD
+    describes one model per node and counts only that model's GPUs (k8s-device-plugin
+    internal/lm/mig-strategy.go newGPULabelers, which warns "Multiple device types detected"), so
+    whatever it labels is false for some of the node's GPUs. None when every GPU is one model."""
+    cid = "labels.gfd-matches-hardware"
+    whole = [d for d in probe.devices if not d.mig]
+    groups: dict[str, list[DeviceReport]] = defaultdict(list)
+    for d in whole:
+        groups[_gfd_name(d.name)].append(d)
+    if len(groups) < 2:
+        return None
+    labelled = product.split("-MIG-")[0]
+    main = labelled if labelled in groups else max(groups, key=lambda k: len(groups[k]))
+    odd = [d for k, ds in groups.items() if k != main for d in ds]
+    name = {k: ds[0].name for k, ds in groups.items()}
+    gpus = "; ".join(f"GPU {d.index} ({d.uuid}, bus {d.pci_bus_id}) is {d.name}" for d in odd)
+    others = len(whole) - len(odd)
+    return failed(cid, node.name, f"{node.name} mixes GPU models: {gpus}, where the other {others} are {name[main]}; "
+                  f"GFD labels one model per node (nvidia.com/gpu.product={product or 'absent'}, "
+                  f"gpu.count={node.label('gpu.count')}), so pods selecting by it may get the other model: replace "
+                  "the odd GPU with the node's model, or expose it as its own resource and label",
+                  expected=f"every GPU a {name[main]}",
+                  observed="; ".join(f"{len(ds)} x {ds[0].name}" for ds in sorted(groups.values(), key=len,
+                                                                                    reverse=True)),
+                  evidence=tuple(f"GPU {d.index} {d.uuid} bus {d.pci_bus_id}: {d.name}, "
+                                 f"{(d.total_memory_bytes or 0) >> 20} MiB, compute {d.compute_capability}"
+                                 for d in whole))
 
 
 def _nvml_cuda(probe: CudaProbeReport) -> str | None:

@@ -637,7 +637,12 @@ def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model
                         f"{s.report.env.get('NVIDIA_VISIBLE_DEVICES')!r}")
         problems = []
         if listed is not None and len(listed.mig) > 1:
-            problems.append(f"{len(listed.mig)} MIG instances in NVIDIA_VISIBLE_DEVICES ({', '.join(listed.mig)})")
+            # CUDA enumerates the first listed instance: that is the pod's own, the rest are extra.
+            own = next((d.uuid for d in devices if d.uuid in listed.mig), listed.mig[0])
+            extra = [u for u in listed.mig if u != own]
+            problems.append(f"{len(listed.mig)} MIG instances in NVIDIA_VISIBLE_DEVICES: its own {own} and "
+                            f"{'the extra instance' if len(extra) == 1 else f'{len(extra)} extra instances'} "
+                            f"{', '.join(extra)}")
         if len(devices) != 1:
             problems.append(f"{len(devices)} MIG devices through CUDA ({', '.join(d.uuid for d in devices) or 'none'})")
         if whole:
@@ -648,7 +653,7 @@ def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model
         if view.unreadable and not devices:
             problems.append("; ".join(view.unreadable))
         if problems:
-            return failed(cid, node, f"a pod requesting one {profile} instance sees {'; '.join(problems)}",
+            return failed(cid, node, f"{s.where}, requesting one {profile} instance, sees {'; '.join(problems)}",
                           expected=f"exactly one MIG-{profile} device and only its parent GPU",
                           observed=view.describe(), evidence=tuple(evidence))
         device = devices[0]

@@ -471,13 +471,17 @@ class _Follower:
     Each event costs O(1): the pods still pending and those unschedulable among them are kept as
     sets, so a campaign of thousands of pods is not quadratic in its watch events."""
 
-    def __init__(self, names: Sequence[str], budgets: Mapping[str, float], created: Mapping[str, float]) -> None:
+    def __init__(self, names: Sequence[str], budgets: Mapping[str, float], created: Mapping[str, float],
+                 prepare_budget: float = math.inf) -> None:
         self.names = set(names)
         self.pods: dict[str, dict[str, Any]] = {}
         self.done: dict[str, str] = {}
         self.budgets, self.created = budgets, created
         self._pending = set(self.names)
         self._unschedulable: set[str] = set()
+        #: pods with ResourceClaims bound to a node and not started: when to look at their events next
+        self.prepare_budget = prepare_budget
+        self._unprepared: dict[str, float] = {}
 
     def see(self, kind: str, pod: dict[str, Any]) -> None:
         name = str((pod.get("metadata") or {}).get("name"))
@@ -492,11 +496,29 @@ class _Follower:
             self._unschedulable.add(name)
         else:
             self._unschedulable.discard(name)
+            if _awaits_prepare(pod) and math.isfinite(self.prepare_budget):
+                self._unprepared.setdefault(name, time.monotonic() + self.prepare_budget)
+            else:
+                self._unprepared.pop(name, None)
 
     def _finish(self, name: str, why: str) -> None:
         self.done[name] = why
         self._pending.discard(name)
         self._unschedulable.discard(name)
+        self._unprepared.pop(name, None)
+
+    def prepare_due(self, now: float) -> list[str]:
+        """Claim pods bound for ``prepare_budget`` seconds without a container started: their events
+        say whether the kubelet is stuck preparing their claims (:meth:`prepare_failed`)."""
+        return sorted(n for n, at in self._unprepared.items() if now >= at)
+
+    def prepare_failed(self, name: str, failed: bool, now: float) -> None:
+        """Stop following ``name`` when the kubelet is stuck preparing its claims (it retries for ever,
+        the pod stays ContainerCreating); else look again one budget later."""
+        if failed:
+            self._finish(name, FAILED_PREPARE)
+        elif name in self._unprepared:
+            self._unprepared[name] = now + self.prepare_budget
 
     def check_budgets(self, now: float) -> None:
         for name in sorted(self._unschedulable):
@@ -508,7 +530,8 @@ class _Follower:
         may come). A pod merely not scheduled yet needs no wake-up: the scheduler's verdict on it
         arrives as an event, and :meth:`check_budgets` runs on every event. Counting such pods
         made a campaign whose creates outlast the budget re-watch after every event."""
-        return min((self.created[n] + self.budgets[n] for n in self._unschedulable), default=math.inf)
+        return min([*(self.created[n] + self.budgets[n] for n in self._unschedulable),
+                    *self._unprepared.values()], default=math.inf)
 
     @property
     def has_pending(self) -> bool:
@@ -517,6 +540,42 @@ class _Follower:
     @property
     def pending(self) -> list[str]:
         return sorted(self._pending)
+
+
+#: The kubelet's event for a pod whose ResourceClaims its DRA driver could not prepare.
+FAILED_PREPARE = "FailedPrepareDynamicResources"
+#: Seconds a pod with ResourceClaims may stay bound without a started container before its events
+#: are read: the kubelet prepares claims before the sandbox and the image pull, so a pod past this
+#: with a FailedPrepareDynamicResources event and none of a later step has been retried and is stuck.
+PREPARE_BUDGET_S = 20.0
+
+
+def _awaits_prepare(pod: Obj) -> bool:
+    """A pod with ResourceClaims, bound to a node, none of whose containers runs or ran yet."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    if not spec.get("resourceClaims") or not spec.get("nodeName"):
+        return False
+    states = [s.get("state") or {} for s in (status.get("initContainerStatuses") or [])
+              + (status.get("containerStatuses") or [])]
+    return not any(st.get("running") or st.get("terminated") for st in states)
+
+
+#: Kubelet events that come only after a pod's claims were prepared.
+_PAST_PREPARE = frozenset({"Pulling", "Pulled", "Created", "Started", "Failed", "BackOff", "Killing"})
+
+
+def _stuck_preparing(cluster: Cluster, namespace: str, name: str) -> bool:
+    """The kubelet reported FailedPrepareDynamicResources for the pod and nothing it does later."""
+    listing = cluster.call_json("list events", cluster.core.list_namespaced_event, namespace,
+                                field_selector=f"involvedObject.kind=Pod,involvedObject.name={name}")
+    reasons = {str(e.get("reason") or "") for e in listing.get("items") or []}
+    return FAILED_PREPARE in reasons and not reasons & _PAST_PREPARE
+
+
+def _check_prepares(cluster: Cluster, ctx: RunContext, follower: _Follower) -> None:
+    now = time.monotonic()
+    for name in follower.prepare_due(now):
+        follower.prepare_failed(name, _stuck_preparing(cluster, ctx.namespace, name), now)
 
 
 def _follow(cluster: Cluster, ctx: RunContext, selector: str, follower: _Follower, deadline: float) -> None:
@@ -530,6 +589,7 @@ def _follow(cluster: Cluster, ctx: RunContext, selector: str, follower: _Followe
                 follower.see("ADDED", item)
             rv = str((listing.get("metadata") or {}).get("resourceVersion") or "")
             follower.check_budgets(time.monotonic())
+            _check_prepares(cluster, ctx, follower)
             continue
         wake = min(deadline, follower.next_budget_end())
         wait_s = max(1, math.ceil(wake - time.monotonic()))
@@ -557,6 +617,7 @@ def _follow(cluster: Cluster, ctx: RunContext, selector: str, follower: _Followe
                 if kind != "BOOKMARK":
                     follower.see(str(kind), obj)
                 follower.check_budgets(time.monotonic())
+                _check_prepares(cluster, ctx, follower)
                 # A pod that turned unschedulable in this event may end its budget before the
                 # watch's own timeout: re-watch with the nearer wake-up, as no event may come.
                 if not follower.has_pending or time.monotonic() >= wake or follower.next_budget_end() < wake:
@@ -567,6 +628,7 @@ def _follow(cluster: Cluster, ctx: RunContext, selector: str, follower: _Followe
             response.close()  # not back to the pool: an unread rest of the stream would poison it
             response.release_conn()
         follower.check_budgets(time.monotonic())
+        _check_prepares(cluster, ctx, follower)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -646,10 +708,11 @@ def _create_pod(cluster: Cluster, pod: dict[str, Any]) -> PodOutcome | None:
 
 def run_campaign(ctx: RunContext, pods: Sequence[Obj], *, timeout: float, schedule_budget: float = 60.0,
                  max_log_bytes: int = 256 * 1024, parallel_creates: int = 8,
-                 record_claims: bool = False) -> dict[str, PodOutcome]:
+                 record_claims: bool = False, prepare_budget: float = PREPARE_BUDGET_S) -> dict[str, PodOutcome]:
     """Launch every pod at once into the run namespace, follow them with one watch until each is
     finished, stuck for good, unschedulable past its budget (``schedule_budget`` seconds from
-    creation, or the pod's ``gpuconf.io/schedule-budget-s`` annotation), or ``timeout`` passes;
+    creation, or the pod's ``gpuconf.io/schedule-budget-s`` annotation), bound with ResourceClaims
+    the kubelet still fails to prepare ``prepare_budget`` seconds later, or ``timeout`` passes;
     then read logs and events once. The campaign's pods are deleted afterwards (a pod left
     Pending or Running would hold GPUs the next campaign needs). ``record_claims``: also watch the
     namespace's ResourceClaims meanwhile and give each outcome its claims as seen allocated."""
@@ -692,7 +755,7 @@ def run_campaign(ctx: RunContext, pods: Sequence[Obj], *, timeout: float, schedu
                 created[name] = time.monotonic()
         following = [n for n in names if n not in rejected]
         follower = _Follower(following, {p["metadata"]["name"]: _budget(p, schedule_budget) for p in prepared},
-                             created)
+                             created, prepare_budget)
         _follow(cluster, ctx, selector, follower, deadline)
 
     events = _events_by_pod(cluster, ctx.namespace)

@@ -49,6 +49,7 @@ __all__ = [
     "ImageFacts",
     "KubeletWording",
     "dra_devices",
+    "dra_prepare_error",
     "go_duration",
     "image_facts",
     "injected_devices",
@@ -284,7 +285,20 @@ class DeviceBook:
                 reusable.extend(d for d in got if d not in reusable)
         for device_id in mine:
             self.owner[device_id] = pod_key
+        if self.node.mig_sibling_visible:
+            for got in taken.values():
+                got.extend(s for s in dict.fromkeys(self._sibling(d) for d in list(got)) if s is not None
+                           and s not in got)
         return taken
+
+    def _sibling(self, device: AdvertisedDevice) -> AdvertisedDevice | None:
+        """The mig-sibling-visible fault: the instance after ``device`` on the same GPU (wrapping),
+        which the faulty Allocate also names; None for a whole GPU or a GPU with one instance."""
+        if device.mig is None or len(device.gpu.mig) < 2:
+            return None
+        instances = device.gpu.mig
+        after = instances[(instances.index(device.mig) + 1) % len(instances)]
+        return next((d for d in self.devices if d.mig == after), None)
 
     def _refuse_shared(self, resource: str, chosen: Sequence[AdvertisedDevice]) -> str | None:
         """The device plugin's Allocate error for one container asking more than one shared replica
@@ -416,6 +430,30 @@ def dra_devices(node: SimNode, claim: Mapping[str, Any], requests: Iterable[str]
         else:
             out.extend(Visible(gpu, m) for m in gpu.mig if m.gi == int(match.group(2)))
     return out
+
+
+def dra_prepare_error(node: SimNode, claim: Mapping[str, Any]) -> str | None:
+    """The error NVIDIA's DRA kubelet plugin answers NodePrepareResources with for ``claim`` on
+    ``node``, or None when it prepares. A device of a GPU that no longer enumerates (dra-slice-stale)
+    cannot be prepared: building its CDI spec asks NVML for the GPU by UUID and gets Not Found.
+    The pieces are real messages (tests/data/real/dra/SOURCES.md: the plugin's "error preparing
+    devices for claim <ns>/<name>:<uid>" and "unable to create CDI spec file for claim", #1330's
+    "unable to get device spec for <claimUID>-<device>: ... device handle from UUID: Not Found");
+    how they chain for a GPU lost after the plugin started is a guess: a kubelet-plugin log from
+    such a node would settle it."""
+    meta = claim.get("metadata") or {}
+    results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or [])
+    present = {g.index for g in node.present_gpus}
+    for r in results:
+        if r.get("driver") != node.dra.driver or r.get("pool") != node.name:
+            continue
+        match = re.fullmatch(r"gpu-(\d+)(?:-mig-\d+)?", str(r.get("device", "")))
+        if match and int(match.group(1)) not in present:
+            uid = meta.get("uid", "")
+            return (f"error preparing devices for claim {meta.get('namespace')}/{meta.get('name')}:{uid}: unable to "
+                    f"create CDI spec file for claim: unable to get device spec for {uid}-{r.get('device')}: failed "
+                    "to get device handle from UUID: Not Found")
+    return None
 
 
 # --- objects ------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from gpuconf.sim.agent_model import (
     KubeletWording,
     as_visible,
     dra_devices,
+    dra_prepare_error,
     go_duration,
     image_facts,
     injected_devices,
@@ -170,6 +171,7 @@ class PodRun:
     allocations: dict[str, list[AdvertisedDevice]] = field(default_factory=dict)
     claims: dict[str, Obj] = field(default_factory=dict)  # pod claim name -> ResourceClaim
     sandbox_failed: bool = False
+    prepare_failed: bool = False  # NodePrepareResources failed (its event is written once)
     rejected: bool = False
     adopted: bool = False
     delete_requested: bool = False
@@ -282,6 +284,18 @@ class Kubelet:
             if claim is None or not ((claim.get("status") or {}).get("allocation")):
                 return now + self.timings.sandbox_retry_seconds  # the scheduler has not allocated it yet
             run.claims[entry["name"]] = claim
+        for claim in run.claims.values():
+            # NodePrepareResources, before the sandbox; the kubelet retries a failed one
+            # (pkg/kubelet/cm/dra/manager.go: "NodePrepareResources failed for ResourceClaim <name>: <error>").
+            error = dra_prepare_error(run.node.sim, claim)
+            if error is not None:
+                if run.prepare_failed:
+                    return now + self.timings.sandbox_retry_seconds
+                run.prepare_failed = True
+                self._event(run, pod, None, "Warning", "FailedPrepareDynamicResources",
+                            "Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources "
+                            f"failed for ResourceClaim {claim['metadata']['name']}: {error}", now)
+                return now + self.timings.sandbox_retry_seconds
         limits = [(c.name, c.init, ((c.spec.get("resources") or {}).get("limits") or {})) for c in run.containers]
         try:
             with run.node.lock:

@@ -61,8 +61,8 @@ def create_container(node: SimNode, *, env: Sequence[str], visible: Sequence[Vis
     if node.mode is not Mode.LEGACY:
         return CreateResult(True)
     native = _native(node)
-    model = node.model
-    gpus = tuple(Gpu(model.compute_capability, model.nvml_brand, mig=v.mig is not None) for v in visible)
+    gpus = tuple(Gpu(node.model_of(v.gpu).compute_capability, node.model_of(v.gpu).nvml_brand, mig=v.mig is not None)
+                 for v in visible)
     result = check_container(HostFacts(cuda=f"{native.major}.{native.minor}", driver=str(node.driver), gpus=gpus),
                              env=env)
     if result.ok:
@@ -185,7 +185,7 @@ _UNKNOWN_LINK = (4, 16)
 
 def _link(node: SimNode, gpu: SimGpu) -> tuple[links.Link, links.Link]:
     """(the model's link, the link the GPU trained at: the model's unless pcie-link-degraded)."""
-    row = links.host_link(node.model.name)
+    row = links.host_link(node.model_of(gpu).name)
     model = row.link if row is not None else links.link_for(*_UNKNOWN_LINK)
     assert model is not None
     trained = links.link_for(*gpu.pcie_link) if gpu.pcie_link is not None and model.bus == "pcie" else None
@@ -226,7 +226,7 @@ def _pcie_doc(node: SimNode, gpu: SimGpu) -> dict[str, Any]:
 
 
 def _device(index: int, node: SimNode, v: Visible, sfx: str, *, ptx_ok: bool, kernel_ms: float) -> dict[str, Any]:
-    model = node.model
+    model = node.model_of(v.gpu)
     mig = v.mig
     name = f"{model.name} MIG {mig.profile}" if mig else model.name
     memory = (mig.memory_mib if mig else v.gpu.memory_mib) << 20
@@ -256,13 +256,14 @@ def _nvml(node: SimNode, visible: Sequence[Visible]) -> dict[str, Any]:
         if g.uuid in seen:
             continue
         seen.add(g.uuid)
-        dc = node.model.gpu_class == "data-center"
-        remaps = dc and int(node.model.compute_capability.split(".")[0]) >= 8
+        model = node.model_of(g)
+        dc = model.gpu_class == "data-center"
+        remaps = dc and int(model.compute_capability.split(".")[0]) >= 8
         count: dict[str, Any] = {"corrected": 0, "uncorrected": g.ecc_uncorrected}
         gpus.append({
-            "index": g.index, "uuid": g.uuid, "name": node.model.name, "pci_bus_id": g.pci_bus_id,
-            "brand": _brand(node.model.nvml_brand), "persistence_mode": True,
-            "mig_mode": {"current": bool(g.mig), "pending": False} if node.model.mig_capable
+            "index": g.index, "uuid": g.uuid, "name": model.name, "pci_bus_id": g.pci_bus_id,
+            "brand": _brand(model.nvml_brand), "persistence_mode": True,
+            "mig_mode": {"current": bool(g.mig), "pending": False} if model.mig_capable
             else _absent("nvmlDeviceGetMigMode: Not Supported"),
             "ecc": {"enabled": True, "pending": False, "volatile": dict(count), "aggregate": dict(count)} if dc
             else _absent("nvmlDeviceGetEccMode: Not Supported"),

@@ -157,7 +157,7 @@ def _series(node: SimNode, hostname: str) -> list[tuple[str, dict[str, str], flo
         if not g.exported:
             continue
         base = {"gpu": str(g.index), "UUID": g.uuid, "pci_bus_id": g.pci_bus_id, "device": f"nvidia{g.minor}",
-                "modelName": node.model.name, "Hostname": hostname, "DCGM_FI_DRIVER_VERSION": str(node.driver)}
+                "modelName": node.model_of(g).name, "Hostname": hostname, "DCGM_FI_DRIVER_VERSION": str(node.driver)}
         out += _gpu_series(node, g, base)
     return out
 

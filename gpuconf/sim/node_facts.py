@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from gpuconf.compat import tables
+from gpuconf.compat.tables import GpuModel
 from gpuconf.sim.profile import NodePool, SimGpu, SimMigInstance, SimNode
 
 __all__ = ["AdvertisedDevice", "advertised_devices", "mig_config_name", "mig_parted_entries", "node_labels",
@@ -84,6 +85,22 @@ def _mig_invalid(gpus: tuple[SimGpu, ...], mig_capable: bool) -> bool:
     return len(enabled) != len(gpus) or len({i.profile for g in enabled for i in g.mig}) > 1
 
 
+def labelled_model(node: SimNode) -> GpuModel:
+    """The one model GFD describes on a node with several. GFD counts the GPUs per model name, warns
+    "Multiple device types detected: [...]" and builds one labeler per model, each writing
+    gpu.product, gpu.count (that model's GPUs only), gpu.memory, gpu.family and gpu.compute.*; the
+    labelers are merged in Go map order, so the last visited model wins and may change from one
+    relabel to the next (k8s-device-plugin internal/lm/mig-strategy.go newGPULabelers; the flip is
+    reported in NVIDIA/gpu-feature-discovery#27; tests/data/real/gfd/SOURCES.md). The simulation is
+    deterministic: the model most of the node's GPUs have, the pool's on a tie."""
+    counts = Counter(node.model_of(g).name for g in node.present_gpus)
+    best = max(counts.values(), default=0)
+    if counts.get(node.pool.gpu.name) == best or not counts:
+        return node.pool.gpu
+    name = next(n for n, c in counts.items() if c == best)
+    return next(node.model_of(g) for g in node.present_gpus if node.model_of(g).name == name)
+
+
 def node_labels(node: SimNode) -> dict[str, str]:
     """The GPU labels of the Node object (label_overrides, the label-drift fault, applied last).
 
@@ -91,15 +108,17 @@ def node_labels(node: SimNode) -> dict[str, str]:
     configured strategy on every node, MIG or not, and absent under ``none``; ``gpu.count`` counts
     the GPUs that enumerate now (GFD relabels a node that lost one), under ``mixed`` every physical
     GPU, under ``single`` with MIG the MIG devices; a layout that does not fit ``single`` is
-    labelled ``<model>-MIG-INVALID`` with count, replicas and memory 0."""
-    model = node.model
+    labelled ``<model>-MIG-INVALID`` with count, replicas and memory 0. A node with GPUs of several
+    models gets one model's product, family, compute capability, memory and count (that model's GPUs
+    only), see :func:`labelled_model`."""
+    model = labelled_model(node)
     declared = node.pool.device_plugin
     sharing = declared.sharing
     mig = declared.mig
     gpus = node.present_gpus
     cc_major, _, cc_minor = model.compute_capability.partition(".")
     product = model.gfd_product
-    count = len(gpus)
+    count = sum(node.model_of(g) == model for g in gpus)
     memory = model.memory_mib or 0
     replicas = str(sharing.replicas if sharing.strategy != "none" else 1)
     labels = {
@@ -215,10 +234,11 @@ def resource_slices(node: SimNode) -> list[dict[str, object]]:
     which real slices also carry, are not simulated: no check reads them."""
     if not node.dra.enabled:
         return []
-    model = node.model
     native = tables.native_cuda(node.driver)
     devices: list[dict[str, object]] = []
-    for g in node.present_gpus:
+    # A GPU gone from the bus is still listed while the driver has not republished (dra-slice-stale).
+    for g in (g for g in node.gpus if g.present or g.dra_listed):
+        model = node.model_of(g)  # each device its own model (mixed-gpu-models)
         common = {
             "productName": {"string": model.name}, "brand": {"string": model.nvml_brand},
             "architecture": {"string": model.architecture.capitalize()},

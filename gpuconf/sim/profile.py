@@ -248,7 +248,7 @@ def effective_mode(toolkit: Toolkit, device_plugin: DevicePluginConfig | None = 
 @dataclass(frozen=True)
 class FaultParam:
     name: str
-    type: str  # integer | number | string | driver-version | mig-layout
+    type: str  # integer | number | string | driver-version | mig-layout | gpu-model
     default: Any
     description: str
     enum: tuple[Any, ...] | None = None
@@ -545,7 +545,7 @@ def _param_value(param: FaultParam, value: Any, pool: NodePool | None) -> tuple[
         return value, f"expected an integer, got {_describe(value)}"
     if kind == "number" and (not isinstance(value, int | float) or isinstance(value, bool)):
         return value, f"expected a number, got {_describe(value)}"
-    if kind in ("string", "driver-version") and not isinstance(value, str):
+    if kind in ("string", "driver-version", "gpu-model") and not isinstance(value, str):
         return value, f"expected a string, got {_describe(value)}"
     if param.enum is not None and value not in param.enum:
         return value, f"{value!r} is not one of {', '.join(map(str, param.enum))}"
@@ -557,6 +557,13 @@ def _param_value(param: FaultParam, value: Any, pool: NodePool | None) -> tuple[
         if tables.branch(driver.branch) is None:
             return value, f"driver branch {driver.branch} is not in gpuconf/data/driver_branches.yaml"
         return driver, None
+    if kind == "gpu-model":
+        model = tables.find_gpu(value)
+        if model is None:
+            return value, f"unknown GPU model {value!r} (gpuconf/data/gpus.yaml)"
+        if model.memory_mib is None:
+            return value, f"{model.name} has no memory figure in gpuconf/data/gpus.yaml"
+        return model, None
     if kind == "mig-layout":
         if not isinstance(value, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
@@ -606,6 +613,11 @@ def _fault_checks(fault: FaultDef, pool: NodePool | None, gpu: int | None,
             return "layout", "equals the declared layout: no drift"
     if fid == "mig-strategy-mismatch" and params["plugin_strategy"] == pool.device_plugin.mig.strategy:
         return "plugin_strategy", f"equals the pool's strategy {pool.device_plugin.mig.strategy}: no mismatch"
+    if fid == "mixed-gpu-models":
+        if params["model"] == pool.gpu:
+            return "model", f"is the pool's own model {pool.gpu.name}: nothing is mixed"
+        if pool.device_plugin.mig.enabled:
+            return "pool", f"pool {pool.name!r} has a MIG layout: a mixed-model MIG node is not simulated"
     if fid == "dra-prepares-wrong-device" and params["shift"] % pool.gpus_per_node == 0:
         return "shift", f"a shift of {params['shift']} on {pool.gpus_per_node} GPUs prepares the allocated GPU"
     if fid == "nccl-nvls-unavailable" and not (pool.interconnect.nvlink and pool.gpu.architecture in
@@ -713,7 +725,7 @@ def _spec_to_raw(spec: FaultSpec) -> dict[str, Any]:
         raw["gpu"] = spec.gpu
     for name, value in spec.params:
         raw[name] = str(value) if isinstance(value, DriverVersion) else dict(value) if isinstance(value, tuple) \
-            else value
+            else value.name if isinstance(value, GpuModel) else value
     return raw
 
 
@@ -757,6 +769,9 @@ class SimGpu:
     exported: bool = True  # False: the node's DCGM exporter leaves it out (metrics-gpu-missing)
     pcie_link: tuple[int, int] | None = None  # (gen, width) the link trained at; None: its model's (pcie-link-degraded)
     pcie_replays: int = 0  # PCIe replays while the probe's copies run (pcie-replays)
+    model: GpuModel | None = None  # another model than the pool's (mixed-gpu-models); None: the pool's
+    #: a GPU gone from the bus that the DRA driver's ResourceSlice still lists (dra-slice-stale)
+    dra_listed: bool = False
 
     @property
     def dra_pci_bus_id(self) -> str:
@@ -785,6 +800,9 @@ class SimNode:
     #: the DRA driver prepares GPU (index + dra_shift) mod GPUs for an allocated gpu-<index>
     #: (dra-prepares-wrong-device); 0: the allocated one
     dra_shift: int = 0
+    #: the device plugin's Allocate answers a MIG instance with that instance and its next sibling on
+    #: the same GPU (mig-sibling-visible)
+    mig_sibling_visible: bool = False
     faults: tuple[str, ...] = ()  # ids of the faults applied here (provenance)
 
     @property
@@ -794,6 +812,10 @@ class SimNode:
     @property
     def present_gpus(self) -> tuple[SimGpu, ...]:
         return tuple(g for g in self.gpus if g.present)
+
+    def model_of(self, gpu: SimGpu) -> GpuModel:
+        """The GPU's own model: the pool's unless mixed-gpu-models put another one in its slot."""
+        return gpu.model or self.pool.gpu
 
     @property
     def mode(self) -> Mode:
@@ -921,6 +943,10 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
     "nccl-nvls-unavailable": lambda n, f: replace(n, interconnect=replace(
         n.interconnect, nvls=False, busbw_gbps=f.param("busbw_gbps"))),
     "dra-prepares-wrong-device": lambda n, f: replace(n, dra_shift=f.param("shift")),
+    "mig-sibling-visible": lambda n, f: replace(n, mig_sibling_visible=True),
+    "dra-slice-stale": lambda n, f: _gpu(n, cast(int, f.gpu), present=False, dra_listed=True),
+    "mixed-gpu-models": lambda n, f: _gpu(n, cast(int, f.gpu), model=f.param("model"),
+                                          memory_mib=f.param("model").memory_mib),
     "mig-strategy-mismatch": lambda n, f: replace(n, device_plugin=replace(
         n.device_plugin, mig=replace(n.device_plugin.mig, strategy=f.param("plugin_strategy")))),
 }

@@ -402,6 +402,12 @@ MALFORMED = [
      BASE + 'faults:\n  - {id: compat-libs-broken, toolkit_version: "1.17.8"}\n',
      "12:47: faults[0].toolkit_version: toolkit 1.17.8 still selects cuda-compat in legacy mode (rule 'newer'); "
      "pick one whose rule is 'none'"),
+    ("a mixed-gpu-models model the catalog does not know",
+     BASE + 'faults:\n  - {id: mixed-gpu-models, gpu: 1, model: "Quadro X"}\n',
+     "12:43: faults[0].model: unknown GPU model 'Quadro X' (gpuconf/data/gpus.yaml)"),
+    ("a mixed-gpu-models model that is the pool's own",
+     BASE + 'faults:\n  - {id: mixed-gpu-models, gpu: 1, model: "NVIDIA H100 80GB HBM3"}\n',
+     "12:43: faults[0].model: is the pool's own model NVIDIA H100 80GB HBM3: nothing is mixed"),
 ]
 
 
