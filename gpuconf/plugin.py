@@ -11,6 +11,7 @@ with the reason. State lives in ``config.stash`` (style.md), never in globals.
 from __future__ import annotations
 
 import functools
+import gc
 import re
 import signal
 import threading
@@ -477,6 +478,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for name, skip in gates:
             if item.get_closest_marker(name) is not None:
                 item.add_marker(skip)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What exists once the tests are collected (the imported modules, the client's model classes, the
+    cluster's inventory, the simulated cluster itself) lives until the run ends: freezing it keeps the
+    garbage collector from walking it again at every full collection and at pytest's exit (about a
+    sixth of a simulated run's CPU time, measured on plugin-and-dra)."""
+    gc.freeze()
 
 
 def _validate_cncf(item: pytest.Item) -> None:

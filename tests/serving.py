@@ -20,8 +20,9 @@ from typing import Any, TypeVar
 ROOT = Path(__file__).resolve().parents[1]
 GPUCONF = [sys.executable, "-m", "gpuconf.cli"]
 #: How many suite runs a fixture makes at once: one per core (at least two; a run waits on its
-#: simulated cluster part of the time). More starve each other's start-up deadlines on 2 cores.
-PARALLEL_RUNS = max(2, os.cpu_count() or 1)
+#: simulated cluster part of the time), shared among pytest-xdist's workers, each of which runs suites
+#: too: more starve each other's start-up deadlines on 2 cores.
+PARALLEL_RUNS = max(2, os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) or 1
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -58,10 +59,10 @@ def serve(base: Path, profile: str | Path, *options: str) -> Iterator[Served]:
                                 str(kubeconfig), "--faults-summary", str(summary), *options],
                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180
         while not kubeconfig.exists():
             assert process.poll() is None, f"gpuconf sim serve ended: {(base / 'serve.log').read_text()}"
-            assert time.monotonic() < deadline, "gpuconf sim serve did not write its kubeconfig within 60 s"
+            assert time.monotonic() < deadline, "gpuconf sim serve did not write its kubeconfig within 180 s"
             time.sleep(0.1)
         yield Served(kubeconfig, process, summary)
     finally:

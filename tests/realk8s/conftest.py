@@ -1,6 +1,7 @@
 """The real-control-plane tier: etcd, kube-apiserver, kube-scheduler and kube-controller-manager
-v1.36 on 127.0.0.1 (gpuconf.sim.realk8s), one per pytest session (per xdist worker, on its own
-free ports and temporary directory), with ``gpuconf sim agents`` playing the nodes.
+v1.36 on 127.0.0.1 (gpuconf.sim.realk8s), one for the tier's tests (package-scoped: stopped after
+the last of them, on its own free ports and temporary directory), with ``gpuconf sim agents`` playing
+the nodes.
 
 The binaries come from ``GPUCONF_K8S_BIN`` (etcd from the PATH or ``GPUCONF_ETCD``); without them
 every test here skips, saying so. Every test is marked ``realk8s`` (``-m 'not realk8s'`` leaves
@@ -27,7 +28,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.xdist_group("realk8s"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def real_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
     try:
         bin_dir, etcd = find_binaries()
