@@ -259,11 +259,11 @@ def _syntax_error(expression: str, error: BaseException | None) -> str:
     return _located(expression, 1, 1, "Syntax error")
 
 
-def _first_token(tree: lark.Tree) -> lark.Token | None:
+def _first_token(tree: lark.Tree[lark.Token]) -> lark.Token | None:
     return next(iter(tree.scan_values(lambda v: isinstance(v, lark.Token))), None)
 
 
-def _semantic_error(expression: str, tree: lark.Tree) -> str | None:
+def _semantic_error(expression: str, tree: lark.Tree[lark.Token]) -> str | None:
     """What cel-go's checker refuses that a parser accepts: a variable other than ``device`` (and
     the macros' own), a field ``device`` does not have, a global function that does not exist. The
     checker's other findings (types, e.g. a selector that is a string, not a bool) are not made."""
@@ -292,7 +292,7 @@ def _semantic_error(expression: str, tree: lark.Tree) -> str | None:
     return _located(expression, line, column, text)
 
 
-def _bound_variables(tree: lark.Tree) -> set[str]:
+def _bound_variables(tree: lark.Tree[lark.Token]) -> set[str]:
     """The variables the comprehension macros bind (``x`` of ``list.all(x, ...)``)."""
     names = set()
     for sub in tree.iter_subtrees():
