@@ -7,7 +7,8 @@ status) and a one-line message a user can act on; the client's exception is kept
 from __future__ import annotations
 
 __all__ = ["EXIT_BAD_KUBECONFIG", "EXIT_FORBIDDEN", "EXIT_UNREACHABLE", "AdmissionDeniedError", "ApiCallError",
-           "ClusterError", "ConflictError", "ForbiddenError", "KubeconfigError", "NotFoundError", "UnreachableError",
+           "ClusterError", "ConflictError", "ForbiddenError", "KubeconfigError", "NotFoundError", "OverloadedError",
+           "UnreachableError",
            "access_exit_status"]
 
 #: The exit statuses of every gpuconf command that talks to a cluster, one per reason it cannot
@@ -66,6 +67,14 @@ class AdmissionDeniedError(ApiCallError):
     which a check observes, rather than a missing permission that stops the run."""
 
     kind = "admission"
+
+
+class OverloadedError(ApiCallError):
+    """429 TooManyRequests until the call's deadline passed (``--api-deadline``): the API server's
+    Priority and Fairness kept refusing the suite. What the call was for is not tested; it says
+    nothing about any node."""
+
+    kind = "overloaded"
 
 
 class NotFoundError(ApiCallError):
