@@ -12,7 +12,9 @@ and in-process controllers get the same behaviour and emit the same watch events
 * update and patch check resourceVersion preconditions, keep status and spec apart as the
   ``/status`` subresource does, bump generation on spec changes and skip no-op writes;
 * delete honours finalizers and graceful pod deletion (see :meth:`Store.set_pod_termination_hook`),
-  and deleting a namespace marks it Terminating and removes its contents, then the namespace;
+  and deleting a namespace marks it Terminating; a namespace controller (a thread of the store) then
+  removes its contents and, once nothing is left, the namespace;
+* a new namespace gets the ``default`` ServiceAccount and the ``kube-root-ca.crt`` ConfigMap;
 * watchers resume from a resourceVersion, or get 410 Gone once it left the history window.
 
 Controllers use :meth:`Store.subscribe` (a callback per event, run on the subscription's own thread,
@@ -982,18 +984,24 @@ class Store:
         object by the usual rules (finalizers and node agents confirming pods can hold it), then,
         once nothing is left, remove it (:meth:`_finish_namespace_locked`)."""
         while (name := self._terminating.get()) is not None:
-            waiting = self._agent_pods(name)
-            with self._lock:
-                ns_obj = self._objects.get(NAMESPACES, {}).get("", {}).get(name)
-                if ns_obj is None or ns_obj.get("status", {}).get("phase") != "Terminating":
-                    continue
-                for storage in self.table.namespaced_storages():
-                    types = self.table.storage_types(storage)
-                    bucket = self._objects.get(storage, {}).get(name, {})
-                    for obj_name in list(bucket):
-                        if obj_name in bucket:
-                            self._delete_locked(types[0], name, obj_name, None, waiting, {}, False)
-                self._finish_namespace_locked(name)
+            try:
+                self._empty_namespace(name)
+            except Exception:  # the controller carries on with the next namespace, as a real one would
+                log.exception("namespace controller: emptying namespace %s failed", name)
+
+    def _empty_namespace(self, name: str) -> None:
+        waiting = self._agent_pods(name)
+        with self._lock:
+            ns_obj = self._objects.get(NAMESPACES, {}).get("", {}).get(name)
+            if ns_obj is None or ns_obj.get("status", {}).get("phase") != "Terminating":
+                return
+            for storage in self.table.namespaced_storages():
+                types = self.table.storage_types(storage)
+                bucket = self._objects.get(storage, {}).get(name, {})
+                for obj_name in list(bucket):
+                    if obj_name in bucket:
+                        self._delete_locked(types[0], name, obj_name, None, waiting, {}, False)
+            self._finish_namespace_locked(name)
 
     def _finish_namespace_locked(self, ns: str) -> Obj | None:
         """Remove a Terminating namespace once nothing is left in it."""
