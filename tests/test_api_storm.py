@@ -47,6 +47,17 @@ def test_checks_refused_past_the_deadline_are_not_tested_with_one_line(storm: di
     assert {t["status"] for t in tests} == {"passed", "skipped"}, [(t["name"], t["status"]) for t in tests]
 
 
+def test_a_storm_from_the_first_call_ends_the_run_with_one_line_and_status_11(tmp_path: Path) -> None:
+    with serve(tmp_path / "serve", "healthy-h100", "--throttle", "nodes") as served:
+        run = run_suites(served.kubeconfig, tmp_path / "reports", "--api-deadline", "2",
+                         suites=["suites/test_smoke.py"])
+    output = run.stdout + run.stderr
+    assert run.returncode == 11, output[-3000:]
+    assert "Traceback" not in output
+    assert [line for line in output.splitlines() if "overloaded" in line] == [
+        "Exit: gpuconf: API server overloaded: list nodes: HTTP 429: Too many requests, please try again later."]
+
+
 def test_no_report_of_the_storm_holds_a_traceback(storm: dict[str, Any]) -> None:
     directory: Path = storm["dir"]
     for path in directory.iterdir():

@@ -91,7 +91,7 @@ def access_exit_status(exc: BaseException) -> int | None:
     """The exit status for an error that stops all access to the cluster, or None for another one."""
     if isinstance(exc, KubeconfigError):
         return EXIT_BAD_KUBECONFIG
-    if isinstance(exc, UnreachableError):
+    if isinstance(exc, UnreachableError | OverloadedError):  # either way the API server does not serve the run
         return EXIT_UNREACHABLE
     if isinstance(exc, ForbiddenError):
         return EXIT_FORBIDDEN
