@@ -33,6 +33,10 @@ def add_sim_parser(sub: Any) -> None:
     serve.add_argument("--watch-cuts", type=float, metavar="RATE",
                        help="with --api-faults: cut this share of the watches (default: RATE)")
     serve.add_argument("--seed", type=int, default=0, help="seed of the --api-faults draws (default 0)")
+    serve.add_argument("--throttle", metavar="RESOURCES",
+                       help="an API server overloaded for good on these resources (comma-separated, e.g. pods or "
+                       "pods,resourceclaims): every request of every client but the simulated node agents that "
+                       "touches one is answered 429 TooManyRequests with Retry-After 1")
     serve.add_argument("--faults-summary", metavar="PATH",
                        help="on exit, write the faults injected, counted by mode, to PATH as JSON")
     serve.set_defaults(func=_cmd_serve)
@@ -69,7 +73,7 @@ def _stop_on_signal() -> Iterator[threading.Event]:
 
 def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from gpuconf.sim.cluster import SimulatedCluster
-    from gpuconf.sim.faults import FaultPlan
+    from gpuconf.sim.faults import AGENT_USER_AGENT, FaultPlan
 
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be 0..65535, not {args.port}")
@@ -84,6 +88,11 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if summary is not None and not summary.parent.is_dir():
         raise UsageError(f"--faults-summary: no such directory: {summary.parent}")
     plan = FaultPlan(seed=args.seed)
+    if args.throttle is not None:
+        resources = [r.strip() for r in args.throttle.split(",") if r.strip()]
+        if not resources:
+            raise UsageError("--throttle: name at least one resource (e.g. pods)")
+        plan.throttle(resources=resources, exempt_user_agents=(AGENT_USER_AGENT,))
     if args.api_faults:
         plan.steady(args.api_faults, watch_cuts=args.watch_cuts)
     sim = SimulatedCluster(args.profile, port=args.port, faults=plan)
@@ -91,7 +100,7 @@ def _cmd_serve(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         try:
             return _serve(sim, out, stop, stdout, stderr)
         finally:
-            if args.api_faults or summary is not None:
+            if args.api_faults or args.throttle or summary is not None:
                 counts = plan.summary()
                 stderr.write("gpuconf sim serve: API faults injected: "
                              + ", ".join(f"{mode} {n}" for mode, n in counts.items()) + "\n")

@@ -122,7 +122,7 @@ def test_an_outage_mid_run_ends_the_run_with_one_line_and_status_11(tmp_path: Pa
 
 
 @pytest.mark.parametrize("option", [["--api-faults", "1.5"], ["--api-faults", "0.1", "--watch-cuts", "-1"],
-                                    ["--faults-summary", "/nonexistent/dir/f.json"]])
+                                    ["--faults-summary", "/nonexistent/dir/f.json"], ["--throttle", ","]])
 def test_serve_refuses_bad_fault_options_in_one_line(tmp_path: Path, option: list[str]) -> None:
     import io
 

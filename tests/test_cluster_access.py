@@ -17,6 +17,7 @@ from gpuconf.cluster import (
     ClusterError,
     ForbiddenError,
     KubeconfigError,
+    OverloadedError,
     RetryPolicy,
     UnreachableError,
     build_inventory,
@@ -163,6 +164,16 @@ def test_retries_stop_at_the_deadline_and_say_how_many_attempts(tmp_path: Path) 
         assert time.monotonic() - began < 3
         assert "list namespaces: HTTP 500: Internal error occurred: etcdserver: request timed out" in str(info.value)
         assert "gave up after" in str(info.value) and info.value.status == 500
+
+
+def test_429s_past_the_deadline_are_the_api_server_overloaded(tmp_path: Path) -> None:
+    with FakeApiServer() as server:
+        cluster = connect(server.write_kubeconfig(tmp_path / "kc"), retry=RetryPolicy(deadline=1.5))
+        server.faults.throttle(resources=["namespaces"], retry_after=1)
+        with pytest.raises(OverloadedError) as info:
+            cluster.call_json("list namespaces", cluster.core.list_namespace)
+        assert info.value.kind == "overloaded" and info.value.status == 429
+        assert str(info.value).startswith("API server overloaded: list namespaces: HTTP 429: Too many requests")
 
 
 def test_every_cluster_error_is_one_line() -> None:

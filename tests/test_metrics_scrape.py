@@ -11,7 +11,7 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from gpuconf.checks.metrics import parse_exporter_text
-from gpuconf.cluster import Cluster, connect
+from gpuconf.cluster import Cluster, OverloadedError, connect
 from gpuconf.cluster.metrics import ExporterPod, exporter_pods, list_exporter_pods, scrape, scrape_nodes
 from gpuconf.sim.cluster import SimulatedCluster
 from gpuconf.sim.faults import RequestInfo
@@ -68,6 +68,21 @@ def test_an_exporter_nothing_answers_for_is_the_503_a_real_api_server_gives(sim)
     assert f"the DCGM exporter pod gpu-operator/{pod.name} on h100-0 did not answer on port 9400" in result.error
     assert "HTTP 503: error trying to reach service: dial tcp 127.100.0.2:9400: connect: connection refused" \
         in result.error
+
+
+def test_a_proxy_refused_with_429_is_the_api_server_overloaded_not_the_nodes_finding(sim, monkeypatch):
+    _, client = sim
+    body = json.dumps({"kind": "Status", "message": "Too many requests, please try again later.", "code": 429})
+
+    def throttle(*args, **kwargs):
+        raise ApiException(status=429, reason="Too Many Requests", body=body)
+
+    monkeypatch.setattr(client.core, "connect_get_namespaced_pod_proxy_with_path", throttle)
+    monkeypatch.setattr("gpuconf.cluster.metrics.time.sleep", lambda s: None)
+    with pytest.raises(OverloadedError) as info:
+        scrape(client, "h100-0", ExporterPod("gpu-operator", "x", "h100-0", "Running", 9400, "GPU Operator"))
+    assert str(info.value) == ("API server overloaded: get pods/proxy gpu-operator/x:9400/metrics: HTTP 429: Too many "
+                               "requests, please try again later. (gave up after 3 attempts)")
 
 
 def test_a_forbidden_proxy_is_the_runners_problem_with_the_rule_to_add(sim, monkeypatch):

@@ -14,12 +14,14 @@ from gpuconf.cluster.errors import (
     ForbiddenError,
     KubeconfigError,
     NotFoundError,
+    OverloadedError,
     UnreachableError,
 )
 from gpuconf.cluster.inventory import GpuNode, Inventory, build_inventory, list_active_pods, load_inventory
 from gpuconf.cluster.outcomes import ContainerOutcome, PodEvent, PodOutcome, PodTimings
 
 __all__ = ["AdmissionDeniedError", "ApiCallError", "Cluster", "ClusterError", "ConflictError", "ContainerOutcome",
-           "Discovery", "ForbiddenError", "GpuNode", "Inventory", "KubeconfigError", "NotFoundError", "PodEvent",
+           "Discovery", "ForbiddenError", "GpuNode", "Inventory", "KubeconfigError", "NotFoundError", "OverloadedError",
+           "PodEvent",
            "PodOutcome", "PodTimings", "RetryPolicy", "RunContext", "UnreachableError", "build_inventory",
            "collect_leftovers", "connect", "list_active_pods", "load_inventory", "run_campaign"]

@@ -32,6 +32,7 @@ from gpuconf.cluster.errors import (
     ForbiddenError,
     KubeconfigError,
     NotFoundError,
+    OverloadedError,
     UnreachableError,
 )
 
@@ -112,6 +113,9 @@ def wrap_error(exc: BaseException, what: str, host: str) -> ClusterError:
             return NotFoundError(f"not found: {what}: {message}", status=status, reason="NotFound")
         if status == 409:
             return ConflictError(f"conflict: {what}: {message}", status=status, reason="Conflict")
+        if status == 429:
+            return OverloadedError(f"API server overloaded: {what}: HTTP 429: {message}", status=status,
+                                   reason="TooManyRequests")
         return ApiCallError(f"{what}: HTTP {status}: {message}", status=status, reason=str(exc.reason or ""))
     if isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError)):
         return UnreachableError(f"cannot reach the API server at {host}: {_connection_detail(exc)}")

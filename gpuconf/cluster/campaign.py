@@ -35,6 +35,7 @@ from gpuconf.cluster.errors import (
     ConflictError,
     ForbiddenError,
     NotFoundError,
+    OverloadedError,
     UnreachableError,
 )
 from gpuconf.cluster.outcomes import (
@@ -675,6 +676,8 @@ def _read_logs(cluster: Cluster, pod: Obj, max_bytes: int) -> tuple[dict[str, st
             response: Any = cluster.call(f"read log of {meta.get('name')}/{name}", cluster.core.read_namespaced_pod_log,
                                     str(meta.get("name")), str(meta.get("namespace")), container=name,
                                     limit_bytes=max_bytes, _preload_content=False)
+        except OverloadedError:  # the API server's state, not the node's: the check is not tested
+            raise
         except ApiCallError as e:  # a node gone, a kubelet not answering: say so, never guess
             missing[name] = f"unreadable: {e}"
             continue

@@ -7,7 +7,8 @@ status) and a one-line message a user can act on; the client's exception is kept
 from __future__ import annotations
 
 __all__ = ["EXIT_BAD_KUBECONFIG", "EXIT_FORBIDDEN", "EXIT_UNREACHABLE", "AdmissionDeniedError", "ApiCallError",
-           "ClusterError", "ConflictError", "ForbiddenError", "KubeconfigError", "NotFoundError", "UnreachableError",
+           "ClusterError", "ConflictError", "ForbiddenError", "KubeconfigError", "NotFoundError", "OverloadedError",
+           "UnreachableError",
            "access_exit_status"]
 
 #: The exit statuses of every gpuconf command that talks to a cluster, one per reason it cannot
@@ -68,6 +69,14 @@ class AdmissionDeniedError(ApiCallError):
     kind = "admission"
 
 
+class OverloadedError(ApiCallError):
+    """429 TooManyRequests until the call's deadline passed (``--api-deadline``): the API server's
+    Priority and Fairness kept refusing the suite. What the call was for is not tested; it says
+    nothing about any node."""
+
+    kind = "overloaded"
+
+
 class NotFoundError(ApiCallError):
     kind = "not-found"
 
@@ -82,7 +91,7 @@ def access_exit_status(exc: BaseException) -> int | None:
     """The exit status for an error that stops all access to the cluster, or None for another one."""
     if isinstance(exc, KubeconfigError):
         return EXIT_BAD_KUBECONFIG
-    if isinstance(exc, UnreachableError):
+    if isinstance(exc, UnreachableError | OverloadedError):  # either way the API server does not serve the run
         return EXIT_UNREACHABLE
     if isinstance(exc, ForbiddenError):
         return EXIT_FORBIDDEN

@@ -21,7 +21,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from gpuconf.cluster.access import Cluster, _retry_after, wrap_error
-from gpuconf.cluster.errors import ClusterError, ForbiddenError
+from gpuconf.cluster.errors import ClusterError, ForbiddenError, OverloadedError
 from gpuconf.cluster.inventory import _list_all
 
 __all__ = ["EXPORTER_SELECTORS", "ExporterPod", "Scrape", "exporter_pods", "list_exporter_pods", "scrape",
@@ -106,7 +106,8 @@ def list_exporter_pods(cluster: Cluster) -> dict[str, ExporterPod]:
 def scrape(cluster: Cluster, node: str, pod: ExporterPod | None, *, timeout: float = 20.0) -> Scrape:
     """One GET of the exporter's /metrics through the pod proxy. An exporter that does not answer
     is the finding, not a transient error to wait out; only the API server's own hiccups (429
-    with its Retry-After, 500, a dropped connection) get up to two more attempts."""
+    with its Retry-After, 500, a dropped connection) get up to two more attempts, and a 429 on the
+    last is the API server overloaded (OverloadedError: the check is not tested, the node not judged)."""
     if pod is None:
         return Scrape(node, None, error=f"no DCGM exporter pod runs on {node} (looked for "
                       f"{' or '.join(s for s, _ in EXPORTER_SELECTORS)} in every namespace)")
@@ -127,6 +128,8 @@ def scrape(cluster: Cluster, node: str, pod: ExporterPod | None, *, timeout: flo
             if not hiccup or attempt == 2:
                 break
             time.sleep(min(5.0, _retry_after(e) or 0.5))
+    if isinstance(error, OverloadedError):  # the API server refused, the exporter was never asked
+        raise OverloadedError(f"{error.message} (gave up after 3 attempts)", status=429, reason=error.reason)
     if isinstance(error, ForbiddenError):
         return Scrape(node, pod, forbidden=f"the runner may not get pods/proxy ({error}); add the rule "
                       f"{PROXY_RULE} to its ClusterRole")
@@ -143,6 +146,8 @@ def scrape_nodes(cluster: Cluster, nodes: Iterable[str], *, workers: int = 16,
         pods = list_exporter_pods(cluster)
     except ForbiddenError as e:
         return {n: Scrape(n, None, forbidden=f"the runner may not list pods ({e})") for n in names}
+    except OverloadedError:
+        raise
     except ClusterError as e:
         return {n: Scrape(n, None, error=f"could not look for the DCGM exporter pods: {e}") for n in names}
     with ThreadPoolExecutor(max(1, min(workers, len(names))), thread_name_prefix="gpuconf-scrape") as pool:

@@ -22,8 +22,11 @@ from typing import Any
 
 import celpy
 import celpy.celtypes as ct
+import lark
+from celpy.celparser import CELParseError
 
-__all__ = ["CelError", "Quantity", "Semver", "compile_selector", "device_activation", "parse_quantity"]
+__all__ = ["CelError", "Quantity", "Semver", "compile_selector", "compile_error", "device_activation",
+           "parse_quantity"]
 
 
 class CelError(ValueError):
@@ -201,6 +204,118 @@ def _runtime_message(exc: BaseException) -> str:
 @lru_cache(maxsize=4096)
 def compile_selector(expression: str) -> Selector:
     return Selector(expression)
+
+
+# --- compilation, as kube-apiserver compiles a selector when the object is created -----------------
+
+#: The fields of the ``device`` variable (k8s.io/dynamic-resource-allocation/cel, v1.36: a selector
+#: naming another, ``device.drivr``, is refused with "undefined field 'drivr'").
+DEVICE_FIELDS = frozenset({"driver", "attributes", "capacity", "allowMultipleAllocations"})
+
+#: Global functions a selector may call: CEL's standard ones, its macros, and Kubernetes'
+#: libraries (quantity, semver, URLs, IPs and CIDRs). Methods (``x.startsWith(...)``) are not checked.
+GLOBAL_FUNCTIONS = frozenset({
+    "has", "size", "int", "uint", "double", "string", "bytes", "bool", "type", "dyn", "duration", "timestamp",
+    "matches", "quantity", "isQuantity", "semver", "isSemver", "url", "isURL", "ip", "isIP", "cidr", "isCIDR",
+})
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+
+#: cel-go's (ANTLR's) names for the tokens a syntax error says were expected, in its token order,
+#: from cel-python's (lark's) terminal names.
+_EXPECTED = (("__ANON_4", "'=='"), ("__ANON_5", "'!='"), ("IN", "'in'"), ("LESSTHAN", "'<'"), ("__ANON_2", "'<='"),
+             ("__ANON_3", "'>='"), ("MORETHAN", "'>'"), ("__ANON_1", "'&&'"), ("__ANON_0", "'||'"),
+             ("LSQB", "'['"), ("RSQB", "']'"), ("LBRACE", "'{'"), ("RBRACE", "'}'"), ("LPAR", "'('"),
+             ("RPAR", "')'"), ("DOT", "'.'"), ("COMMA", "','"), ("MINUS", "'-'"), ("BANG", "'!'"),
+             ("QMARK", "'?'"), ("COLON", "':'"), ("PLUS", "'+'"), ("STAR", "'*'"), ("SLASH", "'/'"),
+             ("PERCENT", "'%'"), ("BOOL_LIT", "'true', 'false'"), ("NULL_LIT", "'null'"),
+             ("FLOAT_LIT", "NUM_FLOAT"), ("INT_LIT", "NUM_INT"), ("UINT_LIT", "NUM_UINT"),
+             ("STRING_LIT", "STRING"), ("MLSTRING_LIT", "STRING"), ("BYTES_LIT", "BYTES"), ("IDENT", "IDENTIFIER"))
+
+
+def _located(expression: str, line: int, column: int, text: str) -> str:
+    """cel-go's error form: ``ERROR: <input>:L:C: text`` and the line with a caret under column C."""
+    source = expression.splitlines()[line - 1] if expression.splitlines() else ""
+    return f"ERROR: <input>:{line}:{column}: {text}\n | {source}\n | {'.' * (column - 1)}^"
+
+
+def _syntax_error(expression: str, error: BaseException | None) -> str:
+    """A parse error in cel-go's words. Checked against kube-apiserver v1.36.2
+    (tests/data/real/dra-cel/): the end of input and a character no token starts with are worded
+    and placed exactly; another misplaced token gets ANTLR's "mismatched input" wording, which
+    ANTLR sometimes words otherwise ("extraneous input", "no viable alternative")."""
+    if isinstance(error, lark.UnexpectedToken) and error.token.type == "$END":
+        lines = expression.split("\n")
+        expected = ", ".join(dict.fromkeys(name for terminal, name in _EXPECTED if terminal in error.expected))
+        return _located(expression, len(lines), len(lines[-1]) + 1,
+                        f"Syntax error: mismatched input '<EOF>' expecting {{{expected}}}")
+    if isinstance(error, lark.UnexpectedCharacters):
+        # ANTLR's lexer reports what it consumed before giving up: the character and the next one.
+        at = expression.split("\n")[error.line - 1][error.column - 1:error.column + 1]
+        return _located(expression, error.line, error.column, f"Syntax error: token recognition error at: '{at}'")
+    if isinstance(error, lark.UnexpectedToken):
+        expected = ", ".join(dict.fromkeys(name for terminal, name in _EXPECTED if terminal in error.expected))
+        return _located(expression, error.line, error.column,
+                        f"Syntax error: mismatched input '{error.token}' expecting {{{expected}}}")
+    return _located(expression, 1, 1, "Syntax error")
+
+
+def _first_token(tree: lark.Tree[lark.Token]) -> lark.Token | None:
+    return next(iter(tree.scan_values(lambda v: isinstance(v, lark.Token))), None)
+
+
+def _semantic_error(expression: str, tree: lark.Tree[lark.Token]) -> str | None:
+    """What cel-go's checker refuses that a parser accepts: a variable other than ``device`` (and
+    the macros' own), a field ``device`` does not have, a global function that does not exist. The
+    checker's other findings (types, e.g. a selector that is a string, not a bool) are not made."""
+    bound = _bound_variables(tree)
+    found: list[tuple[int, int, str]] = []
+    for sub in tree.iter_subtrees():
+        token = sub.children[0] if sub.children else None
+        if sub.data == "ident" and isinstance(token, lark.Token):
+            if str(token) not in {"device", *bound}:
+                found.append((token.line or 1, token.column or 1,
+                              f"undeclared reference to '{token}' (in container '')"))
+        elif sub.data == "ident_arg" and isinstance(token, lark.Token):
+            if str(token) not in GLOBAL_FUNCTIONS:
+                found.append((token.line or 1, (token.column or 1) + len(str(token)),
+                              f"undeclared reference to '{token}' (in container '')"))
+        elif sub.data == "member_dot" and len(sub.children) > 1 and isinstance(sub.children[1], lark.Token):
+            inner, field = sub.children[0], sub.children[1]
+            target = inner.children[0] if isinstance(inner, lark.Tree) and inner.children else None
+            if (isinstance(target, lark.Tree) and target.data == "primary" and target.children
+                    and isinstance(target.children[0], lark.Tree) and target.children[0].data == "ident"
+                    and str(target.children[0].children[0]) == "device" and str(field) not in DEVICE_FIELDS):
+                found.append((field.line or 1, (field.column or 2) - 1, f"undefined field '{field}'"))
+    if not found:
+        return None
+    line, column, text = min(found)
+    return _located(expression, line, column, text)
+
+
+def _bound_variables(tree: lark.Tree[lark.Token]) -> set[str]:
+    """The variables the comprehension macros bind (``x`` of ``list.all(x, ...)``)."""
+    names = set()
+    for sub in tree.iter_subtrees():
+        if sub.data == "member_dot_arg" and len(sub.children) > 2 and str(sub.children[1]) in _MACROS:
+            args = sub.children[2]
+            first = args.children[0] if isinstance(args, lark.Tree) and args.children else None
+            token = _first_token(first) if isinstance(first, lark.Tree) else None
+            if token is not None and token.type == "IDENT":
+                names.add(str(token))
+    return names
+
+
+@lru_cache(maxsize=4096)
+def compile_error(expression: str) -> str | None:
+    """None when kube-apiserver accepts ``expression`` as a device selector; otherwise why not, as
+    the text that follows ``Invalid value: "<expression>": `` in its 422 (``compilation failed:
+    ERROR: <input>:1:7: undefined field 'drivr'`` and the caret lines)."""
+    try:
+        tree = _ENV.compile(expression)
+    except CELParseError as exc:
+        return "compilation failed: " + _syntax_error(expression, exc.__context__)
+    problem = _semantic_error(expression, tree)
+    return None if problem is None else "compilation failed: " + problem
 
 
 def _attribute_value(value: dict[str, Any]) -> Any:

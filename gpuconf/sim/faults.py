@@ -179,9 +179,11 @@ class FaultPlan:
         return counts
 
     def throttle(self, *, rate: float = 1.0, verbs: Iterable[str] = (), resources: Iterable[str] = (),
-                 times: int | None = None, retry_after: int = 1) -> FaultRule:
+                 times: int | None = None, retry_after: int = 1,
+                 exempt_user_agents: Iterable[str] = ()) -> FaultRule:
         """Answer 429 TooManyRequests with ``Retry-After: retry_after``."""
-        return self._rule(Fault(FaultMode.THROTTLE, retry_after=retry_after), rate, verbs, resources, times)
+        return self._rule(Fault(FaultMode.THROTTLE, retry_after=retry_after), rate, verbs, resources, times,
+                          exempt_user_agents)
 
     def server_error(self, *, rate: float = 1.0, verbs: Iterable[str] = (), resources: Iterable[str] = (),
                      times: int | None = None, message: str = "injected fault") -> FaultRule:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import itertools
+import json
 import re
 import threading
 from collections.abc import Iterable, Mapping
@@ -450,6 +451,61 @@ _EVENTS_V1_TO_CORE = {
 _CORE_TO_EVENTS_V1 = {v: k for k, v in _EVENTS_V1_TO_CORE.items()}
 
 
+class DeviceSelectorStrategy(Strategy):
+    """DeviceClasses, ResourceClaims and ResourceClaimTemplates: every CEL device selector must
+    compile, or the object is refused with 422 as kube-apiserver refuses it (the field path, the
+    quoted expression and cel-go's "compilation failed: ERROR: <input>:L:C: ..." text;
+    tests/data/real/dra-cel/ holds the real server's answers). ``spec`` is where the claim spec
+    sits: ``spec`` for a claim, ``spec.spec`` for a template, None for a DeviceClass."""
+
+    def __init__(self, claim_spec: tuple[str, ...] | None) -> None:
+        self.claim_spec = claim_spec
+
+    def validate(self, obj: Obj) -> list[Cause]:
+        from gpuconf.sim.cel import compile_error  # cel-python is imported only where selectors are
+
+        causes = []
+        for path, expression in self._selectors(obj):
+            if not isinstance(expression, str):
+                continue
+            error = compile_error(expression)
+            if error is not None:
+                causes.append(Cause("FieldValueInvalid", f"Invalid value: {_go_quote(expression)}: {error}", path))
+        return causes
+
+    def _selectors(self, obj: Obj) -> Iterable[tuple[str, Any]]:
+        if self.claim_spec is None:
+            yield from _cel_selectors("spec.selectors", (obj.get("spec") or {}).get("selectors"))
+            return
+        spec: Any = obj
+        for key in self.claim_spec:
+            spec = spec.get(key) if isinstance(spec, dict) else None
+        requests = ((spec or {}).get("devices") or {}).get("requests") if isinstance(spec, dict) else None
+        where = ".".join(self.claim_spec) + ".devices.requests"
+        for i, request in enumerate(requests if isinstance(requests, list) else []):
+            if not isinstance(request, dict):
+                continue
+            exactly = request.get("exactly")
+            if isinstance(exactly, dict):
+                yield from _cel_selectors(f"{where}[{i}].exactly.selectors", exactly.get("selectors"))
+            alternatives = request.get("firstAvailable")
+            for k, sub in enumerate(alternatives if isinstance(alternatives, list) else []):
+                if isinstance(sub, dict):
+                    yield from _cel_selectors(f"{where}[{i}].firstAvailable[{k}].selectors", sub.get("selectors"))
+
+
+def _cel_selectors(where: str, selectors: Any) -> Iterable[tuple[str, Any]]:
+    for j, selector in enumerate(selectors if isinstance(selectors, list) else []):
+        cel = selector.get("cel") if isinstance(selector, dict) else None
+        if isinstance(cel, dict) and "expression" in cel:
+            yield f"{where}[{j}].cel.expression", cel["expression"]
+
+
+def _go_quote(text: str) -> str:
+    """A string as Go's %q prints it in a field error (printable text: JSON's quoting)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
 class EventsV1Strategy(Strategy):
     def to_storage(self, obj: Obj) -> Obj:
         out = {_EVENTS_V1_TO_CORE.get(k, k): v for k, v in obj.items()}
@@ -522,14 +578,15 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
     ResourceType("events.k8s.io", "v1", "events", "Event", True, short_names=("ev",), field_labels=_EVENT_FIELDS,
                  tracks_generation=False, name_rule=NameRule.PATH_SEGMENT,
                  storage_as=GroupResource("", "events"), strategy=EventsV1Strategy()),
-    ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False, returns_deleted_object=True),
+    ResourceType("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False, returns_deleted_object=True,
+                 strategy=DeviceSelectorStrategy(None)),
     ResourceType("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False, returns_deleted_object=True,
                  field_labels={"spec.nodeName": ("spec", "nodeName"), "spec.driver": ("spec", "driver")},
                  indexed_fields=("spec.nodeName",)),
     ResourceType("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, has_status=True,
-                 returns_deleted_object=True),
+                 returns_deleted_object=True, strategy=DeviceSelectorStrategy(("spec",))),
     ResourceType("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True,
-                 returns_deleted_object=True),
+                 returns_deleted_object=True, strategy=DeviceSelectorStrategy(("spec", "spec"))),
     ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
                  short_names=("crd", "crds"), has_status=True, strategy=CrdStrategy()),
 )

@@ -12,7 +12,9 @@ and in-process controllers get the same behaviour and emit the same watch events
 * update and patch check resourceVersion preconditions, keep status and spec apart as the
   ``/status`` subresource does, bump generation on spec changes and skip no-op writes;
 * delete honours finalizers and graceful pod deletion (see :meth:`Store.set_pod_termination_hook`),
-  and deleting a namespace marks it Terminating and removes its contents, then the namespace;
+  and deleting a namespace marks it Terminating; a namespace controller (a thread of the store) then
+  removes its contents and, once nothing is left, the namespace;
+* a new namespace gets the ``default`` ServiceAccount and the ``kube-root-ca.crt`` ConfigMap;
 * watchers resume from a resourceVersion, or get 410 Gone once it left the history window.
 
 Controllers use :meth:`Store.subscribe` (a callback per event, run on the subscription's own thread,
@@ -86,6 +88,22 @@ _PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
 #: it is removed at once (False). Called with a copy of the pod, outside the store lock.
 PodTerminationHook = Callable[[Obj], bool]
 
+#: The annotation kube-root-ca.crt carries (v1.36.2's root-ca-cert-publisher).
+_ROOT_CA_DESCRIPTION = ("Contains a CA bundle that can be used to verify the kube-apiserver when using internal "
+                        "endpoints such as the internal service IP or kubernetes.default.svc. No other usage is "
+                        "guaranteed across distributions of Kubernetes clusters.")
+
+#: The conditions the namespace controller writes once a namespace is empty, just before it is
+#: removed (read from a v1.36.2 namespace deletion: type, reason, message).
+_NAMESPACE_DELETED_CONDITIONS = (
+    ("NamespaceDeletionDiscoveryFailure", "ResourcesDiscovered", "All resources successfully discovered"),
+    ("NamespaceDeletionGroupVersionParsingFailure", "ParsedGroupVersions", "All legacy kube types successfully parsed"),
+    ("NamespaceDeletionContentFailure", "ContentDeleted",
+     "All content successfully deleted, may be waiting on finalization"),
+    ("NamespaceContentRemaining", "ContentRemoved", "All content successfully removed"),
+    ("NamespaceFinalizersRemaining", "ContentHasNoFinalizers", "All content-preserving finalizers finished"),
+)
+
 # utilrand.String's alphabet: no vowels (no accidental words) and no look-alike characters.
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
@@ -155,7 +173,8 @@ class ApiError(Exception):
             details["group"] = rt.group
         details["kind"] = rt.kind
         details["causes"] = [c.to_dict() for c in causes]
-        return cls(422, "Invalid", f'{rt.kind} "{name}" is invalid: {summary}', details=details)
+        kind = f"{rt.kind}.{rt.group}" if rt.group else rt.kind  # the qualified kind, as the real server names it
+        return cls(422, "Invalid", f'{kind} "{name}" is invalid: {summary}', details=details)
 
     @classmethod
     def forbidden(cls, rt: ResourceType, name: str, why: str, causes: list[Cause] | None = None) -> ApiError:
@@ -363,6 +382,10 @@ class Store:
         self._index: dict[tuple[GroupResource, str], dict[str, set[tuple[str, str]]]] = {}
         self._index_paths: dict[GroupResource, dict[str, tuple[str, ...]]] = {}
         self._termination_hook: PodTerminationHook | None = None
+        #: Namespaces the namespace controller is to empty (None stops it); its thread starts at the
+        #: first namespace deletion.
+        self._terminating: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._namespace_controller: threading.Thread | None = None
         self._bootstrap()
 
     def _bootstrap(self) -> None:
@@ -605,7 +628,21 @@ class Store:
         self._emit("ADDED", rt.storage, ns, obj, None)
         if rt.storage == CRDS:
             self.table.register(crd_resource_types(obj))
+        if rt.storage == NAMESPACES:
+            self._populate_namespace_locked(name)
         return obj
+
+    def _populate_namespace_locked(self, ns: str) -> None:
+        """What kube-controller-manager puts in every new namespace: the ``default``
+        ServiceAccount (serviceaccount controller) and the ``kube-root-ca.crt`` ConfigMap
+        (root-ca-cert-publisher). The real controllers write them about 0.1 s after the namespace
+        (measured against v1.36.2); here they come in the same write, right after the namespace's
+        ADDED event, so nothing in the simulation can see a namespace without them. The simulated
+        server speaks plain HTTP: there is no CA, and ``ca.crt`` is empty."""
+        self._create_locked(self.table.resolve("serviceaccounts"), {"metadata": {"name": "default"}}, ns, False)
+        annotations = {"kubernetes.io/description": _ROOT_CA_DESCRIPTION}
+        self._create_locked(self.table.resolve("configmaps"), {
+            "metadata": {"name": "kube-root-ca.crt", "annotations": annotations}, "data": {"ca.crt": ""}}, ns, False)
 
     def _admit_namespace(self, rt: ResourceType, ns: str, name: str) -> None:
         """The NamespaceLifecycle admission plugin: no content in missing or terminating namespaces."""
@@ -838,8 +875,6 @@ class Store:
                 pod = self._current(rt, ns, name)
             if self._awaits_agent(pod, grace_period_seconds):
                 waiting.add((ns, name))
-        elif rt.storage == NAMESPACES:
-            waiting = self._agent_pods(name)
         with self._lock:
             result = self._delete_locked(rt, ns, name, grace_period_seconds, waiting, preconditions or {}, dry_run)
         return DeleteResult(self._view(rt, result.object, copy), result.deleted)
@@ -880,7 +915,7 @@ class Store:
         if dry_run:
             return DeleteResult(obj, False)
         if rt.storage == NAMESPACES:
-            return self._delete_namespace_locked(rt, obj, waiting)
+            return self._delete_namespace_locked(obj)
         if rt.storage == PODS and (ns, name) in waiting:
             grace = _pod_grace(obj, grace_period_seconds)
             if meta.get("deletionTimestamp") and int(meta.get("deletionGracePeriodSeconds") or 0) <= grace:
@@ -923,30 +958,50 @@ class Store:
                 self._remove_locked(types[0], obj)
         self.table.unregister(types[0].group, types[0].plural)
 
-    def _delete_namespace_locked(self, rt: ResourceType, ns_obj: Obj, waiting: set[tuple[str, str]]) -> DeleteResult:
+    def _delete_namespace_locked(self, ns_obj: Obj) -> DeleteResult:
+        """DELETE of a namespace: it goes Terminating at once (deletionTimestamp, status.phase) and
+        the answer is the namespace as it now is; the namespace controller then empties it and
+        removes it (:meth:`_run_namespace_controller`), as kube-controller-manager does."""
         name = ns_obj["metadata"]["name"]
         current = ns_obj
         if ns_obj.get("status", {}).get("phase") != "Terminating":
             marked = clone(ns_obj)
             marked["metadata"].setdefault("deletionTimestamp", _rfc3339(self._clock()))
-            marked["metadata"]["deletionGracePeriodSeconds"] = 0
             marked["status"] = {**marked.get("status", {}), "phase": "Terminating"}
             marked["metadata"]["resourceVersion"] = str(self._next_rv())
             self._bucket(NAMESPACES, "")[name] = marked
             self._emit("MODIFIED", NAMESPACES, "", marked, ns_obj)
             current = marked
-        # The namespace controller's job, done at once: delete everything in it, each object by the
-        # usual rules, so finalizers and node agents can still hold the namespace in Terminating.
-        for storage in self.table.namespaced_storages():
-            types = self.table.storage_types(storage)
-            bucket = self._objects.get(storage, {}).get(name, {})
-            for obj_name in list(bucket):
-                if obj_name in bucket:
-                    self._delete_locked(types[0], name, obj_name, None, waiting, {}, False)
-        gone = self._finish_namespace_locked(name)
-        if gone is None and name not in self._objects.get(NAMESPACES, {}).get("", {}):
-            gone = current  # the last object's removal already took the namespace with it
-        return DeleteResult(gone or current, gone is not None)
+        if self._namespace_controller is None:
+            self._namespace_controller = threading.Thread(target=self._run_namespace_controller,
+                                                          name="sim-namespace-controller", daemon=True)
+            self._namespace_controller.start()
+        self._terminating.put(name)
+        return DeleteResult(current, False)
+
+    def _run_namespace_controller(self) -> None:
+        """The namespace controller: for each Terminating namespace, delete everything in it, each
+        object by the usual rules (finalizers and node agents confirming pods can hold it), then,
+        once nothing is left, remove it (:meth:`_finish_namespace_locked`)."""
+        while (name := self._terminating.get()) is not None:
+            try:
+                self._empty_namespace(name)
+            except Exception:  # the controller carries on with the next namespace, as a real one would
+                log.exception("namespace controller: emptying namespace %s failed", name)
+
+    def _empty_namespace(self, name: str) -> None:
+        waiting = self._agent_pods(name)
+        with self._lock:
+            ns_obj = self._objects.get(NAMESPACES, {}).get("", {}).get(name)
+            if ns_obj is None or ns_obj.get("status", {}).get("phase") != "Terminating":
+                return
+            for storage in self.table.namespaced_storages():
+                types = self.table.storage_types(storage)
+                bucket = self._objects.get(storage, {}).get(name, {})
+                for obj_name in list(bucket):
+                    if obj_name in bucket:
+                        self._delete_locked(types[0], name, obj_name, None, waiting, {}, False)
+            self._finish_namespace_locked(name)
 
     def _finish_namespace_locked(self, ns: str) -> Obj | None:
         """Remove a Terminating namespace once nothing is left in it."""
@@ -957,7 +1012,16 @@ class Store:
             return None
         if any(self._objects.get(storage, {}).get(ns) for storage in self.table.namespaced_storages()):
             return None
-        return self._remove_locked(self.table.resolve("namespaces"), ns_obj)
+        # The controller's last status write, then its finalize call (spec.finalizers emptied),
+        # which removes the namespace: the DELETED event still shows ["kubernetes"], as the real one.
+        done = clone(ns_obj)
+        now = _rfc3339(self._clock())
+        done["status"]["conditions"] = [{"type": t, "status": "False", "lastTransitionTime": now, "reason": r,
+                                         "message": m} for t, r, m in _NAMESPACE_DELETED_CONDITIONS]
+        done["metadata"]["resourceVersion"] = str(self._next_rv())
+        self._bucket(NAMESPACES, "")[ns] = done
+        self._emit("MODIFIED", NAMESPACES, "", done, ns_obj)
+        return self._remove_locked(self.table.resolve("namespaces"), done)
 
     # ---------------------------------------------------------------------------------------------
     # Pod binding (the scheduler's write)
@@ -1054,6 +1118,7 @@ class Store:
             self._keyed_watchers.clear()
         for watcher in watchers:
             watcher._queue.put(_CLOSE)
+        self._terminating.put(None)
 
 
 def _spec_part(obj: Mapping[str, Any]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from kubernetes import client, watch
@@ -85,16 +86,45 @@ def test_a_terminal_pod_is_removed_at_once_even_with_node_agents(apiserver, core
 # --- namespaces --------------------------------------------------------------------------------------------------
 
 
+def gone(read, within_s: float = 10) -> bool:
+    """Whether ``read`` answers 404 within ``within_s`` seconds (a controller finishes the deletion)."""
+    deadline = time.monotonic() + within_s
+    while not missing(read):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_a_new_namespace_gets_the_default_serviceaccount_and_the_root_ca_configmap(core, namespace):
+    """As kube-controller-manager's serviceaccount and root-ca-cert-publisher controllers do
+    (tests/realk8s/test_mock_fidelity.py finds the same on a real control plane)."""
+    assert [sa.metadata.name for sa in core.list_namespaced_service_account(namespace).items] == ["default"]
+    cm = core.read_namespaced_config_map("kube-root-ca.crt", namespace)
+    assert list(cm.data) == ["ca.crt"]
+    assert "kubernetes.default.svc" in cm.metadata.annotations["kubernetes.io/description"]
+    for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
+        assert core.read_namespaced_service_account("default", ns) and core.read_namespaced_config_map(
+            "kube-root-ca.crt", ns)
+
+
 def test_deleting_a_namespace_removes_its_contents_then_itself(core, namespace, make_pod):
     rv = core.list_namespace().metadata.resource_version
     core.create_namespaced_pod(namespace, make_pod("p"))
     core.create_namespaced_config_map(namespace, {"metadata": {"name": "c"}})
-    core.delete_namespace(namespace)
-    assert missing(lambda: core.read_namespace(namespace))
+    answer = core.delete_namespace(namespace)  # the namespace, Terminating, as the real server answers
+    assert (answer["status"]["phase"], answer["spec"]["finalizers"]) == ("Terminating", ["kubernetes"])
+    assert answer["metadata"]["deletionTimestamp"] and "deletionGracePeriodSeconds" not in answer["metadata"]
+    assert gone(lambda: core.read_namespace(namespace))
     assert core.list_pod_for_all_namespaces(field_selector=f"metadata.namespace={namespace}").items == []
-    events = [(e["type"], e["object"].status.phase) for e in watch.Watch().stream(
-        core.list_namespace, resource_version=rv, timeout_seconds=1, field_selector=f"metadata.name={namespace}")]
-    assert events == [("MODIFIED", "Terminating"), ("DELETED", "Terminating")]
+    assert core.list_config_map_for_all_namespaces(field_selector=f"metadata.namespace={namespace}").items == []
+    events = [(e["type"], e["object"].status.phase, [c.reason for c in e["object"].status.conditions or []])
+              for e in watch.Watch().stream(core.list_namespace, resource_version=rv, timeout_seconds=1,
+                                            field_selector=f"metadata.name={namespace}")]
+    removed = ["ResourcesDiscovered", "ParsedGroupVersions", "ContentDeleted", "ContentRemoved",
+               "ContentHasNoFinalizers"]
+    assert events == [("MODIFIED", "Terminating", []), ("MODIFIED", "Terminating", removed),
+                      ("DELETED", "Terminating", removed)]
 
 
 def test_a_terminating_namespace_refuses_new_content(core, namespace, make_pod):
@@ -108,7 +138,7 @@ def test_a_terminating_namespace_refuses_new_content(core, namespace, make_pod):
     assert body["message"] == (f'pods "late" is forbidden: unable to create new content in namespace {namespace} '
                                "because it is being terminated")
     core.patch_namespaced_config_map("held", namespace, {"metadata": {"finalizers": None}})
-    assert missing(lambda: core.read_namespace(namespace))
+    assert gone(lambda: core.read_namespace(namespace))
 
 
 # --- pod logs -------------------------------------------------------------------------------------------------------

@@ -140,11 +140,11 @@ def test_an_unsupported_field_is_a_bad_request(core, namespace, lister, field):
 
 
 def test_limit_and_continue_page_through_a_list_in_name_order(core, namespace):
-    for i in range(7):
-        core.create_namespaced_config_map(namespace, {"metadata": {"name": f"cm-{i}"}})
+    for i in range(7):  # labelled: the namespace holds kube-root-ca.crt too
+        core.create_namespaced_config_map(namespace, {"metadata": {"name": f"cm-{i}", "labels": {"page": "yes"}}})
     seen, token, pages = [], None, 0
     while True:
-        page = core.list_namespaced_config_map(namespace, limit=3, _continue=token)
+        page = core.list_namespaced_config_map(namespace, limit=3, _continue=token, label_selector="page=yes")
         seen += [c.metadata.name for c in page.items]
         pages += 1
         token = page.metadata._continue
