@@ -20,12 +20,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes import client, config, watch
 from serving import report, run_suites, serve
 
 from realk8s.support import ROOT, RealCluster, verdicts
-from realk8s.throttle import ThrottlingProxy
+from realk8s.throttle import ThrottlingProxy, resource_names
 
 PROFILE = "healthy-h100"
 #: The simulated storm's suite and options (one node: checks that need a probe pod and checks that do not).
@@ -137,3 +138,18 @@ def test_the_proxy_forwards_faithfully_and_throttles_as_priority_and_fairness(re
     assert {k: answer.getheader(k) for k in ("Retry-After", "Content-Type", "X-Content-Type-Options")} == {
         "Retry-After": "1", "Content-Type": "text/plain; charset=utf-8", "X-Content-Type-Options": "nosniff"}
     assert proxy.throttled == 1 and proxy.forwarded >= 3
+
+
+@pytest.mark.parametrize(("path", "names"), [
+    ("/api/v1/namespaces/p/pods?watch=1", {"pods"}),
+    ("/api/v1/namespaces/p/pods/x/log?follow=true", {"pods", "pods/log"}),
+    ("/api/v1/pods", {"pods"}),
+    ("/api/v1/namespaces/p", {"namespaces"}),
+    ("/api/v1/nodes/h100-0/status", {"nodes", "nodes/status"}),
+    ("/apis/resource.k8s.io/v1/namespaces/p/resourceclaims/c",
+     {"resourceclaims", "resourceclaims.resource.k8s.io"}),
+    ("/apis/resource.k8s.io/v1/resourceslices", {"resourceslices", "resourceslices.resource.k8s.io"}),
+    ("/version", set()), ("/apis/resource.k8s.io/v1", set()), ("/api/v1", set()),
+])
+def test_the_proxy_names_resources_as_gpuconf_sim_serve_throttle_does(path: str, names: set[str]) -> None:
+    assert resource_names(path) == names
