@@ -36,7 +36,7 @@ def add_sim_parser(sub: Any) -> None:
     serve.add_argument("--throttle", metavar="RESOURCES",
                        help="an API server overloaded for good on these resources (comma-separated, e.g. pods or "
                        "pods,resourceclaims): every request of every client but the simulated node agents that "
-                       "touches one is answered 429 TooManyRequests with Retry-After 1")
+                       "touches one is answered 429 as Priority and Fairness answers it (plain text, Retry-After 1)")
     serve.add_argument("--faults-summary", metavar="PATH",
                        help="on exit, write the faults injected, counted by mode, to PATH as JSON")
     serve.set_defaults(func=_cmd_serve)

@@ -3,8 +3,11 @@ retry (``--api-deadline``). The checks whose calls were refused are NOT TESTED, 
 line that says "API server overloaded" and what was refused; no node fails for it, no report holds
 a traceback, and the checks whose calls got through keep their verdicts.
 
-`gpuconf sim serve --throttle pods` is the storm (every request of the suite on pods gets 429 with
-Retry-After 1, for as long as the cluster runs; the node agents, the cluster's kubelets, are spared).
+`gpuconf sim serve --throttle pods` is the storm (every request of the suite on pods gets the 429 that
+kube-apiserver's Priority and Fairness sends, plain text with Retry-After 1 (tests/data/real/apf-429/),
+for as long as the cluster runs; the node agents, the cluster's kubelets, are spared). The same storm
+through a real kube-apiserver (a throttling proxy in front of it) is tests/realk8s/test_storm.py, which
+wants this run's verdicts and messages.
 """
 
 from __future__ import annotations

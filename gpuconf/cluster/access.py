@@ -65,13 +65,17 @@ class RetryPolicy:
 
 
 def _status_message(exc: ApiException) -> str:
-    """The server's own message (a Status object's ``message``), else the HTTP reason."""
+    """The server's own message (a Status object's ``message``, or a one-line plain-text body such as
+    Priority and Fairness's 429 sends), else the HTTP reason."""
     try:
         body = json.loads(exc.body or "")
     except (TypeError, ValueError):
         body = None
     if isinstance(body, dict) and body.get("message"):
         return str(body["message"])
+    text = exc.body.decode(errors="replace") if isinstance(exc.body, bytes) else exc.body
+    if body is None and isinstance(text, str) and text.strip() and "\n" not in text.strip() and len(text) <= 300:
+        return text.strip()
     return str(exc.reason or "no message")
 
 

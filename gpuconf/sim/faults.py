@@ -71,7 +71,7 @@ class Fault:
     """What to do to one request."""
 
     mode: FaultMode
-    retry_after: int = 1  # THROTTLE: seconds in Retry-After and details.retryAfterSeconds
+    retry_after: int = 1  # THROTTLE: seconds in Retry-After
     after_events: int = 0  # CUT_WATCH: events sent before the stream ends
     abrupt: bool = False  # CUT_WATCH: shut the socket instead of ending the chunked body
     message: str = "injected fault"

@@ -386,10 +386,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _inject(self, fault: Fault) -> None:
         if fault.mode is FaultMode.DROP:
             self._drop()
-        elif fault.mode is FaultMode.THROTTLE:
-            self._send_error(ApiError(
-                429, "TooManyRequests", "Too many requests, please try again later.",
-                details={"retryAfterSeconds": fault.retry_after}, headers={"Retry-After": str(fault.retry_after)}))
+        elif fault.mode is FaultMode.THROTTLE:  # as Priority and Fairness rejects (tests/data/real/apf-429/)
+            self._send(429, b"Too many requests, please try again later.\n", "text/plain; charset=utf-8",
+                       {"Retry-After": str(fault.retry_after), "X-Content-Type-Options": "nosniff"})
         else:
             self._send_error(ApiError(500, "InternalError", f"Internal error occurred: {fault.message}",
                                       details={"causes": [{"message": fault.message}]}))

@@ -17,8 +17,9 @@ def test_a_throttled_create_is_a_429_with_retry_after(apiserver, core, namespace
     with pytest.raises(client.ApiException) as err:
         core.create_namespaced_pod(namespace, make_pod())
     assert err.value.status == 429 and err.value.headers["Retry-After"] == "7"
-    body = json.loads(err.value.body)
-    assert (body["reason"], body["details"]["retryAfterSeconds"]) == ("TooManyRequests", 7)
+    # Priority and Fairness's answer: plain text, not a Status (tests/data/real/apf-429/)
+    assert err.value.headers["Content-Type"] == "text/plain; charset=utf-8"
+    assert err.value.body == "Too many requests, please try again later.\n"
     core.create_namespaced_pod(namespace, make_pod())  # only the next request was throttled
 
 
