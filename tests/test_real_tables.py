@@ -191,15 +191,25 @@ def _real_require(name: str) -> str:
     return next(line for line in (IMAGES / name).read_text().splitlines() if not line.startswith("#"))
 
 
-def test_an_ubuntu18_04_image_carries_its_own_longer_requirement_and_is_judged_by_it() -> None:
-    real = _real_require("nvidia-cuda-11.8.0-ubuntu18.04.require")
-    old = rules.image_from_ref("nvidia/cuda:11.8.0-cudnn8-devel-ubuntu18.04")
-    new = rules.image_from_ref("nvidia/cuda:11.8.0-devel-ubuntu22.04")
+#: (version, ubuntu18.04 tag, ubuntu22.04 tag, a GeForce host only the ubuntu18.04 image accepts: native CUDA,
+#: driver). R510 is in 11.8.0's longer list, R520 in 12.0.1's; the 22.04 images list R470 only.
+UBUNTU18_IMAGES = [
+    ("11.8", "11.8.0-cudnn8-devel-ubuntu18.04", "11.8.0-devel-ubuntu22.04", "11.6", "510.108.03"),
+    ("12.0", "12.0.1-runtime-ubuntu18.04", "12.0.1-runtime-ubuntu22.04", "11.8", "520.61.05"),
+]
+
+
+@pytest.mark.parametrize(("cuda", "old_tag", "new_tag", "host_cuda", "driver"), UBUNTU18_IMAGES,
+                         ids=[row[1] for row in UBUNTU18_IMAGES])
+def test_an_ubuntu18_04_image_carries_its_own_longer_requirement_and_is_judged_by_it(
+        cuda: str, old_tag: str, new_tag: str, host_cuda: str, driver: str) -> None:
+    real = _real_require(f"nvidia-cuda-{old_tag.split('-')[0]}-ubuntu18.04.require")
+    old = rules.image_from_ref(f"nvidia/cuda:{old_tag}")
+    new = rules.image_from_ref(f"nvidia/cuda:{new_tag}")
     assert old is not None and new is not None
     assert old.env is not None and f"NVIDIA_REQUIRE_CUDA={real}" in old.env
     assert new.env is not None and f"NVIDIA_REQUIRE_CUDA={real}" not in new.env
-    # a GeForce node on R510 (native CUDA 11.6): the ubuntu18.04 image lists its branch, the 22.04 one does not
-    facts = HostFacts(cuda="11.6", driver="510.108.03", gpus=(Gpu(arch="8.6", brand="geforce"),))
+    facts = HostFacts(cuda=host_cuda, driver=driver, gpus=(Gpu(arch="8.6", brand="geforce"),))
     assert check_container(facts, env=old.env).ok
     rejected = check_container(facts, env=new.env)
-    assert not rejected.ok and "unsatisfied condition: cuda>=11.8" in str(rejected.error)
+    assert not rejected.ok and f"unsatisfied condition: cuda>={cuda}" in str(rejected.error)
