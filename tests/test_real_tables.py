@@ -103,6 +103,71 @@ def test_a_model_without_an_lgip_output_is_judged_by_a_band_the_real_outputs_giv
     assert low <= 20 * (1 - LGIP_MARGIN) and high >= 24 and "guessed" in source
 
 
+# --- MIG profiles against NVIDIA's MIG User Guide tables and mig-parted entries ------------------
+
+#: The MIG User Guide's table caption -> a GPU product of that table (mig_profiles.yaml set it belongs to).
+GUIDE_PRODUCTS = {"A30-24GB": "NVIDIA A30", "A100-SXM4-40GB": "NVIDIA A100-SXM4-40GB",
+                  "H100 80GB": "NVIDIA H100 80GB HBM3", "H100 94GB": "NVIDIA H100 NVL",
+                  "H100 96GB (H100 on GH200)": "NVIDIA GH200 480GB", "H200 141GB": "NVIDIA H200",
+                  "B200 180 GB": "NVIDIA B200",
+                  "RTX PRO 6000 Blackwell 96GB": "NVIDIA RTX PRO 6000 Blackwell Server Edition"}
+
+
+def _guide_rows() -> dict[str, dict[str, int]]:
+    lines = [line for line in (MIG / "mig-user-guide-profiles.csv").read_text().splitlines()
+             if not line.startswith("#")]
+    out: dict[str, dict[str, int]] = {}
+    for row in csv.DictReader(lines):
+        out.setdefault(row["product"], {})[row["profile"]] = int(row["instances"])
+    return out
+
+
+def test_the_guide_fixture_names_every_product_it_holds() -> None:
+    assert set(_guide_rows()) == set(GUIDE_PRODUCTS)
+
+
+@pytest.mark.parametrize(("product", "gpu"), sorted(GUIDE_PRODUCTS.items()))
+def test_every_row_of_a_mig_user_guide_table_is_the_profile_tables(product: str, gpu: str) -> None:
+    real = _guide_rows()[product]
+    table = mig_profiles(gpu)
+    assert table is not None, gpu
+    assert {name: p.max_instances for name, p in table.items()} == real
+
+
+def _mig_parted(configs: list[str], device: str) -> dict[str, int]:
+    """{profile: most instances} from the kept mig-parted entries: ``all-<profile>`` entries, and the
+    ``all-balanced`` entry of ``device`` for the profiles it names (at most, not the most)."""
+    raw = yaml.safe_load((MIG / "mig-parted-config-default.yaml").read_text())["mig-configs"]
+    out: dict[str, int] = {}
+    for name in configs:
+        (entry,) = raw[name]
+        out.update(entry["mig-devices"])
+    for entry in raw["all-balanced"]:
+        if device in entry["device-filter"]:
+            for profile, n in entry["mig-devices"].items():
+                assert profile in out and n <= out[profile], (device, profile)
+    return out
+
+
+def test_gh200_144gb_profiles_are_nvidias_mig_parted_entries_for_it() -> None:
+    real = _mig_parted(["all-1g.18gb", "all-1g.18gb.me", "all-1g.36gb", "all-2g.36gb", "all-3g.72gb",
+                        "all-4g.72gb", "all-7g.144gb"], "0x234810DE")
+    table = mig_profiles("NVIDIA GH200 144G HBM3e")
+    assert table is not None and mig_profiles("NVIDIA-GH200-144G-HBM3e") == table
+    assert {name: p.max_instances for name, p in table.items()} == real
+
+
+def test_gb200_holds_nvidias_newer_mig_parted_names_with_its_me_profile() -> None:
+    real = _mig_parted(["all-1g.23gb", "all-1g.23gb.me", "all-1g.47gb", "all-2g.47gb", "all-3g.93gb",
+                        "all-4g.93gb", "all-7g.186gb"], "0x294110DE")
+    table = mig_profiles("NVIDIA GB200")
+    assert table is not None
+    assert {name: table[name].max_instances for name in real} == real
+    assert table["1g.23gb+me"].max_instances == 1
+    # the older names (mig-parted@1400787) stay until an nvidia-smi mig -lgip shows which drivers print them
+    assert {"1g.24gb", "3g.95gb", "4g.95gb", "7g.189gb"} <= set(table)
+
+
 # --- the toolkit/driver table against NVIDIA's Table 3 --------------------------------------------
 
 
@@ -126,15 +191,25 @@ def _real_require(name: str) -> str:
     return next(line for line in (IMAGES / name).read_text().splitlines() if not line.startswith("#"))
 
 
-def test_an_ubuntu18_04_image_carries_its_own_longer_requirement_and_is_judged_by_it() -> None:
-    real = _real_require("nvidia-cuda-11.8.0-ubuntu18.04.require")
-    old = rules.image_from_ref("nvidia/cuda:11.8.0-cudnn8-devel-ubuntu18.04")
-    new = rules.image_from_ref("nvidia/cuda:11.8.0-devel-ubuntu22.04")
+#: (version, ubuntu18.04 tag, ubuntu22.04 tag, a GeForce host only the ubuntu18.04 image accepts: native CUDA,
+#: driver). R510 is in 11.8.0's longer list, R520 in 12.0.1's; the 22.04 images list R470 only.
+UBUNTU18_IMAGES = [
+    ("11.8", "11.8.0-cudnn8-devel-ubuntu18.04", "11.8.0-devel-ubuntu22.04", "11.6", "510.108.03"),
+    ("12.0", "12.0.1-runtime-ubuntu18.04", "12.0.1-runtime-ubuntu22.04", "11.8", "520.61.05"),
+]
+
+
+@pytest.mark.parametrize(("cuda", "old_tag", "new_tag", "host_cuda", "driver"), UBUNTU18_IMAGES,
+                         ids=[row[1] for row in UBUNTU18_IMAGES])
+def test_an_ubuntu18_04_image_carries_its_own_longer_requirement_and_is_judged_by_it(
+        cuda: str, old_tag: str, new_tag: str, host_cuda: str, driver: str) -> None:
+    real = _real_require(f"nvidia-cuda-{old_tag.split('-')[0]}-ubuntu18.04.require")
+    old = rules.image_from_ref(f"nvidia/cuda:{old_tag}")
+    new = rules.image_from_ref(f"nvidia/cuda:{new_tag}")
     assert old is not None and new is not None
     assert old.env is not None and f"NVIDIA_REQUIRE_CUDA={real}" in old.env
     assert new.env is not None and f"NVIDIA_REQUIRE_CUDA={real}" not in new.env
-    # a GeForce node on R510 (native CUDA 11.6): the ubuntu18.04 image lists its branch, the 22.04 one does not
-    facts = HostFacts(cuda="11.6", driver="510.108.03", gpus=(Gpu(arch="8.6", brand="geforce"),))
+    facts = HostFacts(cuda=host_cuda, driver=driver, gpus=(Gpu(arch="8.6", brand="geforce"),))
     assert check_container(facts, env=old.env).ok
     rejected = check_container(facts, env=new.env)
-    assert not rejected.ok and "unsatisfied condition: cuda>=11.8" in str(rejected.error)
+    assert not rejected.ok and f"unsatisfied condition: cuda>={cuda}" in str(rejected.error)
