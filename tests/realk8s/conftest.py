@@ -5,8 +5,8 @@ the nodes.
 
 The binaries come from ``GPUCONF_K8S_BIN`` (etcd from the PATH or ``GPUCONF_ETCD``); without them
 every test here skips, saying so. Every test is marked ``realk8s`` (``-m 'not realk8s'`` leaves
-the tier out) and ``xdist_group("realk8s")`` (``--dist loadgroup`` keeps the tier on one worker,
-so one control plane serves it)."""
+the tier out); under ``--dist loadgroup`` the tests using the control plane stay on one worker, so one
+control plane serves them (tests/conftest.py groups tests by the shared fixture they use)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.realk8s)
-            item.add_marker(pytest.mark.xdist_group("realk8s"))
 
 
 @pytest.fixture(scope="package")
