@@ -58,6 +58,7 @@ class Session:
     handle: ClusterHandle | None = None
     skip_reason: str | None = None
     sim: Any = None
+    sim_dir: Path | None = None  # the simulated cluster's kubeconfig lives here, removed with it
     run: RunContext | None = None
     inventory: Inventory | None = None
     expect: Any = None  # the --expect profile (gpuconf.expect.ExpectProfile), loaded at session start
@@ -316,7 +317,8 @@ def session(config: pytest.Config) -> Session:
         from gpuconf.sim.cluster import SimulatedCluster
 
         state.sim = SimulatedCluster(simulate).start()
-        path = state.sim.write_kubeconfig(_tmp_kubeconfig())
+        state.sim_dir = _tmp_dir()
+        path = state.sim.write_kubeconfig(state.sim_dir / "kubeconfig")
         state.handle = ClusterHandle(connect(str(path), retry=retry), path, f"simulated:{state.sim.profile.name}")
     elif kubeconfig:
         context = config.getoption("--context")
@@ -328,11 +330,10 @@ def session(config: pytest.Config) -> Session:
     return state
 
 
-def _tmp_kubeconfig() -> Path:
+def _tmp_dir() -> Path:
     import tempfile
 
-    directory = Path(tempfile.mkdtemp(prefix="gpuconf-sim-"))
-    return directory / "kubeconfig"
+    return Path(tempfile.mkdtemp(prefix="gpuconf-sim-"))
 
 
 def inventory(config: pytest.Config) -> Inventory | None:
@@ -564,6 +565,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             sys.stderr.write(f"gpuconf: {exc}\n")
     if state.sim is not None:
         state.sim.stop()
+    if state.sim_dir is not None:  # the simulated cluster's kubeconfig dies with it
+        import shutil
+
+        shutil.rmtree(state.sim_dir, ignore_errors=True)
 
 
 class _NotTestedWhenOverloaded:

@@ -45,10 +45,13 @@ def test_never():
 
 
 def _start(where: Path, *args: str) -> subprocess.Popen[str]:
-    """A suite run in its own process (the four run side by side)."""
+    """A suite run in its own process (the four run side by side), its temporary directory its own
+    (``<report dir>-tmp``: what a run leaves there is found)."""
+    tmp = Path(args[args.index("--report-dir") + 1] + "-tmp")
+    tmp.mkdir()
     return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "gpuconf.plugin", "-q", "-p", "no:cacheprovider",
                              *args], cwd=where, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+                            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(tmp)})
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +80,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         output, _ = proc.communicate(timeout=300)
         assert proc.returncode == status, f"{kind}: {output[-3000:]}"
     return out
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_run_leaves_nothing_in_the_temporary_directory(runs: dict[str, Path], kind: str) -> None:
+    """A simulated cluster's kubeconfig (a token for a server that is gone) goes with the run, also
+    when it failed or was interrupted."""
+    assert sorted(p.name for p in Path(f"{runs[kind]}-tmp").iterdir()) == []
 
 
 def _doc(runs: dict[str, Path], kind: str) -> dict[str, Any]:
