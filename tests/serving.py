@@ -17,12 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 GPUCONF = [sys.executable, "-m", "gpuconf.cli"]
 #: How many suite runs a fixture makes at once: one per core (at least two; a run waits on its
 #: simulated cluster part of the time), shared among pytest-xdist's workers, each of which runs suites
 #: too: more starve each other's start-up deadlines on 2 cores.
 PARALLEL_RUNS = max(2, os.cpu_count() or 1) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) or 1
+
+#: Given to every pytest the tests start: hypothesis's pytest plugin imports all of hypothesis when
+#: a run ends (its terminal summary hook, unconditionally: ~1.5 s CPU a run, measured), and the
+#: tests start over a hundred suite runs, none of which has a property test.
+NO_HYPOTHESIS = ("-p", "no:hypothesispytest")
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -82,8 +89,8 @@ def interrupt(process: subprocess.Popen[str]) -> None:
 
 
 def suite_command(kubeconfig: Path, report_dir: Path, *options: str, suites: Sequence[str] = ("suites/",)) -> list[str]:
-    return [sys.executable, "-m", "pytest", *suites, "-p", "gpuconf.plugin", "--kubeconfig", str(kubeconfig),
-            "--report-dir", str(report_dir), "-q", "-p", "no:cacheprovider", *options]
+    return [sys.executable, "-m", "pytest", *NO_HYPOTHESIS, *suites, "-p", "gpuconf.plugin", "--kubeconfig",
+            str(kubeconfig), "--report-dir", str(report_dir), "-q", "-p", "no:cacheprovider", *options]
 
 
 def start_suites(kubeconfig: Path, report_dir: Path, *options: str,
@@ -111,3 +118,8 @@ def outcomes(report_dir: Path) -> dict[tuple[str, str, str], str]:
         extra = test.get("extra") or {}
         out[(str(extra.get("check") or ""), str(extra.get("node") or ""), str(test["name"]))] = str(test["status"])
     return out
+
+
+def pytest_subprocess(pytester: pytest.Pytester, *args: str | Path, **kwargs: Any) -> pytest.RunResult:
+    """``pytester.runpytest_subprocess`` without hypothesis's plugin (NO_HYPOTHESIS)."""
+    return pytester.runpytest_subprocess(*NO_HYPOTHESIS, *args, **kwargs)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from serving import pytest_subprocess
 
 from gpuconf.cli import main
 from gpuconf.sim.server import FakeApiServer
@@ -172,8 +173,8 @@ def test_a_suite_run_started_wrong_says_why_in_one_line(pytester: pytest.Pyteste
                                                         build, status, fragment):
     pytester.makepyfile(test_suite="def test_node(gpu_node):\n    pass\n")
     args = build(pytester.path, refusing, gpu_less)
-    result = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "-q", "-p", "no:cacheprovider", *args,
-                                           timeout=120)
+    result = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "-q", "-p", "no:cacheprovider", *args,
+                               timeout=120)
     output = result.stdout.str() + result.stderr.str()
     assert result.ret == status, output
     assert "Traceback" not in output, output

@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from serving import pytest_subprocess
 
 from gpuconf.paths import project_root
 from gpuconf.report import cncf
@@ -185,8 +186,8 @@ def isolation_run(pytester: pytest.Pytester, profile: str) -> tuple[pytest.RunRe
     suites = pytester.mkdir("suites")
     (suites / "test_isolation.py").write_text((ROOT / "suites" / "test_isolation.py").read_text())
     evidence = pytester.path / "evidence"
-    result = pytester.runpytest_subprocess("suites", "-p", "gpuconf.plugin", "--simulate", profile,
-                                           "--cncf-evidence", "evidence", "-p", "no:cacheprovider")
+    result = pytest_subprocess(pytester, "suites", "-p", "gpuconf.plugin", "--simulate", profile,
+                               "--cncf-evidence", "evidence", "-p", "no:cacheprovider")
     return result, evidence
 
 
@@ -233,8 +234,8 @@ def test_a_run_that_cannot_start_still_writes_the_evidence_all_skipped(pytester:
     pytester.makepyfile(test_suite="def test_node(gpu_node):\n    pass\n")
     kubeconfig = pytester.path / "kubeconfig"
     kubeconfig.write_text("{{{ not: yaml")
-    result = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--kubeconfig", str(kubeconfig),
-                                           "--cncf-evidence", "evidence")
+    result = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--kubeconfig", str(kubeconfig),
+                               "--cncf-evidence", "evidence")
     assert result.ret == 10
     doc = json.loads((pytester.path / "evidence" / "results.json").read_text())
     assert {r["status"] for r in doc["requirements"]} == {"skip"}

@@ -8,6 +8,8 @@ import json
 import re
 from pathlib import Path
 
+from serving import pytest_subprocess
+
 from gpuconf.checks.compat import DISABLE_REQUIRE, MatrixRow, Observation, evaluate_current_major_runs
 from gpuconf.verdict import Outcome
 
@@ -60,8 +62,8 @@ def test_a_node_on_a_branch_cuda_13_does_not_support_is_degraded_by_the_compat_s
     suites = pytester.mkdir("suites")
     (suites / "test_compat.py").write_text((root / "suites" / "test_compat.py").read_text())
     reports = pytester.path / "reports"
-    result = pytester.runpytest_subprocess("suites", "-p", "gpuconf.plugin", "--simulate", str(path), "--report-dir",
-                                           str(reports), "-p", "no:cacheprovider")
+    result = pytest_subprocess(pytester, "suites", "-p", "gpuconf.plugin", "--simulate", str(path), "--report-dir",
+                               str(reports), "-p", "no:cacheprovider")
     tests = json.loads((reports / "report.json").read_text())["results"]["tests"]
     failed = {((t.get("extra") or {}).get("check"), (t.get("extra") or {}).get("node")): t for t in tests
               if t["status"] == "failed"}

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from serving import pytest_subprocess
 
 pytest_plugins = ["pytester"]
 
@@ -22,8 +23,8 @@ def run(pytester: pytest.Pytester, profile: str, *args: str) -> tuple[pytest.Run
     (suites / "test_dcgm.py").write_text((ROOT / "suites" / "test_dcgm.py").read_text())
     reports = pytester.path / "reports"
     # A subprocess: the cluster (threads, TLS, the cryptography bindings) must not share this interpreter.
-    result = pytester.runpytest_subprocess("suites", "-p", "gpuconf.plugin", "--simulate", profile, "--report-dir",
-                                           str(reports), "-rfs", "-p", "no:cacheprovider", *args)
+    result = pytest_subprocess(pytester, "suites", "-p", "gpuconf.plugin", "--simulate", profile, "--report-dir",
+                               str(reports), "-rfs", "-p", "no:cacheprovider", *args)
     return result, json.loads((reports / "report.json").read_text())["results"]["tests"]
 
 
@@ -52,7 +53,7 @@ def test_a_healthy_cluster_passes_level_2(pytester: pytest.Pytester) -> None:
 
 
 def test_an_out_of_range_level_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--dcgm-diag", "5", "-p", "no:cacheprovider")
+    result = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--dcgm-diag", "5", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--dcgm-diag 5: give a level from 1 to 4" in result.stderr.str()
 

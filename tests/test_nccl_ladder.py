@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
+from serving import pytest_subprocess
 
 pytest_plugins = ["pytester"]
 
@@ -32,8 +33,8 @@ def run_nccl(pytester: pytest.Pytester, faults: list[dict[str, Any]]) -> tuple[p
     profile = four_nodes(pytester.path / "profile.yaml", faults)
     reports = pytester.path / "reports"
     # A subprocess: the cluster (threads, TLS) must not share this interpreter.
-    result = pytester.runpytest_subprocess("suites", "-p", "gpuconf.plugin", "--simulate", str(profile),
-                                           "--report-dir", str(reports), "-rfs", "-p", "no:cacheprovider")
+    result = pytest_subprocess(pytester, "suites", "-p", "gpuconf.plugin", "--simulate", str(profile),
+                               "--report-dir", str(reports), "-rfs", "-p", "no:cacheprovider")
     return result, json.loads((reports / "report.json").read_text())["results"]["tests"]
 
 

@@ -6,6 +6,7 @@ import json
 from xml.etree import ElementTree
 
 import pytest
+from serving import pytest_subprocess
 
 pytest_plugins = ["pytester"]
 
@@ -21,7 +22,7 @@ def test_nodes_are_visible(gpu_cluster):
 
 def test_simulate_runs_a_suite_against_a_simulated_cluster(pytester: pytest.Pytester):
     pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", "t4-timeslicing")
+    result = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--simulate", "t4-timeslicing")
     result.assert_outcomes(passed=1)
 
 
@@ -55,7 +56,7 @@ def test_a_run_that_cannot_start_writes_every_report_saying_why(pytester: pytest
     pytester.makepyfile(test_suite="def test_node(gpu_node):\n    pass\n")
     kubeconfig = pytester.path / "kubeconfig"
     _kubeconfig(kubeconfig, "http://127.0.0.1:9")
-    result = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--kubeconfig", str(kubeconfig))
+    result = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--kubeconfig", str(kubeconfig))
     fragment, status = "cannot reach the API server", 11
     assert result.ret == status, result.stdout.str() + result.stderr.str()
     reports = pytester.path / "reports"
@@ -70,6 +71,7 @@ def test_a_run_that_cannot_start_writes_every_report_saying_why(pytester: pytest
 
 OPTIONS_SUITE = """
 import pytest
+from serving import pytest_subprocess
 from gpuconf.plugin import cuda_probe_pod, run_context
 
 def test_node(gpu_node):
@@ -90,16 +92,16 @@ def test_disruptive():
 
 def test_node_selector_registry_namespace_and_disruptive(pytester: pytest.Pytester):
     pytester.makepyfile(test_suite=OPTIONS_SUITE)
-    result = pytester.runpytest_subprocess(
+    result = pytest_subprocess(pytester,
         "-p", "gpuconf.plugin", "--simulate", "multi-pool", "--node-selector", "nvidia.com/gpu.machine=sim-l40s", "-v",
         "--registry", "registry.example.com/mirror", "--namespace", "default", "-rs")
     result.stdout.fnmatch_lines(["*test_node?l40s-0? PASSED*", "*test_node?l40s-1? PASSED*",
                                  "*SKIPPED*disruptive (changes node state): give --allow-disruptive to run it"])
     assert "h100" not in result.stdout.str().split("short test summary")[0].replace("multi-pool", "")
     result.assert_outcomes(passed=3, skipped=1)
-    again = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", "multi-pool", "--allow-disruptive",
-                                          "--registry", "registry.example.com/mirror", "--namespace", "default",
-                                          "--node-selector", "nvidia.com/gpu.machine=sim-l40s")
+    again = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--simulate", "multi-pool", "--allow-disruptive",
+                              "--registry", "registry.example.com/mirror", "--namespace", "default",
+                              "--node-selector", "nvidia.com/gpu.machine=sim-l40s")
     again.assert_outcomes(passed=4)
 
 
@@ -130,7 +132,7 @@ def test_the_whole_node_probe_needs_no_forward_compatibility(native, probe):
 
 def test_a_check_marker_naming_no_catalogued_check_is_a_usage_error(pytester: pytest.Pytester):
     pytester.makepyfile(test_suite="import pytest\n\n@pytest.mark.check('smoke.typo')\ndef test_x():\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "gpuconf.plugin")
+    result = pytest_subprocess(pytester, "-p", "gpuconf.plugin")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "names no check of gpuconf/data/checks.yaml" in result.stderr.str()
 

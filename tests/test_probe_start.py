@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from serving import pytest_subprocess
 
 from gpuconf.checks.probe_start import probe_block
 from gpuconf.cluster.outcomes import ContainerOutcome, PodEvent, PodOutcome, PodTimings
@@ -77,9 +78,9 @@ def test_a_node_no_probe_can_start_on_has_one_failure_and_its_dependent_checks_a
     for suite in sorted((ROOT / "suites").glob("test_*.py")):
         (suites / suite.name).write_text(suite.read_text())
     reports = pytester.path / "reports"
-    result = pytester.runpytest_subprocess("suites", "-p", "gpuconf.plugin", "--simulate", str(profile),
-                                           "--report-dir", str(reports), "-p", "no:cacheprovider",
-                                           "-o", "junit_family=xunit1")
+    result = pytest_subprocess(pytester, "suites", "-p", "gpuconf.plugin", "--simulate", str(profile),
+                               "--report-dir", str(reports), "-p", "no:cacheprovider",
+                               "-o", "junit_family=xunit1")
     tests = json.loads((reports / "report.json").read_text())["results"]["tests"]
     mine = [t for t in tests if (t.get("extra") or {}).get("node") == "rtx-0"]
     failed = [t for t in mine if t["status"] == "failed"]

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from serving import in_parallel
+from serving import NO_HYPOTHESIS, in_parallel
 
 from gpuconf.rbac import (
     REAL_CLUSTER_ONLY,
@@ -120,8 +120,9 @@ def record(base: Path, profile: str, *options: str) -> list[ApiRequest]:
     log = base / f"{profile}.jsonl"
     log.touch()
     # A subprocess: the cluster (threads, TLS, the cryptography bindings) must not share this interpreter.
-    run = subprocess.run([sys.executable, "-m", "pytest", "suites", "-p", "gpuconf.plugin", "--simulate", profile,
-                          *job_args(), *options, "--report-dir", str(base / profile), "-q", "-p", "no:cacheprovider"],
+    run = subprocess.run([sys.executable, "-m", "pytest", *NO_HYPOTHESIS, "suites", "-p", "gpuconf.plugin",
+                          "--simulate", profile, *job_args(), *options, "--report-dir", str(base / profile), "-q",
+                          "-p", "no:cacheprovider"],
                          cwd=base, env={**os.environ, "GPUCONF_RBAC_LOG": str(log), "COLUMNS": "400"},
                          capture_output=True,
                          text=True, timeout=300, check=False)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from expecting import strict_expect
+from serving import pytest_subprocess
 
 from gpuconf.cli import main
 from gpuconf.report.diff import (
@@ -267,9 +268,9 @@ def test_two_simulated_runs_diff_to_the_injected_fault(pytester: pytest.Pytester
     strict = strict_expect(pytester.path)  # one unhealthy GPU FAILs the node
     for name, simulate, expected in (("old", "healthy-h100", 0), ("new", str(faulty), 1)):
         runs[name] = tmp_path / name
-        res = pytester.runpytest_subprocess("suites/test_inventory.py", "-p", "gpuconf.plugin", "--simulate",
-                                            simulate, "--report-dir", str(runs[name]), "-p", "no:cacheprovider",
-                                            "--expect", str(strict))
+        res = pytest_subprocess(pytester, "suites/test_inventory.py", "-p", "gpuconf.plugin", "--simulate",
+                                simulate, "--report-dir", str(runs[name]), "-p", "no:cacheprovider",
+                                "--expect", str(strict))
         assert res.ret == expected, res.outlines[-20:]
     status, out, err = cli(runs["old"], runs["new"])
     assert (status, err) == (1, "")
@@ -415,8 +416,8 @@ def test_a_smoke_run_records_the_figures_and_diffs_against_itself_with_nothing_r
         pytester: pytest.Pytester, tmp_path: Path) -> None:
     suites = pytester.mkdir("suites")
     (suites / "test_smoke.py").write_text((ROOT / "suites" / "test_smoke.py").read_text())
-    res = pytester.runpytest_subprocess("suites/test_smoke.py", "-p", "gpuconf.plugin", "--simulate", "healthy-h100",
-                                        "--report-dir", str(tmp_path / "run"), "-p", "no:cacheprovider")
+    res = pytest_subprocess(pytester, "suites/test_smoke.py", "-p", "gpuconf.plugin", "--simulate", "healthy-h100",
+                            "--report-dir", str(tmp_path / "run"), "-p", "no:cacheprovider")
     assert res.ret == 0, res.outlines[-20:]
     doc = json.loads((tmp_path / "run" / "report.json").read_text())
     metrics = {t["extra"]["node"]: t["extra"]["metrics"] for t in doc["results"]["tests"]}

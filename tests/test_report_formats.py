@@ -22,6 +22,7 @@ from typing import Any
 import jsonschema
 import pytest
 from expecting import strict_expect
+from serving import NO_HYPOTHESIS
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "tests" / "data" / "real" / "ctrf" / "ctrf-schema-0.0.json"
@@ -49,9 +50,9 @@ def _start(where: Path, *args: str) -> subprocess.Popen[str]:
     (``<report dir>-tmp``: what a run leaves there is found)."""
     tmp = Path(args[args.index("--report-dir") + 1] + "-tmp")
     tmp.mkdir()
-    return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "gpuconf.plugin", "-q", "-p", "no:cacheprovider",
-                             *args], cwd=where, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(tmp)})
+    return subprocess.Popen([sys.executable, "-m", "pytest", *NO_HYPOTHESIS, "-p", "gpuconf.plugin", "-q", "-p",
+                             "no:cacheprovider", *args], cwd=where, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(tmp)})
 
 
 @pytest.fixture(scope="module")

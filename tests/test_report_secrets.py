@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from serving import NO_HYPOTHESIS
 
 from gpuconf.sim.cluster import SimulatedCluster
 
@@ -69,7 +70,7 @@ def run_suite(tmp: Path, kubeconfig: Path, *options: str) -> tuple[int, Path, st
     file it wrote (reports and CNCF evidence) and its output."""
     out = tmp / "out"
     # A subprocess: the suite's client must not share this interpreter with the simulated cluster.
-    run = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "suites" / "test_inventory.py"),
+    run = subprocess.run([sys.executable, "-m", "pytest", *NO_HYPOTHESIS, str(ROOT / "suites" / "test_inventory.py"),
                           "-p", "no:cacheprovider", "-q", "--kubeconfig", str(kubeconfig), *options,
                           "--report-dir", str(out / "reports"), "--cncf-evidence", str(out / "cncf")],
                          cwd=tmp, capture_output=True, text=True, timeout=300, check=False)

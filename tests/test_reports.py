@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from expecting import strict_expect
+from serving import pytest_subprocess
 
 from gpuconf.report.model import CheckResult, RunRecord, from_test_report, node_verdicts, worst
 from gpuconf.report.writers import write_html, write_json, write_markdown, write_reports
@@ -165,7 +166,7 @@ def _junit_counts(path: Path) -> dict[str, int]:
 def test_a_simulated_run_writes_four_reports_that_agree(pytester: pytest.Pytester, tmp_path):
     _suite(pytester)
     out = tmp_path / "reports"
-    res = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", "healthy-h100", "--report-dir", str(out))
+    res = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--simulate", "healthy-h100", "--report-dir", str(out))
     assert res.ret == 0, res.outlines[-20:]
     assert sorted(p.name for p in out.iterdir()) == ["junit.xml", "report.html", "report.json", "report.md"]
     summary = json.loads((out / "report.json").read_text())["results"]["summary"]
@@ -187,8 +188,8 @@ def test_a_faulty_node_fails_in_the_sign_off_with_its_remediation(pytester: pyte
     fault.write_text(profile.replace("\nfaults: []\n",
                                      "\nfaults:\n  - {id: gpu-unhealthy, pool: h100, node: 0, gpu: 3}\n"))
     out = tmp_path / "reports"
-    res = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", str(fault), "--report-dir", str(out),
-                                        "--expect", str(strict_expect(pytester.path)))
+    res = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--simulate", str(fault), "--report-dir", str(out),
+                            "--expect", str(strict_expect(pytester.path)))
     assert res.ret == 1
     html = (out / "report.html").read_text()
     assert '<div class="word">FAIL</div>' in html
@@ -216,7 +217,7 @@ def test_never():
     pass
 """)
     out = tmp_path / "reports"
-    res = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--report-dir", str(out))
+    res = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--report-dir", str(out))
     assert res.ret == pytest.ExitCode.INTERRUPTED
     doc = json.loads((out / "report.json").read_text())
     assert doc["extra"]["gpuconf"]["interrupted"] is True and doc["extra"]["gpuconf"]["exit_status"] == 2
@@ -228,20 +229,20 @@ def test_never():
 def test_a_junitxml_given_by_the_user_is_kept(pytester: pytest.Pytester, tmp_path):
     pytester.makepyfile(test_one="def test_one():\n    pass\n")
     out, mine = tmp_path / "reports", tmp_path / "mine.xml"
-    res = pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--report-dir", str(out), f"--junitxml={mine}")
+    res = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--report-dir", str(out), f"--junitxml={mine}")
     assert res.ret == 0
     assert mine.exists() and not (out / "junit.xml").exists() and (out / "report.json").exists()
 
 
 def test_without_a_cluster_or_report_dir_nothing_is_written(pytester: pytest.Pytester):
     pytester.makepyfile(test_one="def test_one():\n    pass\n")
-    assert pytester.runpytest_subprocess("-p", "gpuconf.plugin").ret == 0
+    assert pytest_subprocess(pytester, "-p", "gpuconf.plugin").ret == 0
     assert not (pytester.path / "reports").exists()
 
 
 def test_a_run_against_a_cluster_writes_to_reports_in_the_invocation_dir_by_default(pytester: pytest.Pytester):
     pytester.makepyfile(test_one="def test_one(gpu_node):\n    pass\n")
-    assert pytester.runpytest_subprocess("-p", "gpuconf.plugin", "--simulate", "healthy-h100").ret == 0
+    assert pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--simulate", "healthy-h100").ret == 0
     assert sorted(p.name for p in (pytester.path / "reports").iterdir()) == [
         "junit.xml", "report.html", "report.json", "report.md"]
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from expecting import strict_expect
+from serving import pytest_subprocess
 
 from gpuconf.cluster import Cluster, connect
 from gpuconf.cluster import signoff as so
@@ -236,8 +237,8 @@ def run_inventory(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, pr
     monkeypatch.setenv("SIGNOFF_BEFORE", json.dumps(before or {}))
     reports = pytester.path / "reports"
     # A subprocess: the cluster (threads, TLS, the cryptography bindings) must not share this interpreter.
-    result = pytester.runpytest_subprocess("suites", "-p", "gpuconf.plugin", "--simulate", profile, "--report-dir",
-                                           str(reports), "-p", "no:cacheprovider", *args)
+    result = pytest_subprocess(pytester, "suites", "-p", "gpuconf.plugin", "--simulate", profile, "--report-dir",
+                               str(reports), "-p", "no:cacheprovider", *args)
     nodes = json.loads((pytester.path / "nodes.json").read_text())
     run_id = json.loads((reports / "report.json").read_text())["extra"]["gpuconf"]["run_id"]
     return result, nodes, run_id

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from serving import pytest_subprocess
 
 from gpuconf.sim.profile import FaultDef, fault_catalog, load_profile
 from gpuconf.verdict import checks
@@ -96,8 +97,8 @@ def run_suites(pytester: pytest.Pytester, profile: str) -> tuple[pytest.RunResul
         (suites / suite.name).write_text(suite.read_text())
     reports = pytester.path / "reports"
     # A subprocess: the cluster (threads, TLS, the cryptography bindings) must not share this interpreter.
-    result = pytester.runpytest_subprocess("suites", "-p", "gpuconf.plugin", "--simulate", profile, "--report-dir",
-                                           str(reports), "-rf", "-p", "no:cacheprovider", "-o", "junit_family=xunit1")
+    result = pytest_subprocess(pytester, "suites", "-p", "gpuconf.plugin", "--simulate", profile, "--report-dir",
+                               str(reports), "-rf", "-p", "no:cacheprovider", "-o", "junit_family=xunit1")
     tests = json.loads((reports / "report.json").read_text())["results"]["tests"]
     return result, tests
 
