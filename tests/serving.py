@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import forked
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,23 +89,25 @@ def interrupt(process: subprocess.Popen[str]) -> None:
             process.wait()
 
 
-def suite_command(kubeconfig: Path, report_dir: Path, *options: str, suites: Sequence[str] = ("suites/",)) -> list[str]:
-    return [sys.executable, "-m", "pytest", *NO_HYPOTHESIS, *suites, "-p", "gpuconf.plugin", "--kubeconfig",
-            str(kubeconfig), "--report-dir", str(report_dir), "-q", "-p", "no:cacheprovider", *options]
+def suite_args(kubeconfig: Path, report_dir: Path, *options: str, suites: Sequence[str] = ("suites/",)) -> list[str]:
+    """`pytest`'s arguments for the suites against ``kubeconfig``."""
+    return [*NO_HYPOTHESIS, *suites, "-p", "gpuconf.plugin", "--kubeconfig", str(kubeconfig), "--report-dir",
+            str(report_dir), "-q", "-p", "no:cacheprovider", *options]
 
 
 def start_suites(kubeconfig: Path, report_dir: Path, *options: str,
                  suites: Sequence[str] = ("suites/",)) -> subprocess.Popen[str]:
     """The suites as a separate process (its own session, so a signal reaches only it)."""
-    return subprocess.Popen(suite_command(kubeconfig, report_dir, *options, suites=suites), cwd=ROOT,
+    return subprocess.Popen([sys.executable, "-m", "pytest", *suite_args(kubeconfig, report_dir, *options,
+                                                                         suites=suites)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
 def run_suites(kubeconfig: Path, report_dir: Path, *options: str, suites: Sequence[str] = ("suites/",),
                timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(suite_command(kubeconfig, report_dir, *options, suites=suites), cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    """The suites against ``kubeconfig`` to their end (forked: tests/forked.py)."""
+    return forked.run_pytest(suite_args(kubeconfig, report_dir, *options, suites=suites), cwd=ROOT, timeout=timeout)
 
 
 def report(report_dir: Path) -> dict[str, Any]:
@@ -120,6 +123,7 @@ def outcomes(report_dir: Path) -> dict[tuple[str, str, str], str]:
     return out
 
 
-def pytest_subprocess(pytester: pytest.Pytester, *args: str | Path, **kwargs: Any) -> pytest.RunResult:
-    """``pytester.runpytest_subprocess`` without hypothesis's plugin (NO_HYPOTHESIS)."""
-    return pytester.runpytest_subprocess(*NO_HYPOTHESIS, *args, **kwargs)
+def pytest_subprocess(pytester: pytest.Pytester, *args: str | Path, timeout: float | None = None) -> pytest.RunResult:
+    """``pytester.runpytest_subprocess`` without hypothesis's plugin (NO_HYPOTHESIS), forked from
+    a process that has the heavy modules imported (tests/forked.py)."""
+    return forked.runpytest(pytester, *NO_HYPOTHESIS, *args, timeout=timeout)

@@ -71,7 +71,6 @@ def test_a_run_that_cannot_start_writes_every_report_saying_why(pytester: pytest
 
 OPTIONS_SUITE = """
 import pytest
-from serving import pytest_subprocess
 from gpuconf.plugin import cuda_probe_pod, run_context
 
 def test_node(gpu_node):

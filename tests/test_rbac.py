@@ -14,12 +14,11 @@ from __future__ import annotations
 import functools
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import forked
 import pytest
 from kubernetes import client
 from serving import NO_HYPOTHESIS, in_parallel
@@ -120,12 +119,9 @@ def record(base: Path, profile: str, *options: str) -> list[ApiRequest]:
     log = base / f"{profile}.jsonl"
     log.touch()
     # A subprocess: the cluster (threads, TLS, the cryptography bindings) must not share this interpreter.
-    run = subprocess.run([sys.executable, "-m", "pytest", *NO_HYPOTHESIS, "suites", "-p", "gpuconf.plugin",
-                          "--simulate", profile, *job_args(), *options, "--report-dir", str(base / profile), "-q",
-                          "-p", "no:cacheprovider"],
-                         cwd=base, env={**os.environ, "GPUCONF_RBAC_LOG": str(log), "COLUMNS": "400"},
-                         capture_output=True,
-                         text=True, timeout=300, check=False)
+    run = forked.run_pytest([*NO_HYPOTHESIS, "suites", "-p", "gpuconf.plugin", "--simulate", profile, *job_args(),
+                             *options, "--report-dir", str(base / profile), "-q", "-p", "no:cacheprovider"],
+                            cwd=base, env={**os.environ, "GPUCONF_RBAC_LOG": str(log), "COLUMNS": "400"}, timeout=300)
     assert run.returncode == 0, f"{profile}: the suites failed:\n{run.stdout[-3000:]}\n{run.stderr[-2000:]}"
     requests: list[ApiRequest] = []
     for line in log.read_text().splitlines():

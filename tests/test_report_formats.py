@@ -14,11 +14,12 @@ import re
 import shutil
 import stat
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import forked
 import jsonschema
 import pytest
 from expecting import strict_expect
@@ -45,14 +46,13 @@ def test_never():
 """
 
 
-def _start(where: Path, *args: str) -> subprocess.Popen[str]:
-    """A suite run in its own process (the four run side by side), its temporary directory its own
-    (``<report dir>-tmp``: what a run leaves there is found)."""
+def _run(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """A suite run (forked: tests/forked.py), its temporary directory its own (``<report dir>-tmp``:
+    what a run leaves there is found)."""
     tmp = Path(args[args.index("--report-dir") + 1] + "-tmp")
     tmp.mkdir()
-    return subprocess.Popen([sys.executable, "-m", "pytest", *NO_HYPOTHESIS, "-p", "gpuconf.plugin", "-q", "-p",
-                             "no:cacheprovider", *args], cwd=where, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(tmp)})
+    return forked.run_pytest([*NO_HYPOTHESIS, "-p", "gpuconf.plugin", "-q", "-p", "no:cacheprovider", *args], cwd=where,
+                             env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "TMPDIR": str(tmp)}, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -68,18 +68,19 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     stop = tmp_path_factory.mktemp("stop")
     (stop / "test_stop.py").write_text(INTERRUPTED_TESTS)
     out = {kind: base / kind for kind in KINDS}
-    expected = {
-        "healthy": (_start(base, "test_inventory.py", "--simulate", "healthy-h100", "--report-dir",
-                           str(out["healthy"])), 0),
-        "failing": (_start(base, "test_inventory.py", "test_mig.py", "--simulate", "faulty.yaml", "--expect",
-                           str(strict_expect(base)), "--report-dir", str(out["failing"])), 1),
-        "interrupted": (_start(stop, "--simulate", "healthy-h100", "--report-dir", str(out["interrupted"])), 2),
-        "not-started": (_start(base, "test_inventory.py", "--kubeconfig", str(base / "missing"), "--report-dir",
-                             str(out["not-started"])), 10),
+    jobs = {
+        "healthy": (("test_inventory.py", "--simulate", "healthy-h100", "--report-dir", str(out["healthy"])), base, 0),
+        "failing": (("test_inventory.py", "test_mig.py", "--simulate", "faulty.yaml", "--expect",
+                     str(strict_expect(base)), "--report-dir", str(out["failing"])), base, 1),
+        "interrupted": (("--simulate", "healthy-h100", "--report-dir", str(out["interrupted"])), stop, 2),
+        "not-started": (("test_inventory.py", "--kubeconfig", str(base / "missing"), "--report-dir",
+                         str(out["not-started"])), base, 10),
     }
-    for kind, (proc, status) in expected.items():
-        output, _ = proc.communicate(timeout=300)
-        assert proc.returncode == status, f"{kind}: {output[-3000:]}"
+    with ThreadPoolExecutor(len(jobs)) as pool:  # the four side by side
+        done = {kind: pool.submit(_run, where, *args) for kind, (args, where, _) in jobs.items()}
+    for kind, (_, _, status) in jobs.items():
+        run = done[kind].result()
+        assert run.returncode == status, f"{kind}: {(run.stdout + run.stderr)[-3000:]}"
     return out
 
 

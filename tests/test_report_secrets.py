@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
 from pathlib import Path
 
+import forked
 import pytest
 import yaml
 from serving import NO_HYPOTHESIS
@@ -70,10 +69,9 @@ def run_suite(tmp: Path, kubeconfig: Path, *options: str) -> tuple[int, Path, st
     file it wrote (reports and CNCF evidence) and its output."""
     out = tmp / "out"
     # A subprocess: the suite's client must not share this interpreter with the simulated cluster.
-    run = subprocess.run([sys.executable, "-m", "pytest", *NO_HYPOTHESIS, str(ROOT / "suites" / "test_inventory.py"),
-                          "-p", "no:cacheprovider", "-q", "--kubeconfig", str(kubeconfig), *options,
-                          "--report-dir", str(out / "reports"), "--cncf-evidence", str(out / "cncf")],
-                         cwd=tmp, capture_output=True, text=True, timeout=300, check=False)
+    run = forked.run_pytest([*NO_HYPOTHESIS, str(ROOT / "suites" / "test_inventory.py"), "-p", "no:cacheprovider", "-q",
+                             "--kubeconfig", str(kubeconfig), *options, "--report-dir", str(out / "reports"),
+                             "--cncf-evidence", str(out / "cncf")], cwd=tmp, timeout=300)
     return run.returncode, out, run.stdout + run.stderr
 
 

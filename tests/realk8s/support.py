@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import forked
 import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
@@ -106,9 +107,9 @@ def suite_run(kubeconfig: Path | None, report_dir: Path, *options: str, simulate
               timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`pytest suites/` as a user runs it, against the kubeconfig or ``--simulate PROFILE``."""
     target = ["--simulate", simulate] if simulate else ["--kubeconfig", str(kubeconfig)]
-    return subprocess.run([sys.executable, "-m", "pytest", *NO_HYPOTHESIS, "suites/", *target, "--report-dir",
-                           str(report_dir), "-q", "-p", "no:cacheprovider", *options], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, check=False, env={**os.environ, **(env or {})})
+    return forked.run_pytest([*NO_HYPOTHESIS, "suites/", *target, "--report-dir", str(report_dir), "-q", "-p",
+                              "no:cacheprovider", *options], cwd=ROOT, timeout=timeout,
+                             env={**os.environ, **(env or {})})
 
 
 def verdicts(report: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
