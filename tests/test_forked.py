@@ -1,0 +1,61 @@
+"""The forked suite runs (tests/forked.py) are what a fresh `python -m pytest` is: the same exit
+status, output streams, working directory, environment, sys.path head, temporary directory, and
+assertion rewriting of the gpuconf plugin and the test modules."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import forked
+import pytest
+
+FACTS = '''
+import json, os, sys, tempfile
+import pytest
+
+def test_facts():
+    import gpuconf.plugin
+    facts = {"cwd": os.getcwd(), "path0": sys.path[0], "env": os.environ.get("FORKED_PROBE"),
+             "tmp": tempfile.gettempdir(), "argv_tail": sys.argv[1:3],
+             "plugin_rewritten": type(gpuconf.plugin.__loader__).__name__ == "AssertionRewritingHook"}
+    print("FACTS " + json.dumps(facts))
+    sys.stderr.write("to stderr\\n")
+
+def test_rewritten():
+    left = [1, 2]
+    assert left == [1, 3]
+'''
+
+
+def _facts(stdout: str) -> dict[str, object]:
+    [line] = [x for x in stdout.splitlines() if x.startswith("FACTS ")]
+    return dict(json.loads(line.removeprefix("FACTS ")))
+
+
+def test_a_forked_run_is_a_fresh_interpreters_run(tmp_path: Path) -> None:
+    (tmp_path / "test_probe.py").write_text(FACTS)
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "FORKED_PROBE": "yes", "TMPDIR": str(tmp_path / "tmp")}
+    args = ["-p", "gpuconf.plugin", "-p", "no:cacheprovider", "-s", "-q", "test_probe.py"]
+    fresh = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=120, check=False)
+    fork = forked.run_pytest(args, cwd=tmp_path, env=env, timeout=120)
+    assert fork.returncode == fresh.returncode == 1, fork.stdout + fork.stderr
+    facts = _facts(fork.stdout)
+    assert facts == _facts(fresh.stdout)
+    assert facts["cwd"] == facts["path0"] == str(tmp_path) and facts["env"] == "yes"
+    assert facts["tmp"] == str(tmp_path / "tmp") and facts["plugin_rewritten"] is True
+    for out in (fork.stdout, fresh.stdout):  # the test module's asserts are rewritten: the values are shown
+        assert "assert [1, 2] == [1, 3]" in out and "1 failed, 1 passed" in out
+    assert fork.stderr == fresh.stderr == "to stderr\n"  # -s: the test's stderr is the run's, apart
+    assert "cannot be rewritten" not in fork.stdout + fork.stderr  # the plugin was not imported before pytest
+
+
+def test_a_forked_run_past_its_timeout_is_killed(tmp_path: Path) -> None:
+    (tmp_path / "test_slow.py").write_text("import time\n\ndef test_slow():\n    time.sleep(60)\n")
+    with pytest.raises(subprocess.TimeoutExpired):
+        forked.run_pytest(["-q", "-p", "no:cacheprovider", "test_slow.py"], cwd=tmp_path, timeout=3)
