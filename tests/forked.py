@@ -17,6 +17,7 @@ run). Runs that are signalled, or read while running, stay real subprocesses (te
 
 from __future__ import annotations
 
+import atexit
 import multiprocessing
 import os
 import subprocess
@@ -60,7 +61,14 @@ def _pytest_main(args: list[str], cwd: str, env: dict[str, str], out: str, err: 
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
         os.close(target)
-    sys.exit(int(pytest.main(args)))
+    try:
+        status = int(pytest.main(args))
+    finally:
+        # An interpreter runs its exit handlers when it ends; a forked child ends with os._exit. The
+        # official client removes the files it wrote a kubeconfig's inline certificate and key into
+        # in one: without it, each run that read such a kubeconfig left a private key in $TMPDIR.
+        atexit._run_exitfuncs()
+    sys.exit(status)
 
 
 def _run(argv: list[str], cwd: str | Path, env: dict[str, str], out: Path, err: Path, timeout: float | None) -> int:

@@ -14,8 +14,10 @@ import forked
 import pytest
 
 FACTS = '''
-import json, os, sys, tempfile
+import atexit, json, os, sys, tempfile
 import pytest
+
+atexit.register(lambda: open("exited", "a").write("ran its exit handlers\\n"))
 
 def test_facts():
     import gpuconf.plugin
@@ -53,6 +55,7 @@ def test_a_forked_run_is_a_fresh_interpreters_run(tmp_path: Path) -> None:
         assert "assert [1, 2] == [1, 3]" in out and "1 failed, 1 passed" in out
     assert fork.stderr == fresh.stderr == "to stderr\n"  # -s: the test's stderr is the run's, apart
     assert "cannot be rewritten" not in fork.stdout + fork.stderr  # the plugin was not imported before pytest
+    assert (tmp_path / "exited").read_text() == "ran its exit handlers\n" * 2  # each run, at its end
 
 
 def test_a_forked_run_past_its_timeout_is_killed(tmp_path: Path) -> None:
