@@ -34,6 +34,7 @@ from gpuconf.cluster import (
     connect,
     load_inventory,
 )
+from gpuconf.cluster.campaign import PREPARE_BUDGET_S
 
 __all__ = ["ClusterHandle", "Session"]
 
@@ -115,6 +116,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--timeout", "--probe-timeout", dest="gpuconf_timeout", metavar="SECONDS", type=float,
                     default=900.0, help="budget for each probe campaign, image pulls and the probe's compile "
                     "included (default 900)")
+    group.addoption("--prepare-timeout", dest="prepare_timeout", metavar="SECONDS", type=float,
+                    default=PREPARE_BUDGET_S,
+                    help="how long a probe pod with ResourceClaims may stay bound, no container started, after "
+                    "the kubelet reported FailedPrepareDynamicResources and nothing later, before it is "
+                    "reported as not prepared instead of waited for until --timeout (default 20)")
     group.addoption("--api-deadline", dest="api_deadline", metavar="SECONDS", type=float, default=60.0,
                     help="how long one API call may retry what the API server does transiently (429 with its "
                     "Retry-After, 5xx, a reset connection) before the check it serves is reported not tested "
@@ -279,6 +285,9 @@ def _validate_options(config: pytest.Config) -> None:
     deadline = config.getoption("api_deadline")
     if not deadline > 0:
         raise pytest.UsageError(f"--api-deadline {deadline:g}: must be a positive number of seconds")
+    prepare = config.getoption("prepare_timeout")
+    if not prepare > 0:
+        raise pytest.UsageError(f"--prepare-timeout {prepare:g}: must be a positive number of seconds")
     timeout = config.getoption("gpuconf_timeout")
     if timeout <= 0:
         raise pytest.UsageError(f"--timeout {timeout:g}: must be a positive number of seconds")
@@ -350,7 +359,8 @@ def run_context(config: pytest.Config) -> RunContext:
     assert state.handle is not None
     if state.run is None:
         state.run = RunContext(state.handle.cluster, namespace=config.getoption("--namespace"),
-                               liveness_interval_s=config.getoption("--liveness-interval")).__enter__()
+                               liveness_interval_s=config.getoption("--liveness-interval"),
+                               prepare_budget_s=config.getoption("prepare_timeout")).__enter__()
     return state.run
 
 

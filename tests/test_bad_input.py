@@ -143,6 +143,8 @@ SUITE_CASES: list[tuple[str, Build, int, str]] = [
      "--timeout 0: must be a positive number of seconds"),
     ("--api-deadline 0", lambda d, r, s: ["--simulate", "healthy-h100", "--api-deadline", "0"], 4,
      "--api-deadline 0: must be a positive number of seconds"),
+    ("--prepare-timeout -1", lambda d, r, s: ["--simulate", "healthy-h100", "--prepare-timeout", "-1"], 4,
+     "--prepare-timeout -1: must be a positive number of seconds"),
     ("--timeout soon", lambda d, r, s: ["--simulate", "healthy-h100", "--timeout", "soon"], 4,
      "invalid float value: 'soon'"),
     ("--burn-in 0", lambda d, r, s: ["--simulate", "healthy-h100", "--burn-in", "0"], 4,

@@ -247,7 +247,8 @@ def test_a_campaign_records_the_claims_its_pods_were_allocated(tmp_path: Path) -
 def test_a_claim_pod_the_kubelet_cannot_prepare_ends_after_the_prepare_budget_not_the_timeout(tmp_path: Path) -> None:
     """dra-slice-stale: the slice still offers a GPU that fell off the bus; a claim for every published
     device gets it, NodePrepareResources fails, and the kubelet retries for ever. The campaign stops
-    following the pod once the budget has passed with the failure the latest word."""
+    following the pod once the budget (the run's, as --prepare-timeout sets it) has passed with the
+    failure the latest word."""
     from gpuconf.probe_pods import ClaimRequest
     from gpuconf.sim.profile import load_profile, with_faults
 
@@ -255,10 +256,10 @@ def test_a_claim_pod_the_kubelet_cannot_prepare_ends_after_the_prepare_budget_no
                                                            "gpu": 3}])
     with SimulatedCluster(profile) as sim:
         dra = connect(sim.write_kubeconfig(tmp_path / "kubeconfig"))
-        with RunContext(dra, handle_signals=False) as ctx:
+        with RunContext(dra, handle_signals=False, prepare_budget_s=1.0) as ctx:
             pod = claim_pod(ctx, "gpus", ClaimRequest("gpus", "gpu.nvidia.com", mode="All"))
             started = time.monotonic()
-            (outcome,) = run_campaign(ctx, [pod], timeout=120, prepare_budget=1.0).values()
+            (outcome,) = run_campaign(ctx, [pod], timeout=120).values()
             took = time.monotonic() - started
     assert not outcome.timed_out and took < 60, took
     assert outcome.phase == "Pending" and not outcome.succeeded

@@ -91,14 +91,14 @@ CASCADES: dict[str, tuple[set[str], str]] = {
 Failure = tuple[str, str | None]  # (check id, node); a test that failed before judging: (test name, None)
 
 
-def run_suites(pytester: pytest.Pytester, profile: str) -> tuple[pytest.RunResult, list[dict[str, Any]]]:
+def run_suites(pytester: pytest.Pytester, profile: str, *options: str) -> tuple[pytest.RunResult, list[dict[str, Any]]]:
     suites = pytester.mkdir("suites")
     for suite in SUITES:
         (suites / suite.name).write_text(suite.read_text())
     reports = pytester.path / "reports"
     # A subprocess: the cluster (threads, TLS, the cryptography bindings) must not share this interpreter.
     result = pytest_subprocess(pytester, "suites", "-p", "gpuconf.plugin", "--simulate", profile, "--report-dir",
-                               str(reports), "-rf", "-p", "no:cacheprovider", "-o", "junit_family=xunit1")
+                               str(reports), "-rf", "-p", "no:cacheprovider", "-o", "junit_family=xunit1", *options)
     tests = json.loads((reports / "report.json").read_text())["results"]["tests"]
     return result, tests
 
@@ -147,7 +147,9 @@ def test_a_fault_fails_its_check_on_its_node_and_nothing_unrelated(pytester: pyt
     text, node = target(fault)
     profile = pytester.path / f"{fault.id}.yaml"
     profile.write_text(text)
-    result, tests = run_suites(pytester, str(profile))
+    # A DRA claim the kubelet cannot prepare is reported 5 s after its FailedPrepareDynamicResources,
+    # not the default 20 (dra-slice-stale has three campaigns that wait it out).
+    result, tests = run_suites(pytester, str(profile), "--prepare-timeout", "5")
     output = result.stdout.str()
     failed = failures(tests)
     assert (fault.check, node) in failed, output[-4000:]

@@ -135,8 +135,11 @@ class RunContext:
     """
 
     def __init__(self, cluster: Cluster, *, run_id: str | None = None, handle_signals: bool = True,
-                 namespace: str | None = None, liveness_interval_s: float | None = LIVENESS_INTERVAL_S) -> None:
+                 namespace: str | None = None, liveness_interval_s: float | None = LIVENESS_INTERVAL_S,
+                 prepare_budget_s: float | None = None) -> None:
         self.cluster = cluster
+        #: The campaigns' ``prepare_budget`` (``--prepare-timeout``; PREPARE_BUDGET_S when not given).
+        self.prepare_budget_s = PREPARE_BUDGET_S if prepare_budget_s is None else prepare_budget_s
         self.run_id = run_id or new_run_id()
         #: ``namespace`` given: an existing namespace the run uses and keeps (users who may not create
         #: namespaces); only what the run creates in it is deleted.
@@ -548,6 +551,8 @@ FAILED_PREPARE = "FailedPrepareDynamicResources"
 #: Seconds a pod with ResourceClaims may stay bound without a started container before its events
 #: are read: the kubelet prepares claims before the sandbox and the image pull, so a pod past this
 #: with a FailedPrepareDynamicResources event and none of a later step has been retried and is stuck.
+#: The default of ``--prepare-timeout``: a DRA driver whose prepare fails at first and succeeds on a
+#: retry later than this is reported as failing; give more where that is normal.
 PREPARE_BUDGET_S = 20.0
 
 
@@ -711,11 +716,12 @@ def _create_pod(cluster: Cluster, pod: dict[str, Any]) -> PodOutcome | None:
 
 def run_campaign(ctx: RunContext, pods: Sequence[Obj], *, timeout: float, schedule_budget: float = 60.0,
                  max_log_bytes: int = 256 * 1024, parallel_creates: int = 8,
-                 record_claims: bool = False, prepare_budget: float = PREPARE_BUDGET_S) -> dict[str, PodOutcome]:
+                 record_claims: bool = False, prepare_budget: float | None = None) -> dict[str, PodOutcome]:
     """Launch every pod at once into the run namespace, follow them with one watch until each is
     finished, stuck for good, unschedulable past its budget (``schedule_budget`` seconds from
     creation, or the pod's ``gpuconf.io/schedule-budget-s`` annotation), bound with ResourceClaims
-    the kubelet still fails to prepare ``prepare_budget`` seconds later, or ``timeout`` passes;
+    the kubelet still fails to prepare ``prepare_budget`` seconds later (default: the run's
+    ``prepare_budget_s``, ``--prepare-timeout``), or ``timeout`` passes;
     then read logs and events once. The campaign's pods are deleted afterwards (a pod left
     Pending or Running would hold GPUs the next campaign needs). ``record_claims``: also watch the
     namespace's ResourceClaims meanwhile and give each outcome its claims as seen allocated."""
@@ -758,7 +764,7 @@ def run_campaign(ctx: RunContext, pods: Sequence[Obj], *, timeout: float, schedu
                 created[name] = time.monotonic()
         following = [n for n in names if n not in rejected]
         follower = _Follower(following, {p["metadata"]["name"]: _budget(p, schedule_budget) for p in prepared},
-                             created, prepare_budget)
+                             created, ctx.prepare_budget_s if prepare_budget is None else prepare_budget)
         _follow(cluster, ctx, selector, follower, deadline)
 
     events = _events_by_pod(cluster, ctx.namespace)
