@@ -120,7 +120,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     default=PREPARE_BUDGET_S,
                     help="how long a probe pod with ResourceClaims may stay bound, no container started, after "
                     "the kubelet reported FailedPrepareDynamicResources and nothing later, before it is "
-                    "reported as not prepared instead of waited for until --timeout (default 20)")
+                    f"reported as not prepared instead of waited for until --timeout (default {PREPARE_BUDGET_S:g})")
     group.addoption("--api-deadline", dest="api_deadline", metavar="SECONDS", type=float, default=60.0,
                     help="how long one API call may retry what the API server does transiently (429 with its "
                     "Retry-After, 5xx, a reset connection) before the check it serves is reported not tested "

@@ -82,6 +82,8 @@ def test_probe_pods_follow_the_options(request, gpu_cluster):
     assert image.startswith("registry.example.com/mirror/gpuconf/cuda-probe:"), image
     assert "initContainers" not in pod["spec"]  # registry mode: no compile step
     assert run_context(request.config).namespace == pod["metadata"]["namespace"] == "default"
+    # --prepare-timeout reaches every campaign through the run's context (7 in the first run, else 20)
+    assert run_context(request.config).prepare_budget_s == request.config.getoption("prepare_timeout")
 
 @pytest.mark.disruptive
 def test_disruptive():
@@ -93,7 +95,7 @@ def test_node_selector_registry_namespace_and_disruptive(pytester: pytest.Pytest
     pytester.makepyfile(test_suite=OPTIONS_SUITE)
     result = pytest_subprocess(pytester,
         "-p", "gpuconf.plugin", "--simulate", "multi-pool", "--node-selector", "nvidia.com/gpu.machine=sim-l40s", "-v",
-        "--registry", "registry.example.com/mirror", "--namespace", "default", "-rs")
+        "--registry", "registry.example.com/mirror", "--namespace", "default", "--prepare-timeout", "7", "-rs")
     result.stdout.fnmatch_lines(["*test_node?l40s-0? PASSED*", "*test_node?l40s-1? PASSED*",
                                  "*SKIPPED*disruptive (changes node state): give --allow-disruptive to run it"])
     assert "h100" not in result.stdout.str().split("short test summary")[0].replace("multi-pool", "")
