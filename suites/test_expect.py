@@ -17,7 +17,7 @@ pytestmark = pytest.mark.expect
 
 def view(inv: Inventory, name: str) -> NodeView:
     n = inv.node(name)
-    return NodeView(n.name, n.labels, n.capacity, n.allocatable, sum(len(s.devices) for s in n.slices))
+    return NodeView.of(n.name, n.labels, n.capacity, n.allocatable, sum(len(s.devices) for s in n.slices))
 
 
 @pytest.mark.check("expect.pool-populated")

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.inventory
 
 def view(inv: Inventory, name: str) -> checks.NodeView:
     n = inv.node(name)
-    return checks.NodeView(n.name, n.labels, n.capacity, n.allocatable, sum(len(s.devices) for s in n.slices))
+    return checks.NodeView.of(n.name, n.labels, n.capacity, n.allocatable, sum(len(s.devices) for s in n.slices))
 
 
 @pytest.mark.check("inventory.gpu-resource-advertised")

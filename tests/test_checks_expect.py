@@ -35,7 +35,7 @@ CHECKS = ("expect.pool-populated", "expect.node-in-a-pool", "expect.node-matches
 def view(n: SimNode) -> NodeView:
     capacity, allocatable = node_resources(n)
     devices = sum(len(s["spec"]["devices"]) for s in resource_slices(n))
-    return NodeView(n.name, node_labels(n), capacity, allocatable, devices)
+    return NodeView.of(n.name, node_labels(n), capacity, allocatable, devices)
 
 
 def whole_node_probe(n: SimNode) -> tuple[CudaProbeReport, int]:

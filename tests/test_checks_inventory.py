@@ -35,7 +35,7 @@ REAL_GFD = Path(__file__).parent / "data" / "real" / "gfd"
 def view(n: SimNode) -> NodeView:
     capacity, allocatable = node_resources(n)
     devices = sum(len(s["spec"]["devices"]) for s in resource_slices(n))
-    return NodeView(n.name, node_labels(n), capacity, allocatable, devices)
+    return NodeView.of(n.name, node_labels(n), capacity, allocatable, devices)
 
 
 def whole_node_probe(n: SimNode):
@@ -137,7 +137,7 @@ def test_time_sliced_nodes_count_physical_gpus():
 
 
 def test_a_node_without_gpu_labels_is_not_tested_rather_than_failed():
-    verdict = evaluate_gpu_resource_advertised(NodeView("cpu-node", {"kubernetes.io/os": "linux"}, {"cpu": "8"}))
+    verdict = evaluate_gpu_resource_advertised(NodeView.of("cpu-node", {"kubernetes.io/os": "linux"}, {"cpu": "8"}))
     assert verdict.outcome is Outcome.NOT_TESTED
 
 

@@ -42,7 +42,8 @@ def sample(name: str) -> dict[str, Any]:
 
 def node(name: str, **labels: str) -> NodeView:
     data = sample(name)
-    return NodeView(data["node"], {**data["labels"], **labels}, data.get("capacity", {}), data.get("allocatable", {}))
+    return NodeView.of(data["node"], {**data["labels"], **labels}, data.get("capacity", {}),
+                       data.get("allocatable", {}))
 
 
 def test_every_sample_names_its_source():
@@ -80,9 +81,9 @@ def test_the_driver_is_read_from_the_deprecated_labels_older_gfd_publishes_alone
 
 def test_one_driver_per_pool_is_judged_on_old_gfd_labels():
     old = node("t4-operator-gfd-old-labels")
-    upgraded = NodeView("eksworker4", {**old.labels, "nvidia.com/cuda.driver.minor": "54",
+    upgraded = NodeView.of("eksworker4", {**old.labels, "nvidia.com/cuda.driver.minor": "54",
                                        "nvidia.com/cuda.driver.rev": "15"})
-    third = NodeView("eksworker5", dict(old.labels))
+    third = NodeView.of("eksworker5", dict(old.labels))
     verdicts = {v.node: v for v in evaluate_driver_uniform([old, upgraded, third])}
     assert verdicts["eksworker3"].outcome is Outcome.PASS
     assert verdicts["eksworker4"].outcome is Outcome.DEGRADED
@@ -116,7 +117,7 @@ pools:
   - {name: t4, selector: {nvidia.com/gpu.product: Tesla-T4}, nodes: 1, mig: {strategy: none}}
 """)
     pool = load_expect(declaration).pools[0]
-    node_view = NodeView(t4.name, t4.labels, {"nvidia.com/gpu": "2"}, {"nvidia.com/gpu": "2"})
+    node_view = NodeView.of(t4.name, t4.labels, {"nvidia.com/gpu": "2"}, {"nvidia.com/gpu": "2"})
     (field,) = [f for f in compare_node(pool, node_view) if f.field == "mig.strategy"]
     assert not field.mismatches, field.line()
     assert field.line() == ("mig.strategy: declared none, observed single (label nvidia.com/mig.strategy (no GPU "
@@ -134,8 +135,8 @@ def test_an_h100_with_mig_off_is_not_a_mig_node():
 
 def test_a_node_relabelled_after_losing_a_gpu_is_caught_by_its_pool():
     healthy = node("h100-xe9680-no-mig")
-    peer = NodeView("xe9680-b", dict(healthy.labels))
-    lost = NodeView("xe9680-c", {**healthy.labels, "nvidia.com/gpu.count": "7"},
+    peer = NodeView.of("xe9680-b", dict(healthy.labels))
+    lost = NodeView.of("xe9680-c", {**healthy.labels, "nvidia.com/gpu.count": "7"},
                     {"nvidia.com/gpu": "7"}, {"nvidia.com/gpu": "7"})
     pools = pool_gpu_count([healthy, peer, lost])
     assert pools["xe9680-c"] == (8, "the 3 nodes of its pool (NVIDIA-H100-80GB-HBM3 on PowerEdge-XE9680)")
@@ -152,7 +153,7 @@ def test_vm_flavors_of_one_product_are_separate_pools():
     """GFD's gpu.machine is the DMI product name: OpenStack-Nova for every OpenStack VM (see
     gpu-operator#442's A30 node), so the instance type tells a 1-GPU flavor from a 4-GPU one."""
     a30 = {"nvidia.com/gpu.product": "NVIDIA-A30", "nvidia.com/gpu.machine": "OpenStack-Nova"}
-    flavors = [NodeView(f"vm-{i}", {**a30, "nvidia.com/gpu.count": str(n),
+    flavors = [NodeView.of(f"vm-{i}", {**a30, "nvidia.com/gpu.count": str(n),
                                     "node.kubernetes.io/instance-type": f"gpu.a30.{n}x"})
                for i, n in enumerate((4, 4, 1))]
     pools = pool_gpu_count(flavors)
@@ -206,7 +207,7 @@ def test_gfd_naming_another_profile_than_the_device_plugin_is_reported():
 def test_the_nvlink_clique_is_read_and_shown(tmp_path):
     labels = {**sample("h100-xe9680-no-mig")["labels"], **sample("gb300-clique")["labels"]}
     probe = probe_on(tmp_path, "H100", 8, "580.95.05", "13.0")
-    verdict = evaluate_labels_match_hardware(NodeView("gb300-worker", labels), probe)
+    verdict = evaluate_labels_match_hardware(NodeView.of("gb300-worker", labels), probe)
     assert "NVLink clique a2221497-dbce-4964-8826-684c3694fd45.2478" in verdict.summary
     assert verdict.evidence == ("NVLink clique a2221497-dbce-4964-8826-684c3694fd45.2478",)
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from gpuconf.nodes import NodeView
+from gpuconf.nodes.facts import label_cuda_version, label_driver_version
 from gpuconf.probes.cuda import CudaProbeReport, DeviceReport
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
@@ -34,48 +36,6 @@ __all__ = [
 ]
 
 GPU_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
-
-
-@dataclass(frozen=True)
-class NodeView:
-    """What the API says about a node's GPUs."""
-
-    name: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-    capacity: Mapping[str, str] = field(default_factory=dict)
-    allocatable: Mapping[str, str] = field(default_factory=dict)
-    dra_devices: int = 0  # devices its ResourceSlices publish
-
-    def label(self, key: str) -> str | None:
-        return self.labels.get(f"nvidia.com/{key}")
-
-    @property
-    def driver_version(self) -> str | None:
-        return label_driver_version(self.labels)[0]
-
-
-def label_driver_version(labels: Mapping[str, str]) -> tuple[str | None, str]:
-    """GFD's driver version and the labels it was read from: ``cuda.driver-version.full``, or on
-    GFD releases before it (and alongside it, deprecated) ``cuda.driver.major/minor/rev`` joined as
-    GFD split it (a driver without a patch level has an empty rev: ``535.54``)."""
-    full = labels.get("nvidia.com/cuda.driver-version.full")
-    if full:
-        return full, "nvidia.com/cuda.driver-version.full"
-    major, minor = labels.get("nvidia.com/cuda.driver.major"), labels.get("nvidia.com/cuda.driver.minor")
-    if major and minor:
-        rev = labels.get("nvidia.com/cuda.driver.rev")
-        return ".".join(p for p in (major, minor, rev) if p), "nvidia.com/cuda.driver.major/minor/rev"
-    return None, "no nvidia.com/cuda.driver-version.full or cuda.driver.major/minor label"
-
-
-def label_cuda_version(labels: Mapping[str, str]) -> str | None:
-    """The driver's CUDA version GFD labels: ``cuda.runtime-version.full``, or the older
-    ``cuda.runtime.major/minor`` (GFD's name for the driver's CUDA, not a runtime's)."""
-    full = labels.get("nvidia.com/cuda.runtime-version.full")
-    if full:
-        return full
-    major, minor = labels.get("nvidia.com/cuda.runtime.major"), labels.get("nvidia.com/cuda.runtime.minor")
-    return f"{major}.{minor}" if major and minor else None
 
 
 def gpu_resources(amounts: Mapping[str, str]) -> dict[str, int]:

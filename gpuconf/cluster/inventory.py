@@ -58,6 +58,9 @@ class ResourceSliceInfo:
 class RuntimeClassInfo:
     name: str
     handler: str
+    #: ``scheduling.nodeSelector``: the RuntimeClass admission controller merges it into every pod
+    #: naming the class, so a class whose selector a node lacks keeps GPU pods off that node.
+    node_selector: Mapping[str, str] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -191,7 +194,9 @@ def build_inventory(nodes: Iterable[Obj], runtime_classes: Iterable[Obj], device
     return Inventory(
         gpu_nodes=tuple(sorted(gpu_nodes, key=lambda n: n.name)), other_nodes=tuple(sorted(others)),
         runtime_classes=tuple(sorted((RuntimeClassInfo(str((r.get("metadata") or {}).get("name", "")),
-                                                       str(r.get("handler", ""))) for r in runtime_classes),
+                                                       str(r.get("handler", "")),
+                                                       _strings((r.get("scheduling") or {}).get("nodeSelector")))
+                                      for r in runtime_classes),
                                      key=lambda r: r.name)),
         device_classes=tuple(sorted(str((d.get("metadata") or {}).get("name", "")) for d in device_classes)),
         slices=slice_infos, cluster_policy=policy, dra_served=dra_served,

@@ -1,0 +1,12 @@
+"""The node view: one place that knows each GPU node (how to ask for its GPUs, which RuntimeClass
+runs them, where each fact comes from). Pure: no pytest, no I/O; built once per session from the
+inventory (gpuconf.kit builds it, the suites ask it)."""
+
+from gpuconf.nodes.devices import GPU_CLASS, GPU_DRIVER, MIG_CLASS, SliceDevice, slice_devices
+from gpuconf.nodes.facts import Fact, NodeFacts, Source
+from gpuconf.nodes.offers import GpuRequest, Unavailable, Via, Why
+from gpuconf.nodes.view import NVIDIA_HANDLER, NodeView, RuntimeClassRef, build_views, gpu_runtime_class
+
+__all__ = ["GPU_CLASS", "GPU_DRIVER", "MIG_CLASS", "NVIDIA_HANDLER", "Fact", "GpuRequest", "NodeFacts", "NodeView",
+           "RuntimeClassRef", "SliceDevice", "Source", "Unavailable", "Via", "Why", "build_views", "gpu_runtime_class",
+           "slice_devices"]

@@ -1,0 +1,273 @@
+"""One GPU node as the suites need it: what it has, where each fact comes from, how a container asks
+for its GPUs (or why it cannot), and which RuntimeClass runs GPUs there.
+
+Pure (no pytest, no I/O): built once per session from the inventory (:func:`build_views`); the
+suites ask it and never branch on node kinds themselves. The MIG and sharing checks still judge
+GFD's labels; the view only decides how to ask and where to run.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuconf.nodes.devices import GPU_CLASS, MIG_CLASS, SliceDevice, slice_devices
+from gpuconf.nodes.facts import NodeFacts, label_driver_version, node_facts
+from gpuconf.nodes.offers import GpuRequest, Unavailable, Via, Why
+from gpuconf.probe_pods import ClaimRequest
+
+__all__ = ["NVIDIA_HANDLER", "NodeView", "RuntimeClassRef", "build_views", "gpu_runtime_class"]
+
+#: The handler containerd/CRI-O know the NVIDIA container runtime by (the GPU Operator's toolkit and
+#: the Container Toolkit's `nvidia-ctk runtime configure` both register it under this name). A
+#: RuntimeClass is found by this handler, never by its own name: clusters call it nvidia, nvidia-gpu,
+#: nvidia-cdi...
+NVIDIA_HANDLER = "nvidia"
+#: The resources NVIDIA's device plugin advertises whole (or time-sliced) GPUs under; the second is
+#: its renameByDefault name for shared GPUs.
+PLUGIN_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared")
+GPU = "nvidia.com/gpu"
+SHARING_STRATEGIES = ("time-slicing", "mps")
+
+
+@dataclass(frozen=True)
+class RuntimeClassRef:
+    name: str
+    handler: str
+    node_selector: Mapping[str, str] = field(default_factory=dict)  # scheduling.nodeSelector
+
+
+def gpu_runtime_class(classes: Iterable[RuntimeClassRef], labels: Mapping[str, str] | None = None) -> str | None:
+    """The RuntimeClass GPU pods on a node with ``labels`` should name: one whose handler is the NVIDIA
+    runtime's and whose ``scheduling.nodeSelector`` the node satisfies (a class the node does not
+    satisfy would keep the pod off it), the first by name; None when there is none. ``labels`` None:
+    any node (the cluster-wide question)."""
+    fitting = sorted(rc.name for rc in classes if rc.handler == NVIDIA_HANDLER and (
+        labels is None or all(labels.get(k) == v for k, v in rc.node_selector.items())))
+    return fitting[0] if fitting else None
+
+
+def _count(amounts: Mapping[str, str], key: str) -> int:
+    value = str(amounts.get(key, "0") or "0")
+    return int(value) if value.isdigit() else 0
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One GPU node: the API's facts, its DRA devices, and the answers built on them."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    capacity: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Mapping[str, str] = field(default_factory=dict)
+    devices: tuple[SliceDevice, ...] = ()  # the NVIDIA DRA driver's node-local devices
+    runtime_class: str | None = None  # by handler, honouring RuntimeClass scheduling.nodeSelector
+    claimable: bool = False  # the DeviceClass gpu.nvidia.com exists: whole GPUs can be claimed
+    mig_claimable: bool = False  # the DeviceClass mig.nvidia.com exists
+    node: Any = field(default=None, compare=False, repr=False)  # the inventory's GpuNode, untouched
+
+    @classmethod
+    def of(cls, name: str, labels: Mapping[str, str] | None = None, capacity: Mapping[str, str] | None = None,
+           allocatable: Mapping[str, str] | None = None, devices: Sequence[SliceDevice] | int = (), *,
+           slices: Sequence[Mapping[str, Any]] = (), runtime_classes: Iterable[RuntimeClassRef] = (),
+           device_classes: Iterable[str] = (GPU_CLASS, MIG_CLASS)) -> NodeView:
+        """A view from plain facts (tests; ``devices`` as a number: that many anonymous GPUs)."""
+        labels = dict(labels or {})
+        if isinstance(devices, int):
+            devices = tuple(SliceDevice(name, GPU_CLASS, name, f"gpu-{i}") for i in range(devices))
+        found = tuple(devices) + slice_devices(slices, name)
+        classes = set(device_classes)
+        return cls(name, labels, dict(capacity or {}), dict(allocatable or {}), found,
+                   gpu_runtime_class(runtime_classes, labels), GPU_CLASS in classes, MIG_CLASS in classes)
+
+    # -- what the API says (the members the label checks read) -------------------------------------
+
+    def label(self, key: str) -> str | None:
+        return self.labels.get(f"nvidia.com/{key}")
+
+    @property
+    def driver_version(self) -> str | None:
+        return label_driver_version(self.labels)[0]
+
+    @property
+    def dra_devices(self) -> int:
+        return len(self.devices)
+
+    @functools.cached_property
+    def facts(self) -> NodeFacts:
+        return node_facts(self.labels, self.capacity, self.devices)
+
+    @property
+    def dra_gpus(self) -> int:
+        """Whole GPUs (device type gpu, not MIG instances) the DRA driver publishes."""
+        return sum(d.kind == "gpu" for d in self.devices)
+
+    @property
+    def replicas(self) -> int:
+        """Time-slicing replicas per GPU as GFD labels them (1: not shared, or not labelled)."""
+        value = self.labels.get("nvidia.com/gpu.replicas", "1")
+        return int(value) if value.isdigit() and int(value) > 0 else 1
+
+    @property
+    def sharing(self) -> str | None:
+        """time-slicing, mps, or None (GFD writes strategy none, or nothing, on unshared GPUs)."""
+        strategy = self.labels.get("nvidia.com/gpu.sharing-strategy")
+        if strategy in SHARING_STRATEGIES:
+            return strategy
+        return "time-slicing" if self.replicas > 1 else None
+
+    @property
+    def mig(self) -> str:
+        """MIG in use, not the mig.strategy label (GFD writes the plugin's configured strategy on
+        nodes without MIG too): mixed (nvidia.com/mig-* advertised), single (nvidia.com/gpu are MIG
+        devices: GFD's product carries -MIG-), dra (the DRA driver publishes MIG devices), none."""
+        if any(k.startswith("nvidia.com/mig-") for k in self.capacity):
+            return "mixed"
+        if "-MIG-" in self.labels.get("nvidia.com/gpu.product", ""):
+            return "single"
+        if any(d.kind == "mig" for d in self.devices):
+            return "dra"
+        return "none"
+
+    # -- how to ask -------------------------------------------------------------------------------
+
+    def _no_whole_gpus(self, path: str) -> Unavailable:
+        """Why no whole GPU can be asked for ``path`` here (the node advertises none under it)."""
+        mig = sorted(k for k, v in self.allocatable.items() if k.startswith("nvidia.com/mig-") and _count(
+            self.allocatable, k) >= 1)
+        if mig:
+            return Unavailable(Why.MIG_ONLY, f"{self.name} advertises no nvidia.com/gpu, only MIG instances "
+                               f"({', '.join(mig)}: mixed strategy), and {path} asks for whole GPUs")
+        if (capacity := _count(self.capacity, GPU)) >= 1:
+            return Unavailable(Why.UNHEALTHY, f"none of the {capacity} nvidia.com/gpu on {self.name} is allocatable "
+                               "(all unhealthy; inventory.allocatable-matches-capacity reports it)")
+        if self.devices:
+            return Unavailable(Why.NO_PATH, f"{self.name} advertises no nvidia.com/gpu: its {self.dra_devices} GPUs "
+                               f"are published through DRA ResourceSlices only, and {path} asks for nvidia.com/gpu")
+        return Unavailable(Why.NO_GPU, f"{self.name} advertises no nvidia.com/gpu, MIG instance or DRA device "
+                           "(inventory.gpu-resource-advertised says whether it should)")
+
+    def whole_node(self) -> GpuRequest | Unavailable:
+        """Every GPU of the node in one container (the whole-node probe): every allocatable
+        nvidia.com/gpu (one replica on MPS, whose plugin gives a container one at most); on a node
+        that publishes its GPUs through DRA only, one claim for all of them (allocation mode All)."""
+        allocatable, capacity = _count(self.allocatable, GPU), _count(self.capacity, GPU)
+        if allocatable >= 1:
+            shared = self.labels.get("nvidia.com/gpu.sharing-strategy", "none") != "none" or \
+                self.labels.get("nvidia.com/gpu.replicas", "1") != "1"
+            held_back, mig_units = capacity - allocatable, self.mig == "single"
+            complete = self.mig == "none" and not shared and allocatable == capacity
+            if self.sharing == "mps" and allocatable > 1:
+                return GpuRequest(Via.PLUGIN, 1, GPU, held_back=held_back, mig_units=mig_units, complete=complete,
+                                  note=f" (MPS: a container gets one replica of one GPU; the sharing suite's pods "
+                                  f"run on more of {self.name}'s GPUs)")
+            return GpuRequest(Via.PLUGIN, 1 if self.sharing == "mps" else allocatable, GPU, replicas=self.replicas,
+                              physical=self.physical_count(), held_back=held_back, mig_units=mig_units,
+                              complete=complete)
+        if self.dra_gpus and self.claimable:
+            return GpuRequest(Via.CLAIM, self.dra_gpus, claims=(ClaimRequest("gpus", GPU_CLASS, mode="All"),),
+                              note=" (every GPU through one DRA claim)")
+        if self.dra_gpus:
+            return Unavailable(Why.NO_PATH, f"{self.name} publishes {self.dra_gpus} GPUs through DRA ResourceSlices "
+                               f"only, and the cluster has no DeviceClass {GPU_CLASS} to claim them with")
+        return self._no_whole_gpus("the whole-node probe")
+
+    def physical_count(self) -> int | None:
+        """Physical GPUs as GFD counts them (nvidia.com/gpu.count), or None."""
+        count = self.labels.get("nvidia.com/gpu.count", "")
+        return int(count) if count.isdigit() else None
+
+    def gpus(self, n: int, *, via: Via | None = Via.PLUGIN, check: str = "this check") -> GpuRequest | Unavailable:
+        """``n`` GPUs (or time-slicing replicas of them) for one container, through the device plugin:
+        nvidia.com/gpu, else its renamed nvidia.com/gpu.shared. ``offered`` on the request is how many
+        the node has; MPS gives one per container (the plugin refuses more). DRA claims for these
+        checks come with the DRA-first issue; ``via`` names the path the caller can use."""
+        if via is not Via.PLUGIN:
+            raise ValueError(f"{via}: only requests through the device plugin are built here")
+        resource = next((r for r in PLUGIN_RESOURCES if _count(self.allocatable, r) >= 1), None)
+        if resource is None:
+            return self._no_whole_gpus(check)
+        offered = _count(self.allocatable, resource)
+        if self.sharing == "mps" and n > 1:
+            return Unavailable(Why.SHARED, f"{self.name} shares its GPUs through MPS: the device plugin gives a "
+                               f"container one replica at most, and {check} asks for {n}")
+        if offered < n:
+            return Unavailable(Why.TOO_FEW, f"{self.name} has {offered} {resource} allocatable, and {check} asks "
+                               f"for {n}")
+        return GpuRequest(Via.PLUGIN, n, resource, replicas=self.replicas, held_back=_count(self.capacity, resource)
+                          - offered, mig_units=self.mig == "single")
+
+    def one_gpu(self, *, check: str = "this check") -> GpuRequest | Unavailable:
+        return self.gpus(1, check=check)
+
+    def offered(self, ask: GpuRequest) -> int:
+        """How many units of ``ask``'s resource the node has allocatable (for a claim: its devices)."""
+        return _count(self.allocatable, ask.resource) if ask.resource is not None else ask.count
+
+    def exclusive(self, *, min_gpus: int = 1, check: str = "this check") -> GpuRequest | Unavailable:
+        """Every whole GPU of the node, unshared, through the device plugin (NCCL, the DCGM
+        diagnostic): the request counts the GPUs the node advertises, allocatable or not
+        (``held_back`` says how many are not: the callers judge that themselves)."""
+        whole = _count(self.capacity, GPU)
+        if self.replicas > 1 or self.sharing is not None:
+            return Unavailable(Why.SHARED, f"{self.name} shares its GPUs ({self.sharing}, {self.replicas} replicas): "
+                               f"a pod cannot get exclusive use of a whole GPU, which {check} needs")
+        if self.mig == "single" or (self.mig == "mixed" and whole < 1):
+            return Unavailable(Why.MIG_ONLY, f"{self.name} advertises no whole GPUs as nvidia.com/gpu, only MIG "
+                               f"instances ({self.mig} strategy), and {check} needs whole GPUs")
+        if whole < 1:
+            if self.devices:
+                return Unavailable(Why.NO_PATH, f"{self.name} publishes its {self.dra_devices} GPUs through DRA "
+                                   f"ResourceSlices only: {check} asks for nvidia.com/gpu and has no DRA variant yet")
+            return Unavailable(Why.NO_GPU, f"{self.name} advertises no nvidia.com/gpu")
+        if whole < min_gpus:
+            return Unavailable(Why.TOO_FEW, f"{self.name} has {whole} GPU{'s' if whole != 1 else ''}: {check} needs "
+                               f"{min_gpus} or more")
+        allocatable = _count(self.allocatable, GPU)
+        return GpuRequest(Via.PLUGIN, whole, GPU, physical=whole, held_back=whole - allocatable,
+                          complete=self.mig == "none" and allocatable == whole)
+
+    def mig_instances(self, profile: str, n: int = 1) -> GpuRequest | Unavailable:
+        """``n`` MIG instances of ``profile`` (``1g.10gb``): nvidia.com/mig-<profile> (mixed), nvidia.com/gpu
+        on a single-strategy node of that profile, or a claim on mig.nvidia.com selecting the profile."""
+        want = f"{n} MIG instance{'s' if n != 1 else ''} of {profile}"
+        if self.mig == "mixed":
+            resource = f"nvidia.com/mig-{profile}"
+            have = _count(self.allocatable, resource)
+            if have >= n:
+                return GpuRequest(Via.MIG, n, resource, mig_units=True)
+            return Unavailable(Why.TOO_FEW, f"{self.name} has {have} {resource} allocatable, not {want}")
+        if self.mig == "single":
+            product = self.labels.get("nvidia.com/gpu.product", "")
+            have = _count(self.allocatable, GPU)
+            if product.endswith(f"-MIG-{profile}") and have >= n:
+                return GpuRequest(Via.PLUGIN, n, GPU, mig_units=True)
+            return Unavailable(Why.TOO_FEW, f"{self.name} advertises {have} nvidia.com/gpu as {product} (strategy "
+                               f"single), not {want}")
+        if self.mig == "dra":
+            have = sum(d.kind == "mig" and d.attributes.get("profile") == profile for d in self.devices)
+            if have >= n and self.mig_claimable:
+                selector = f"device.attributes['{GPU_CLASS}'].profile == '{profile}'"
+                return GpuRequest(Via.CLAIM, n, claims=(ClaimRequest("mig", MIG_CLASS, (selector,), count=n),),
+                                  mig_units=True)
+            return Unavailable(Why.TOO_FEW if not have or self.mig_claimable else Why.NO_PATH,
+                               f"{self.name} publishes {have} MIG devices of {profile} through DRA"
+                               + ("" if self.mig_claimable else f" and the cluster has no DeviceClass {MIG_CLASS}")
+                               + f": {want} asked for")
+        return Unavailable(Why.NO_GPU, f"{self.name} has no MIG instances: {want} asked for")
+
+
+def build_views(inventory: Any) -> dict[str, NodeView]:
+    """One view per GPU node of ``inventory`` (gpuconf.cluster.Inventory), by node name."""
+    classes = tuple(RuntimeClassRef(rc.name, rc.handler, dict(getattr(rc, "node_selector", {}) or {}))
+                    for rc in inventory.runtime_classes)
+    device_classes = set(inventory.device_classes)
+    views = {}
+    for node in inventory.gpu_nodes:
+        devices = slice_devices([s.raw for s in node.slices], node.name)
+        views[node.name] = NodeView(node.name, node.labels, node.capacity, node.allocatable, devices,
+                                    gpu_runtime_class(classes, node.labels), GPU_CLASS in device_classes,
+                                    MIG_CLASS in device_classes, node)
+    return views

@@ -1,0 +1,256 @@
+"""The node view (gpuconf.nodes): how a container asks for GPUs on each node, or why it cannot;
+which RuntimeClass runs GPUs there; where each fact comes from. Read as rules, on every shipped
+simulated profile (the requests the suites made before the view existed, pinned), on real GFD label
+sets and on real ResourceSlices (tests/data/real/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpuconf.cluster.inventory import build_inventory
+from gpuconf.nodes import (
+    GpuRequest,
+    NodeView,
+    RuntimeClassRef,
+    Source,
+    Unavailable,
+    Via,
+    Why,
+    build_views,
+    gpu_runtime_class,
+)
+from gpuconf.sim.agent_model import make_device_classes
+from gpuconf.sim.node_facts import node_labels, node_resources, resource_slices
+from gpuconf.sim.profile import expand, load_profile, shipped_profiles
+
+REAL = Path(__file__).parent / "data" / "real"
+
+
+def profile_views(name: str) -> dict[str, NodeView]:
+    cluster = expand(load_profile(name))
+    classes = [c["metadata"]["name"] for c in make_device_classes({n.dra.driver for n in cluster.nodes
+                                                                    if n.dra.enabled})]
+    refs = [RuntimeClassRef(rc.name, rc.handler) for rc in cluster.runtime_classes]
+    return {n.name: NodeView.of(n.name, node_labels(n), *node_resources(n), slices=resource_slices(n),
+                                runtime_classes=refs, device_classes=classes) for n in cluster.nodes}
+
+
+def shape(ask: GpuRequest | Unavailable) -> tuple[Any, ...]:
+    if isinstance(ask, Unavailable):
+        return (ask.why.name,)
+    return (ask.via.name, ask.count, ask.replicas, ask.physical, ask.complete)
+
+
+#: Per shipped profile and node, what the suites asked for before the view answered for them:
+#: the whole-node probe (plugin.whole_node_request, else every DRA GPU through one claim, with
+#: smoke's replicas, physical count and the metrics suite's "holds every GPU"); whether the compat
+#: and isolation probes' one nvidia.com/gpu could be asked for; whether NCCL (whole, unshared,
+#: two or more) and DCGM (whole, unshared, every one allocatable) took the node; the RuntimeClass.
+BEFORE = {
+    ("a100-mig-mixed", "a100-0"): (("MIG_ONLY",), False, False, False),
+    ("a100-mps", "a100-0"): (("PLUGIN", 1, 1, None, False), True, False, False),
+    ("geforce-workstation", "rtx-0"): (("PLUGIN", 2, 1, 2, True), True, True, True),
+    ("geforce-workstation", "h100-0"): (("PLUGIN", 8, 1, 8, True), True, True, True),
+    ("h100-mig-single", "h100-mig-0"): (("PLUGIN", 28, 1, 28, False), True, False, False),
+    ("h200-dra-only", "h200-0"): (("CLAIM", 8, 1, None, False), False, False, False),
+    ("healthy-h100", "h100-0"): (("PLUGIN", 8, 1, 8, True), True, True, True),
+    ("healthy-h100", "h100-1"): (("PLUGIN", 8, 1, 8, True), True, True, True),
+    ("mixed-driver-570", "a100-570-0"): (("PLUGIN", 8, 1, 8, True), True, True, True),
+    ("mixed-driver-570", "h100-580-0"): (("PLUGIN", 8, 1, 8, True), True, True, True),
+    ("multi-pool", "h100-0"): (("PLUGIN", 8, 1, 8, True), True, True, True),
+    ("multi-pool", "a100-mig-0"): (("MIG_ONLY",), False, False, False),
+    ("multi-pool", "t4-0"): (("PLUGIN", 16, 4, 4, False), True, False, False),
+    ("multi-pool", "l40s-0"): (("PLUGIN", 4, 1, 4, True), True, True, True),
+    ("plugin-and-dra", "h100-0"): (("PLUGIN", 8, 1, 8, True), True, True, True),
+    ("plugin-and-dra", "h200-0"): (("CLAIM", 8, 1, None, False), False, False, False),
+    ("t4-timeslicing", "t4-0"): (("PLUGIN", 16, 4, 4, False), True, False, False),
+}
+
+
+def test_the_table_covers_every_shipped_profile():
+    assert {p for p, _ in BEFORE} == set(shipped_profiles()) - {"scale-1000"}
+
+
+@pytest.mark.parametrize(("profile", "node"), sorted(BEFORE), ids=[f"{p} {n}" for p, n in sorted(BEFORE)])
+def test_every_shipped_profile_node_gets_the_request_the_suites_made_before(profile, node):
+    view = profile_views(profile)[node]
+    whole, one_gpu, nccl, dcgm = BEFORE[(profile, node)]
+    assert shape(view.whole_node()) == whole
+    assert bool(view.one_gpu()) is one_gpu
+    assert bool(view.exclusive(min_gpus=2)) is nccl
+    ask = view.exclusive()
+    assert (bool(ask) and view.mig == "none" and ask.held_back == 0) is dcgm
+    assert view.runtime_class == "nvidia"  # every shipped profile names its class after the handler
+
+
+def test_an_mps_node_gives_the_whole_node_probe_one_replica_and_says_why():
+    ask = profile_views("a100-mps")["a100-0"].whole_node()
+    assert isinstance(ask, GpuRequest) and ask.count == 1 and "MPS: a container gets one replica" in ask.note
+    assert profile_views("a100-mps")["a100-0"].gpus(2) == Unavailable(
+        Why.SHARED, "a100-0 shares its GPUs through MPS: the device plugin gives a container one replica at most, "
+        "and this check asks for 2")
+
+
+def test_a_dra_only_node_is_asked_through_one_claim_for_every_gpu_and_not_through_the_plugin():
+    view = profile_views("h200-dra-only")["h200-0"]
+    ask = view.whole_node()
+    assert isinstance(ask, GpuRequest) and ask.via is Via.CLAIM and ask.limits == {}
+    assert [(c.device_class, c.mode) for c in ask.claims] == [("gpu.nvidia.com", "All")]
+    assert ask.note == " (every GPU through one DRA claim)"
+    assert view.one_gpu(check="the compat probes") == Unavailable(
+        Why.NO_PATH, "h200-0 advertises no nvidia.com/gpu: its 8 GPUs are published through DRA ResourceSlices "
+        "only, and the compat probes asks for nvidia.com/gpu")
+    no_class = NodeView.of("h200-0", devices=8, device_classes=())
+    assert no_class.whole_node() == Unavailable(
+        Why.NO_PATH, "h200-0 publishes 8 GPUs through DRA ResourceSlices only, and the cluster has no DeviceClass "
+        "gpu.nvidia.com to claim them with")
+
+
+@pytest.mark.parametrize(("allocatable", "capacity", "devices", "why", "reason"), [
+    ({"nvidia.com/mig-1g.10gb": "36"}, {"nvidia.com/mig-1g.10gb": "36"}, 0, Why.MIG_ONLY,
+     "n advertises no nvidia.com/gpu, only MIG instances (nvidia.com/mig-1g.10gb: mixed strategy), and this check "
+     "asks for whole GPUs"),
+    ({"nvidia.com/gpu": "0"}, {"nvidia.com/gpu": "8"}, 0, Why.UNHEALTHY,
+     "none of the 8 nvidia.com/gpu on n is allocatable (all unhealthy; inventory.allocatable-matches-capacity "
+     "reports it)"),
+    ({}, {}, 0, Why.NO_GPU,
+     "n advertises no nvidia.com/gpu, MIG instance or DRA device (inventory.gpu-resource-advertised says whether it "
+     "should)"),
+], ids=["mixed MIG only", "every GPU unhealthy", "nothing at all"])
+def test_why_one_gpu_cannot_be_asked_for_is_one_line(allocatable, capacity, devices, why, reason):
+    assert NodeView.of("n", {}, capacity, allocatable, devices).one_gpu() == Unavailable(why, reason)
+
+
+def test_a_renamed_shared_resource_is_asked_for_under_its_new_name():
+    view = NodeView.of("t4", {"nvidia.com/gpu.replicas": "4"}, {"nvidia.com/gpu.shared": "8"},
+                       {"nvidia.com/gpu.shared": "8"})
+    ask = view.one_gpu()
+    assert isinstance(ask, GpuRequest) and ask.limits == {"nvidia.com/gpu.shared": 1} and ask.replicas == 4
+    assert view.offered(ask) == 8
+
+
+@pytest.mark.parametrize(("labels", "capacity", "allocatable", "devices", "min_gpus", "expected"), [
+    ({"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "time-slicing"}, {"nvidia.com/gpu": "16"},
+     {"nvidia.com/gpu": "16"}, 0, 2, (Why.SHARED, "n shares its GPUs (time-slicing, 4 replicas): a pod cannot get "
+                                      "exclusive use of a whole GPU, which this check needs")),
+    ({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"}, {"nvidia.com/gpu": "28"},
+     {"nvidia.com/gpu": "28"}, 0, 2, (Why.MIG_ONLY, "n advertises no whole GPUs as nvidia.com/gpu, only MIG "
+                                      "instances (single strategy), and this check needs whole GPUs")),
+    ({}, {}, {}, 8, 1, (Why.NO_PATH, "n publishes its 8 GPUs through DRA ResourceSlices only: this check asks for "
+                        "nvidia.com/gpu and has no DRA variant yet")),
+    ({}, {"nvidia.com/gpu": "1"}, {"nvidia.com/gpu": "1"}, 0, 2, (Why.TOO_FEW, "n has 1 GPU: this check needs 2 or "
+                                                                  "more")),
+], ids=["time-sliced", "MIG single", "DRA only", "one GPU where two are needed"])
+def test_exclusive_use_of_whole_gpus_is_refused_with_the_reason(labels, capacity, allocatable, devices, min_gpus,
+                                                                 expected):
+    assert NodeView.of("n", labels, capacity, allocatable, devices).exclusive(min_gpus=min_gpus) == \
+        Unavailable(*expected)
+
+
+def test_exclusive_use_counts_every_advertised_gpu_and_says_how_many_are_held_back():
+    ask = NodeView.of("n", {}, {"nvidia.com/gpu": "8"}, {"nvidia.com/gpu": "7"}).exclusive(min_gpus=2)
+    assert isinstance(ask, GpuRequest) and (ask.count, ask.held_back, ask.complete) == (8, 1, False)
+    mixed = NodeView.of("n", {}, {"nvidia.com/gpu": "4", "nvidia.com/mig-1g.10gb": "28"},
+                        {"nvidia.com/gpu": "4", "nvidia.com/mig-1g.10gb": "28"})
+    ask = mixed.exclusive(min_gpus=2)
+    assert isinstance(ask, GpuRequest) and ask.count == 4 and not ask.complete and mixed.mig == "mixed"
+
+
+@pytest.mark.parametrize(("view", "profile", "n", "expected"), [
+    (NodeView.of("a", {}, {"nvidia.com/mig-1g.10gb": "14"}, {"nvidia.com/mig-1g.10gb": "14"}), "1g.10gb", 2,
+     ("MIG", "nvidia.com/mig-1g.10gb", 2)),
+    (NodeView.of("a", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"}, {"nvidia.com/gpu": "56"},
+                 {"nvidia.com/gpu": "56"}), "1g.5gb", 1, ("PLUGIN", "nvidia.com/gpu", 1)),
+    (NodeView.of("a", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"}, {"nvidia.com/gpu": "56"},
+                 {"nvidia.com/gpu": "56"}), "3g.20gb", 1, Why.TOO_FEW),
+    (NodeView.of("a", {}, {"nvidia.com/gpu": "8"}, {"nvidia.com/gpu": "8"}), "1g.10gb", 1, Why.NO_GPU),
+], ids=["mixed: the profile's resource", "single: nvidia.com/gpu of that profile", "single: another profile",
+        "no MIG"])
+def test_mig_instances_of_a_profile(view, profile, n, expected):
+    ask = view.mig_instances(profile, n)
+    if isinstance(expected, Why):
+        assert isinstance(ask, Unavailable) and ask.why is expected and profile in ask.reason
+    else:
+        assert isinstance(ask, GpuRequest) and (ask.via.name, ask.resource, ask.count) == expected and ask.mig_units
+
+
+def test_mig_instances_through_dra_select_the_profile_on_mig_nvidia_com():
+    slice_ = {"spec": {"nodeName": "a", "driver": "gpu.nvidia.com", "pool": {"name": "a"}, "devices": [
+        {"name": f"gpu-0-mig-{i}", "attributes": {"type": {"string": "mig"}, "profile": {"string": "1g.10gb"}}}
+        for i in range(3)]}}
+    view = NodeView.of("a", slices=[slice_])
+    ask = view.mig_instances("1g.10gb", 2)
+    assert view.mig == "dra" and isinstance(ask, GpuRequest) and ask.via is Via.CLAIM
+    assert [(c.device_class, c.selectors, c.count) for c in ask.claims] == [
+        ("mig.nvidia.com", ("device.attributes['gpu.nvidia.com'].profile == '1g.10gb'",), 2)]
+    assert not view.mig_instances("1g.10gb", 4)
+
+
+# -- the RuntimeClass, by handler ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("classes", "labels", "expected"), [
+    ([RuntimeClassRef("nvidia", "nvidia")], {}, "nvidia"),
+    ([RuntimeClassRef("nvidia-gpu", "nvidia"), RuntimeClassRef("runc", "runc")], {}, "nvidia-gpu"),
+    ([RuntimeClassRef("nvidia", "nvidia-cdi"), RuntimeClassRef("gpu", "nvidia")], {}, "gpu"),
+    ([RuntimeClassRef("nvidia", "runc")], {}, None),
+    ([RuntimeClassRef("nvidia-a", "nvidia", {"pool": "a"}), RuntimeClassRef("nvidia-b", "nvidia", {"pool": "b"})],
+     {"pool": "b"}, "nvidia-b"),
+    ([RuntimeClassRef("nvidia-a", "nvidia", {"pool": "a"})], {"pool": "b"}, None),
+], ids=["named after its handler", "called nvidia-gpu", "a class called nvidia with another handler is not it",
+        "no class with the NVIDIA handler", "the class whose nodeSelector the node satisfies",
+        "a class whose nodeSelector the node lacks would keep the pod off it"])
+def test_the_gpu_runtime_class_is_found_by_handler_honouring_its_node_selector(classes, labels, expected):
+    assert gpu_runtime_class(classes, labels) == expected
+
+
+def test_views_built_from_an_inventory_read_runtime_class_scheduling_and_device_classes():
+    node = {"metadata": {"name": "g", "labels": {"pool": "b"}}, "spec": {},
+            "status": {"capacity": {"nvidia.com/gpu": "2"}, "allocatable": {"nvidia.com/gpu": "2"}}}
+    classes = [{"metadata": {"name": "nvidia-a"}, "handler": "nvidia", "scheduling": {"nodeSelector": {"pool": "a"}}},
+               {"metadata": {"name": "nvidia-b"}, "handler": "nvidia", "scheduling": {"nodeSelector": {"pool": "b"}}}]
+    views = build_views(build_inventory([node], classes, [{"metadata": {"name": "gpu.nvidia.com"}}], [], None))
+    assert views["g"].runtime_class == "nvidia-b" and views["g"].claimable and not views["g"].mig_claimable
+    assert views["g"].node.name == "g"
+
+
+# -- real label sets and slices --------------------------------------------------------------------
+
+def real_gfd(name: str, capacity: dict[str, str] | None = None) -> NodeView:
+    data = yaml.safe_load((REAL / "gfd" / name).read_text())
+    capacity = data.get("capacity") or capacity or {}
+    return NodeView.of(data["node"], data["labels"], capacity, data.get("allocatable") or capacity)
+
+
+def test_real_gfd_label_sets_give_the_requests_their_nodes_take():
+    h100 = real_gfd("h100-xe9680-no-mig.yaml", {"nvidia.com/gpu": "8"})
+    assert shape(h100.whole_node()) == ("PLUGIN", 8, 1, 8, True) and h100.mig == "none"
+    assert h100.facts.product.value == "NVIDIA-H100-80GB-HBM3" and h100.facts.product.source is Source.GFD
+    t4 = real_gfd("t4-operator-gfd-old-labels.yaml", {"nvidia.com/gpu": "2"})
+    assert shape(t4.whole_node()) == ("PLUGIN", 2, 1, 2, True)  # mig.strategy=single on GPUs without MIG: no MIG
+    assert (t4.facts.driver.value, t4.facts.cuda.value) == ("530.41.03", "12.1")
+    mixed = real_gfd("a100-mig-mixed-gfd-v0.3.yaml")
+    assert mixed.mig == "mixed" and shape(mixed.whole_node()) == ("MIG_ONLY",)
+    assert isinstance(mixed.mig_instances("3g.20gb", 16), GpuRequest)  # the plugin's name, not GFD's 3g.21gb
+    invalid = real_gfd("a100-sxm4-80gb-mig-invalid.yaml", {"nvidia.com/gpu": "0"})
+    assert invalid.mig == "single" and isinstance(invalid.whole_node(), Unavailable)
+
+
+@pytest.mark.parametrize(("name", "node", "gpus", "product", "driver", "cuda"), [
+    ("v1-25.12-tesla-t4-openshift.yaml", "harpatil4220c-g9kfm-gpu-c-rd8r8", 2, "Tesla T4", "580.126.20", "13.0.0"),
+    ("v1beta1-25.3.2-b200.yaml", "b200-node", 1, "NVIDIA B200", None, None),
+], ids=["25.12 v1 slice", "v1beta1 slice"])
+def test_real_slices_make_a_dra_only_node_claimable_and_its_facts_read_from_attributes(name, node, gpus, product,
+                                                                                       driver, cuda):
+    slice_ = next(iter(yaml.safe_load_all((REAL / "dra" / name).read_text())))
+    bare = {"metadata": {"name": node, "labels": {}}, "spec": {}, "status": {"capacity": {"cpu": "8"}}}
+    view = build_views(build_inventory([bare], [], [{"metadata": {"name": "gpu.nvidia.com"}}], [slice_], None))[node]
+    assert shape(view.whole_node()) == ("CLAIM", gpus, 1, None, False)
+    facts = view.facts
+    assert (facts.product.value, facts.product.source) == (product, Source.SLICE)
+    assert facts.gpus.value == str(gpus) and facts.gpus.source is Source.SLICE
+    if driver is not None:
+        assert (facts.driver.value, facts.cuda.value) == (driver, cuda)
