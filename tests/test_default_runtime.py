@@ -50,8 +50,11 @@ def test_the_nvidia_runtime_class_is_found_by_its_handler_under_any_name(classes
 
 def test_a_class_of_another_name_with_the_nvidia_handler_passes_naming_it() -> None:
     v = evaluate_runtime_class([("gpu-runtime", "nvidia")])
-    assert v.summary == ("RuntimeClass gpu-runtime with handler nvidia (the NVIDIA runtime's handler under another "
-                         "name than 'nvidia')")
+    assert v.summary == "RuntimeClass gpu-runtime with handler nvidia"
+    named = evaluate_runtime_class([("nvidia", "runc"), ("nvidia-cdi", "nvidia-cdi")])
+    assert named.outcome is Outcome.FAIL
+    assert named.summary == "no RuntimeClass has the NVIDIA runtime's handler 'nvidia'"  # a class's name says nothing
+    assert named.observed == "RuntimeClasses: nvidia (handler runc), nvidia-cdi (handler nvidia-cdi)"
 
 
 def test_a_pod_without_runtime_class_that_sees_its_gpu_passes() -> None:

@@ -7,15 +7,14 @@ from collections.abc import Sequence
 
 from gpuconf.checks.isolation import Sighting
 from gpuconf.cluster import PodOutcome
+from gpuconf.nodes.view import NVIDIA_HANDLER, RuntimeClassRef
+from gpuconf.nodes.view import gpu_runtime_class as nodes_runtime_class
 from gpuconf.probes.cuda import CudaProbeReport
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
 __all__ = ["NVIDIA_HANDLER", "evaluate_default_runtime", "evaluate_over_ask", "evaluate_runtime_class",
            "gpu_runtime_class"]
 
-#: The containerd / CRI-O runtime handler the NVIDIA Container Toolkit registers. The RuntimeClass
-#: naming it may have any name (the GPU Operator's is "nvidia"; others name theirs after the cluster).
-NVIDIA_HANDLER = "nvidia"
 
 #: The stable core of kube-scheduler's message (domain.md §4): wording around it varies by version.
 INSUFFICIENT = "Insufficient nvidia.com/gpu"
@@ -38,28 +37,22 @@ def evaluate_over_ask(outcome: PodOutcome, *, requested: int, budget_s: float) -
 
 
 def gpu_runtime_class(names_to_handlers: Sequence[tuple[str, str]]) -> str | None:
-    """The RuntimeClass GPU pods should name: the one called nvidia when it has a handler, else any
-    whose handler is the NVIDIA runtime's, whatever its name; None when there is none."""
-    handlers = dict(names_to_handlers)
-    if handlers.get(NVIDIA_HANDLER):
-        return NVIDIA_HANDLER
-    return next((name for name, handler in sorted(handlers.items()) if handler == NVIDIA_HANDLER), None)
+    """The RuntimeClass GPU pods should name, found by the NVIDIA runtime's handler whatever its name
+    (gpuconf.nodes.gpu_runtime_class; the node view answers per node); None when there is none."""
+    return nodes_runtime_class(RuntimeClassRef(name, handler) for name, handler in names_to_handlers)
 
 
-def evaluate_runtime_class(names_to_handlers: Sequence[tuple[str, str]], *, expected: str = "nvidia") -> Verdict:
+def evaluate_runtime_class(names_to_handlers: Sequence[tuple[str, str]]) -> Verdict:
+    """A RuntimeClass whose handler is the NVIDIA runtime's exists, under any name (the GPU
+    Operator's is called nvidia; clusters call theirs nvidia-gpu, nvidia-cdi, gpu-runtime...)."""
     cid = "scheduling.runtimeclass-present"
-    handlers = dict(names_to_handlers)
     found = gpu_runtime_class(names_to_handlers)
-    if found is not None and found != expected:
-        return passed(cid, None, f"RuntimeClass {found} with handler {handlers[found]} (the NVIDIA runtime's handler "
-                      f"under another name than {expected!r})")
-    if expected not in handlers:
-        return failed(cid, None, f"there is no RuntimeClass {expected!r}",
-                      expected=f"RuntimeClass {expected} with a handler",
-                      observed="RuntimeClasses: " + (", ".join(sorted(handlers)) or "none"))
-    if not handlers[expected]:
-        return failed(cid, None, f"RuntimeClass {expected!r} has no handler", expected="a handler", observed="empty")
-    return passed(cid, None, f"RuntimeClass {expected} with handler {handlers[expected]}")
+    if found is None:
+        return failed(cid, None, f"no RuntimeClass has the NVIDIA runtime's handler {NVIDIA_HANDLER!r}",
+                      expected=f"a RuntimeClass (any name) with handler {NVIDIA_HANDLER}",
+                      observed="RuntimeClasses: " + (", ".join(f"{name} (handler {handler or 'none'})" for name, handler
+                                                                in sorted(names_to_handlers)) or "none"))
+    return passed(cid, None, f"RuntimeClass {found} with handler {NVIDIA_HANDLER}")
 
 
 def _sees_gpu(report: CudaProbeReport) -> list[str]:
