@@ -161,12 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="batch: read one JSON case per line on stdin, write one result per line")
     req.set_defaults(func=_cmd_require)
 
-    from gpuconf.diagnose_cli import add_diagnose_parser
-    from gpuconf.images_cli import add_images_parser
-    from gpuconf.predict_cli import add_predict_parser
-    from gpuconf.report_cli import add_report_parser
-    from gpuconf.results_cli import add_results_parser
-    from gpuconf.sim_cli import add_sim_parser
+    from gpuconf.cli.diagnose import add_diagnose_parser
+    from gpuconf.cli.images import add_images_parser
+    from gpuconf.cli.predict import add_predict_parser
+    from gpuconf.cli.report import add_report_parser
+    from gpuconf.cli.results import add_results_parser
+    from gpuconf.cli.sim import add_sim_parser
 
     add_predict_parser(sub)
     add_images_parser(sub)
@@ -195,6 +195,3 @@ def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
 
 
 __all__ = ["CLI_PREFIX", "build_parser", "evaluate_case", "main", "result_json"]
-
-if __name__ == "__main__":
-    sys.exit(main())
