@@ -4,6 +4,8 @@ The face: ``main`` and ``build_parser`` (:mod:`gpuconf.cli.main`), and ``evaluat
 ``result_json``, the ``require --jsonl`` engine the reference tests drive.
 """
 
-from gpuconf.cli.main import CLI_PREFIX, build_parser, evaluate_case, main, result_json
+from gpuconf.cli.main import build_parser, main
+from gpuconf.cli.require import evaluate_case, result_json
+from gpuconf.compat.require import CLI_PREFIX
 
 __all__ = ["CLI_PREFIX", "build_parser", "evaluate_case", "main", "result_json"]
