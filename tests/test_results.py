@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from gpuconf import results_cli
 from gpuconf.cli import main
+from gpuconf.cli import results as results_cli
 from gpuconf.cluster import Cluster, campaign, connect
 from gpuconf.cluster import results as results_mod
 from gpuconf.cluster.results import (

@@ -1,8 +1,8 @@
-"""The ``gpuconf`` command: ``predict`` and ``require`` (the compatibility engine's front door).
+"""``gpuconf require``: evaluate ``NVIDIA_REQUIRE_*`` against host facts as nvidia-container-cli does
+(legacy mode); ``--jsonl`` reads one case per line (``evaluate_case``, ``result_json``).
 
-Exit statuses (gpuconf.errors): 0 the answer is yes (runs / satisfied), 1 the answer is no
-(rejected / fails), 2 bad input (one line on stderr, never a traceback), 3 the environment cannot
-do what was asked (e.g. docker missing for ``images build``).
+Exit statuses: 0 satisfied, 1 rejected, 2 bad input (a bad version, no requirement, a bad ``--jsonl``
+line: that line's result is ``{"ok": null, ...}`` and the others still run).
 """
 
 from __future__ import annotations
@@ -10,23 +10,37 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
-from typing import Any, NoReturn, TextIO
+from typing import Any, TextIO
 
-from gpuconf import __version__
-from gpuconf.compat.require import CLI_PREFIX, Gpu, HostFacts, RequireResult, check_container
+from gpuconf.compat.require import Gpu, HostFacts, RequireResult, check_container
 from gpuconf.compat.versions import VersionError, nvc_cuda_string, parse_cuda, parse_driver
 from gpuconf.errors import EXIT_OK, EXIT_REJECTED, EXIT_USAGE, UsageError
 
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports bad options as one line and exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message} (see '{self.prog} --help')")
+__all__ = ["add_require_parser", "evaluate_case", "result_json"]
 
 
-# --- gpuconf require ------------------------------------------------------------------------
+def add_require_parser(sub: Any) -> None:
+    req = sub.add_parser(
+        "require",
+        help="evaluate NVIDIA_REQUIRE_* as nvidia-container-cli does (legacy mode)",
+        description="Evaluate NVIDIA_REQUIRE_* requirements against host facts exactly as "
+        "libnvidia-container's nvidia-container-cli does in the toolkit's legacy mode. "
+        "A fact left out is unknown, and an unknown fact satisfies its condition (as in the CLI).",
+    )
+    req.add_argument("requirements", nargs="*", metavar="REQUIREMENT",
+                     help="a requirement string, e.g. 'cuda>=13.0 brand=nvidia,driver>=570,driver<571'")
+    req.add_argument("--cuda", help="host CUDA version as NVML reports it: 12.8 (or 12080)")
+    req.add_argument("--driver", help="host driver version, e.g. 570.133.20")
+    req.add_argument("--arch", help="GPU compute capability, e.g. 9.0")
+    req.add_argument("--brand", help="GPU brand as libnvidia-container names it: Nvidia, Tesla, GeForce...")
+    req.add_argument("--no-gpu", action="store_true", help="no GPU visible (arch/brand conditions hold)")
+    req.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                     help="container environment entry (repeatable): NVIDIA_REQUIRE_*, CUDA_VERSION, "
+                     "NVIDIA_DISABLE_REQUIRE, NVIDIA_VISIBLE_DEVICES")
+    req.add_argument("--json", action="store_true", help="print {\"ok\": ..., \"error\": ...}")
+    req.add_argument("--jsonl", action="store_true",
+                     help="batch: read one JSON case per line on stdin, write one result per line")
+    req.set_defaults(func=_cmd_require)
 
 
 def _fact(value: Any, what: str) -> str | None:
@@ -129,72 +143,3 @@ def _cmd_require(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> in
             stdout.write(f"  failing requirement: {result.requirement!r}"
                          + (f" on GPU {result.gpu}" if result.gpu is not None else "") + "\n")
     return EXIT_OK if result.ok else EXIT_REJECTED
-
-
-# --- the parser -----------------------------------------------------------------------------
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="gpuconf", description="Conformance suite for GPU Kubernetes clusters.")
-    parser.add_argument("--version", action="version", version=f"gpuconf {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    req = sub.add_parser(
-        "require",
-        help="evaluate NVIDIA_REQUIRE_* as nvidia-container-cli does (legacy mode)",
-        description="Evaluate NVIDIA_REQUIRE_* requirements against host facts exactly as "
-        "libnvidia-container's nvidia-container-cli does in the toolkit's legacy mode. "
-        "A fact left out is unknown, and an unknown fact satisfies its condition (as in the CLI).",
-    )
-    req.add_argument("requirements", nargs="*", metavar="REQUIREMENT",
-                     help="a requirement string, e.g. 'cuda>=13.0 brand=nvidia,driver>=570,driver<571'")
-    req.add_argument("--cuda", help="host CUDA version as NVML reports it: 12.8 (or 12080)")
-    req.add_argument("--driver", help="host driver version, e.g. 570.133.20")
-    req.add_argument("--arch", help="GPU compute capability, e.g. 9.0")
-    req.add_argument("--brand", help="GPU brand as libnvidia-container names it: Nvidia, Tesla, GeForce...")
-    req.add_argument("--no-gpu", action="store_true", help="no GPU visible (arch/brand conditions hold)")
-    req.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                     help="container environment entry (repeatable): NVIDIA_REQUIRE_*, CUDA_VERSION, "
-                     "NVIDIA_DISABLE_REQUIRE, NVIDIA_VISIBLE_DEVICES")
-    req.add_argument("--json", action="store_true", help="print {\"ok\": ..., \"error\": ...}")
-    req.add_argument("--jsonl", action="store_true",
-                     help="batch: read one JSON case per line on stdin, write one result per line")
-    req.set_defaults(func=_cmd_require)
-
-    from gpuconf.diagnose_cli import add_diagnose_parser
-    from gpuconf.images_cli import add_images_parser
-    from gpuconf.predict_cli import add_predict_parser
-    from gpuconf.report_cli import add_report_parser
-    from gpuconf.results_cli import add_results_parser
-    from gpuconf.sim_cli import add_sim_parser
-
-    add_predict_parser(sub)
-    add_images_parser(sub)
-    add_sim_parser(sub)
-    add_diagnose_parser(sub)
-    add_report_parser(sub)
-    add_results_parser(sub)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None, *, stdout: TextIO | None = None,
-         stderr: TextIO | None = None) -> int:
-    out, err = stdout or sys.stdout, stderr or sys.stderr
-    try:
-        args = build_parser().parse_args(argv)
-        return int(args.func(args, out, err))
-    except UsageError as exc:
-        text = " ".join(str(exc).split())  # one line, whatever the cause's formatting
-        print(text if text.startswith("gpuconf") else f"gpuconf: {text}", file=err)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("gpuconf: interrupted", file=err)
-        return 130
-    except BrokenPipeError:
-        return EXIT_OK
-
-
-__all__ = ["CLI_PREFIX", "build_parser", "evaluate_case", "main", "result_json"]
-
-if __name__ == "__main__":
-    sys.exit(main())

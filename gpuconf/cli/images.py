@@ -66,19 +66,11 @@ def _cmd_build(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         raise UsageError(f"not a registry: {args.registry!r}")
     commands = images.build_commands(args.registry, push=args.push)
     if args.dry_run:
-        for cmd in commands:
-            stdout.write(shlex.join(cmd) + "\n")
-        return EXIT_OK
+        return _print_commands(commands, stdout)
     if shutil.which("docker") is None:
         stderr.write("gpuconf images build: docker is not on PATH (use --dry-run to see the commands)\n")
         return EXIT_ENVIRONMENT
-    for cmd in commands:
-        stdout.write(f"+ {shlex.join(cmd)}\n")
-        stdout.flush()
-        if subprocess.run(cmd, check=False).returncode != 0:
-            stderr.write(f"gpuconf images build: failed: {shlex.join(cmd)}\n")
-            return EXIT_ENVIRONMENT
-    return EXIT_OK
+    return _run_commands(commands, "build", stdout, stderr)
 
 
 def _cmd_mirror(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -88,16 +80,25 @@ def _cmd_mirror(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
                              "(no scheme)")
     commands = images.mirror_commands(args.registry, tool=args.tool, source_registry=args.source)
     if not args.run:
-        for cmd in commands:
-            stdout.write(shlex.join(cmd) + "\n")
-        return EXIT_OK
+        return _print_commands(commands, stdout)
     if shutil.which(args.tool) is None:
         stderr.write(f"gpuconf images mirror: {args.tool} is not on PATH (without --run the commands are printed)\n")
         return EXIT_ENVIRONMENT
+    return _run_commands(commands, "mirror", stdout, stderr)
+
+
+def _print_commands(commands: list[list[str]], stdout: TextIO) -> int:
+    for cmd in commands:
+        stdout.write(shlex.join(cmd) + "\n")
+    return EXIT_OK
+
+
+def _run_commands(commands: list[list[str]], verb: str, stdout: TextIO, stderr: TextIO) -> int:
+    """Each command in turn, echoed as ``+ cmd``; the first that fails stops the rest."""
     for cmd in commands:
         stdout.write(f"+ {shlex.join(cmd)}\n")
         stdout.flush()
         if subprocess.run(cmd, check=False).returncode != 0:
-            stderr.write(f"gpuconf images mirror: failed: {shlex.join(cmd)}\n")
+            stderr.write(f"gpuconf images {verb}: failed: {shlex.join(cmd)}\n")
             return EXIT_ENVIRONMENT
     return EXIT_OK
