@@ -10,65 +10,36 @@ with the reason. State lives in ``config.stash`` (style.md), never in globals.
 
 from __future__ import annotations
 
-import functools
 import gc
 import re
 import signal
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
-from kubernetes import client
 
 from gpuconf.cluster import (
-    Cluster,
     ClusterError,
     Inventory,
     OverloadedError,
     PodOutcome,
-    RetryPolicy,
-    RunContext,
-    connect,
-    load_inventory,
 )
 from gpuconf.cluster.campaign import PREPARE_BUDGET_S
+from gpuconf.kit.probes import (
+    DRA_GPU_CLASS,
+    cuda_probe_pod,
+    dra_whole_gpus,
+    native_probe_cuda,
+    probe_block,
+    whole_node_claim_template,
+    whole_node_request,
+)
+from gpuconf.kit.state import SESSION, ClusterHandle, Session, compat_cudas, inventory, run_context, session
 
 __all__ = ["ClusterHandle", "Session"]
 
-
-@dataclass(frozen=True)
-class ClusterHandle:
-    """What a suite gets: the cluster, its kubeconfig, and where the answers come from."""
-
-    cluster: Cluster
-    kubeconfig: Path | None
-    provenance: str  # "simulated:<profile>" or "kubeconfig:<path>[@context]"
-
-    @property
-    def api_client(self) -> client.ApiClient:
-        return self.cluster.api_client
-
-
-@dataclass
-class Session:
-    """The session's cluster, run namespace and shared observations (launch once, assert many)."""
-
-    handle: ClusterHandle | None = None
-    skip_reason: str | None = None
-    sim: Any = None
-    sim_dir: Path | None = None  # the simulated cluster's kubeconfig lives here, removed with it
-    run: RunContext | None = None
-    inventory: Inventory | None = None
-    expect: Any = None  # the --expect profile (gpuconf.expect.ExpectProfile), loaded at session start
-    probes: dict[str, PodOutcome] = field(default_factory=dict)
-    cannot_start: bool = False  # the run ended before any test (_cannot_start)
-    unreachable: str | None = None  # the API server stopped answering mid-run: why (the run stops, status 11)
-
-
-SESSION = pytest.StashKey[Session]()
 
 #: The marker registry, one place (``pytest -m smoke`` for the quick tier): what each selects.
 MARKERS = {
@@ -90,8 +61,6 @@ MARKERS = {
 }
 #: Rounds of each burn-in check when --burn-in is given without a number.
 BURN_IN_ROUNDS = 3
-#: The CUDA of the probe every suite uses unless it tests a matrix (the current major's baseline).
-DEFAULT_PROBE_CUDA = "13.0.2"
 
 #: Exit statuses beyond pytest's own (0-5), one per reason a run cannot start (README: exit statuses);
 #: 10-12 (kubeconfig, unreachable, forbidden) are every cluster command's, from gpuconf.cluster.errors.
@@ -305,111 +274,6 @@ def _validate_options(config: pytest.Config) -> None:
         compat_cudas(config)
     except ValueError as exc:
         raise pytest.UsageError(f"--compat-images {config.getoption('compat_images')}: {exc}") from exc
-
-
-def compat_cudas(config: pytest.Config) -> list[str] | None:
-    """The compat matrix ``--compat-images`` chose (validated at startup), or None for the default."""
-    from gpuconf.checks.compat import resolve_compat_images
-
-    chosen = config.getoption("compat_images")
-    return resolve_compat_images(chosen) if chosen is not None else None
-
-
-def session(config: pytest.Config) -> Session:
-    """The session state, opening the cluster on first use."""
-    state = config.stash[SESSION]
-    if state.handle is not None or state.skip_reason is not None:
-        return state
-    simulate, kubeconfig = config.getoption("--simulate"), config.getoption("--kubeconfig")
-    retry = RetryPolicy(deadline=config.getoption("api_deadline"))
-    if simulate:
-        from gpuconf.sim.cluster import SimulatedCluster
-
-        state.sim = SimulatedCluster(simulate).start()
-        state.sim_dir = _tmp_dir()
-        path = state.sim.write_kubeconfig(state.sim_dir / "kubeconfig")
-        state.handle = ClusterHandle(connect(str(path), retry=retry), path, f"simulated:{state.sim.profile.name}")
-    elif kubeconfig:
-        context = config.getoption("--context")
-        cluster = connect(kubeconfig, context, retry=retry)  # ClusterError: pytest_sessionstart ends the run with it
-        state.handle = ClusterHandle(cluster, Path(kubeconfig), f"kubeconfig:{kubeconfig}"
-                                     + (f"@{context}" if context else ""))
-    else:
-        state.skip_reason = "no cluster to test: give --kubeconfig PATH or --simulate PROFILE"
-    return state
-
-
-def _tmp_dir() -> Path:
-    import tempfile
-
-    return Path(tempfile.mkdtemp(prefix="gpuconf-sim-"))
-
-
-def inventory(config: pytest.Config) -> Inventory | None:
-    state = session(config)
-    if state.handle is None:
-        return None
-    if state.inventory is None:
-        state.inventory = load_inventory(state.handle.cluster, node_selector=config.getoption("--node-selector"))
-    return state.inventory
-
-
-def run_context(config: pytest.Config) -> RunContext:
-    state = session(config)
-    assert state.handle is not None
-    if state.run is None:
-        state.run = RunContext(state.handle.cluster, namespace=config.getoption("--namespace"),
-                               liveness_interval_s=config.getoption("--liveness-interval"),
-                               prepare_budget_s=config.getoption("prepare_timeout")).__enter__()
-    return state.run
-
-
-def whole_node_request(node: Any) -> int:
-    """How many nvidia.com/gpu the whole-node probe asks for on ``node`` (a GpuNode): every allocatable
-    one, except on MPS nodes, whose device plugin gives a container one replica at most ("maximum
-    request size for shared resources is 1"): there it asks for one."""
-    allocatable = int(node.allocatable.get("nvidia.com/gpu", "0") or 0)
-    if node.labels.get("nvidia.com/gpu.sharing-strategy") == "mps":
-        return min(allocatable, 1)
-    return allocatable
-
-
-def native_probe_cuda(labels: Mapping[str, str]) -> str:
-    """The newest probe CUDA the node's driver supports natively (GFD's nvidia.com/cuda.runtime.*),
-    so the inventory and smoke probe never depends on forward compatibility (the compat suite tests
-    that); the default probe CUDA when the labels do not say."""
-    from gpuconf import images
-    from gpuconf.compat.versions import VersionError, parse_cuda
-
-    major, minor = labels.get("nvidia.com/cuda.runtime.major"), labels.get("nvidia.com/cuda.runtime.minor")
-    try:
-        native = parse_cuda(f"{major}.{minor}") if major and minor else None
-        matrix = sorted((parse_cuda(p.cuda), p.cuda) for p in images.matrix() if p.probe == "cuda-probe")
-    except VersionError:
-        return DEFAULT_PROBE_CUDA
-    if native is None or not matrix:
-        return DEFAULT_PROBE_CUDA
-    fitting = [cuda for version, cuda in matrix if version.major_minor <= native.major_minor]
-    # Below every probe: the oldest one (minor-version compatibility within a major, else the
-    # compat suite says why nothing runs).
-    return fitting[-1] if fitting else matrix[0][1]
-
-
-def cuda_probe_pod(config: pytest.Config, *, name: str, check: str, cuda: str = DEFAULT_PROBE_CUDA,
-                   **kw: Any) -> dict[str, Any]:
-    """A cuda-probe pod in this run's namespace with the run's settings (registry, the RuntimeClass
-    whose handler is nvidia when the cluster has one, the probe budget); ``kw`` goes to
-    make_cuda_probe_pod (``runtime_class=None``: name none, as most workloads do)."""
-    from gpuconf.probe_pods import make_cuda_probe_pod
-
-    ctx = run_context(config)
-    inv = inventory(config)
-    kw.setdefault("registry", config.getoption("--registry"))
-    if "runtime_class" not in kw and inv is not None:
-        from gpuconf.checks.scheduling import gpu_runtime_class  # the NVIDIA runtime's class, whatever its name
-
-        kw["runtime_class"] = gpu_runtime_class([(rc.name, rc.handler) for rc in inv.runtime_classes])
-    return make_cuda_probe_pod(name=name, namespace=ctx.namespace, run_id=ctx.run_id, check=check, cuda=cuda, **kw)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -800,32 +664,6 @@ def gpu_inventory(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle) ->
     return inv
 
 
-#: The NVIDIA DRA driver's DeviceClass for whole GPUs.
-DRA_GPU_CLASS = "gpu.nvidia.com"
-
-
-def dra_whole_gpus(node: Any) -> int:
-    """How many whole GPUs (device type gpu, not MIG instances) the NVIDIA DRA driver publishes for
-    ``node`` (a GpuNode) in its node-local ResourceSlices: what the whole-node probe's claim gets on a
-    node without nvidia.com/gpu."""
-    from gpuconf.checks.dra import slice_devices
-
-    return sum(d.kind == "gpu" for d in slice_devices([s.raw for s in node.slices], node.name))
-
-
-def _whole_node_claim_template(ctx: RunContext) -> str:
-    """A ResourceClaimTemplate asking every GPU of the node the pod lands on (allocation mode All):
-    the whole-node probe of a node that publishes its GPUs through DRA only."""
-    from gpuconf.probe_pods import ClaimRequest, make_resource_claim_template
-
-    body = make_resource_claim_template(name="whole-node-gpus", namespace=ctx.namespace, run_id=ctx.run_id,
-                                        check="inventory",
-                                        requests=[ClaimRequest("gpus", DRA_GPU_CLASS, mode="All")])
-    api = ctx.cluster.resource
-    return ctx.create("resourceclaimtemplate", api.create_namespaced_resource_claim_template,
-                      api.delete_namespaced_resource_claim_template, body)
-
-
 @pytest.fixture(scope="session")
 def whole_node_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> dict[str, PodOutcome]:
     """One cuda-probe per GPU node asking for every allocatable nvidia.com/gpu, launched together; on a
@@ -845,7 +683,7 @@ def whole_node_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) 
         if count < 1:
             if not dra_whole_gpus(node) or DRA_GPU_CLASS not in gpu_inventory.device_classes:
                 continue
-            template = template or _whole_node_claim_template(ctx)
+            template = template or whole_node_claim_template(ctx)
             claims = {"gpus": template}
         pods.append(cuda_probe_pod(request.config, name=f"inventory-{node.name}", check="inventory", node=node.name,
                                    gpu_count=count if not claims else 0, resource_claims=claims or None,
@@ -874,108 +712,6 @@ def exporter_scrapes(gpu_cluster: ClusterHandle, gpu_inventory: Inventory) -> di
                                   forbidden=s.forbidden) for node, s in scrapes.items()}
 
 
-def judge(verdict: Any, record_property: Any) -> None:
-    """Act on a check's verdict: record it as evidence (JUnit properties), then pass, skip with the
-    reason, or fail with the message (no Python traceback: the message is the evidence)."""
-    from gpuconf.verdict import Outcome
-
-    record_property("gpuconf.check", verdict.check)
-    record_property("gpuconf.outcome", verdict.outcome.value)
-    if verdict.node:
-        record_property("gpuconf.node", verdict.node)
-    # (a test declaring @pytest.mark.check has both recorded before its report is built, see above)
-    if verdict.expected is not None:
-        record_property("gpuconf.expected", verdict.expected)
-    if verdict.observed is not None:
-        record_property("gpuconf.observed", verdict.observed)
-    if verdict.outcome is Outcome.NOT_TESTED:
-        pytest.skip(verdict.summary)
-    if verdict.outcome in (Outcome.FAIL, Outcome.DEGRADED):
-        prefix = "DEGRADED: " if verdict.outcome is Outcome.DEGRADED else ""
-        pytest.fail(prefix + verdict.message() + _diagnosis(verdict, record_property), pytrace=False)
-
-
-def record_metrics(record_property: Any, **values: float | None) -> None:
-    """Record measured figures as ``gpuconf.metric.<name>`` properties: report.json carries them and
-    `gpuconf report diff` compares them run to run (gpuconf.report.diff.METRICS says which way is
-    worse). A None value (not measured) is left out; the name carries the unit (kernel_ms, pull_s)."""
-    import math
-
-    from gpuconf.report.model import METRIC_PREFIX, format_metric
-
-    for name, value in values.items():
-        if value is not None and math.isfinite(value):
-            record_property(METRIC_PREFIX + name, format_metric(value))
-
-
-def record_series(record_property: Any, name: str, points: Iterable[tuple[float, float]], *, x: tuple[str, str],
-                  y: tuple[str, str], floor: float | None = None, x_scale: str = "linear",
-                  title: str | None = None) -> None:
-    """Record a measured series as the ``gpuconf.series.<name>`` property: the reports draw it with
-    its axes (``x``/``y``: quantity and unit), the floor as a line, and keep it in report.json.
-
-    Example::
-
-        record_series(record_property, "busbw", [(1024, 0.5), (1 << 30, 462.0)], x=("message size", "B"),
-                      y=("bus bandwidth", "GB/s"), floor=400.0, x_scale="log2")
-    """
-    import json
-
-    from gpuconf.report.model import SERIES_PREFIX, Series
-
-    series = Series(name, tuple((float(px), float(py)) for px, py in points), x[0], x[1], y[0], y[1], floor,
-                    x_scale, title)
-    record_property(SERIES_PREFIX + name, json.dumps(series.as_json(), separators=(",", ":")))
-
-
-#: The kubelet's Pulled event after a pull (pkg/kubelet/images/image_manager.go): the pull time is
-#: the first duration, Go's time.Duration text ("1.234s", "1m2.5s", "850ms").
-_PULLED = re.compile(r'Successfully pulled image "[^"]*" in ((?:\d+(?:\.\d+)?(?:ns|us|µs|μs|ms|h|m|s))+)')
-_GO_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def pulled_seconds(message: str) -> float | None:
-    """The pull time a Pulled event message gives, in seconds; None for "already present on machine"
-    (no pull to time) and for a message in another wording."""
-    match = _PULLED.search(message)
-    if match is None:
-        return None
-    return sum(float(n) * _GO_UNIT[unit] for n, unit in re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|μs|ms|h|m|s)",
-                                                                    match.group(1)))
-
-
-def probe_pod_metrics(outcome: PodOutcome) -> dict[str, float | None]:
-    """A probe pod's figures for the diff: ``pull_s``, the kubelet's pull times of its images summed
-    (pulls on a node are serialized; None when every image was already present: nothing was pulled),
-    and ``to_running_s``, creation to its first app container's start (None where it never started)."""
-    pulls = [s for e in outcome.events if e.reason == "Pulled" and (s := pulled_seconds(e.message)) is not None]
-    created, started = outcome.timings.created, outcome.timings.started
-    return {"pull_s": round(sum(pulls), 6) if pulls else None,
-            "to_running_s": (started - created).total_seconds() if created and started else None}
-
-
-def _diagnosis(verdict: Any, record_property: Any) -> str:
-    """What the failure-message classifier (gpuconf diagnose) recognises in the verdict's evidence:
-    the category, recorded as a property, and its explanation, appended to the message."""
-    from gpuconf.diagnose import diagnose
-
-    text = "\n".join([verdict.summary, verdict.observed or "", *verdict.evidence])
-    lines = []
-    for d in diagnose(text):
-        record_property("gpuconf.diagnosis", d.category)
-        lines.append(f"\n  diagnosis: {d.title}: {d.explanation}")
-    return "".join(lines)
-
-
-def probe_block(probes: Mapping[str, PodOutcome], node: str) -> Any:
-    """The finding that no probe image can start on ``node`` (gpuconf.checks.probe_start.ProbeBlock),
-    read from its whole-node probe in ``probes``, or None."""
-    from gpuconf import images
-    from gpuconf.checks.probe_start import probe_block as block_of
-
-    return block_of(node, probes.get(node), [p.cuda for p in images.matrix()])
-
-
 @pytest.fixture(autouse=True)
 def _probe_can_start(request: pytest.FixtureRequest) -> None:
     """A test marked ``needs_probe`` judges probes launched on its node (``gpu_node``): where no probe
@@ -990,43 +726,3 @@ def _probe_can_start(request: pytest.FixtureRequest) -> None:
     block = probe_block(request.getfixturevalue("whole_node_probes"), node)
     if block is not None:
         pytest.skip(block.reason)
-
-
-def probe_report(probes: dict[str, PodOutcome], node: str) -> Any:
-    """The node's whole-node cuda-probe report, or a failure that says why there is none (NOT TESTED
-    where no probe image can start on the node: smoke reports that once)."""
-    from gpuconf.diagnose import diagnose
-    from gpuconf.probes import ProbeParseError
-
-    outcome = probes.get(node)
-    if outcome is None:
-        pytest.skip(f"no probe ran on {node}: it advertises no nvidia.com/gpu")
-    if (block := probe_block(probes, node)) is not None:
-        pytest.skip(block.reason)
-    text = outcome.logs.get("probe")
-    if text is None:
-        hints = [d.title for d in diagnose("\n".join([outcome.message or ""] + [e.message for e in outcome.events]))]
-        pytest.fail(f"the probe pod on {node} produced no output: {outcome.phase} {outcome.reason or ''} "
-                    f"{outcome.message or ''}".strip() + (f"\n  diagnosis: {'; '.join(hints)}" if hints else ""),
-                    pytrace=False)
-    try:
-        return parsed_probe(outcome, node)
-    except ProbeParseError as exc:
-        unreadable = str(exc)
-    pytest.fail(unreadable, pytrace=False)  # outside the handler: one message, no chained exception
-
-
-def parsed_probe(outcome: PodOutcome, node: str) -> Any:
-    """The cuda-probe report in ``outcome``'s ``probe`` container log (which must be there), parsed
-    once however many checks read it; raises gpuconf.probes.ProbeParseError."""
-    return _parsed_probe(outcome.logs["probe"], outcome.container("probe").exit_code, f"probe pod on {node}")
-
-
-@functools.lru_cache(maxsize=4096)
-def _parsed_probe(text: str, code: int | None, source: str) -> Any:
-    """One parse (and schema validation) per whole-node report, however many checks read it: the
-    report is frozen, so every test of the node shares it (at 1,000 nodes re-parsing was a third of
-    the runner's CPU)."""
-    from gpuconf.probes.cuda import parse_cuda_probe
-
-    return parse_cuda_probe(text, exit_code=code, source=source)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks import bandwidth
-from gpuconf.plugin import judge, probe_report, record_metrics, record_series
+from gpuconf.kit import judge, probe_report, record_metrics, record_series
 
 pytestmark = pytest.mark.bandwidth
 

@@ -10,7 +10,7 @@ import pytest
 
 from gpuconf.checks import compat
 from gpuconf.cluster import run_campaign
-from gpuconf.plugin import DEFAULT_PROBE_CUDA, compat_cudas, cuda_probe_pod, judge, run_context
+from gpuconf.kit import DEFAULT_PROBE_CUDA, compat_cudas, cuda_probe_pod, judge, run_context
 from gpuconf.verdict import not_tested
 
 pytestmark = pytest.mark.compat

@@ -18,7 +18,7 @@ import pytest
 from gpuconf.checks import dcgm as checks
 from gpuconf.checks.nccl import holders_by_node
 from gpuconf.cluster import GpuNode, Inventory, PodOutcome, list_active_pods, run_campaign
-from gpuconf.plugin import ClusterHandle, judge, run_context
+from gpuconf.kit import ClusterHandle, judge, run_context
 
 pytestmark = [pytest.mark.health, pytest.mark.dcgm]
 

@@ -26,7 +26,7 @@ from gpuconf.checks.isolation import Sighting, sighting
 from gpuconf.cluster import ClusterError, Inventory, OverloadedError, PodOutcome, RunContext, run_campaign
 from gpuconf.cluster.access import stream_lines
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
-from gpuconf.plugin import cuda_probe_pod, judge, native_probe_cuda, run_context
+from gpuconf.kit import cuda_probe_pod, judge, native_probe_cuda, run_context
 from gpuconf.probe_pods import ClaimRequest, make_resource_claim_template
 
 pytestmark = pytest.mark.dra

@@ -10,7 +10,7 @@ import pytest
 from gpuconf.checks import expect as checks
 from gpuconf.checks.inventory import NodeView
 from gpuconf.cluster import Inventory
-from gpuconf.plugin import judge, probe_report, whole_node_request
+from gpuconf.kit import judge, probe_report, whole_node_request
 
 pytestmark = pytest.mark.expect
 

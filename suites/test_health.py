@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks import health
-from gpuconf.plugin import judge, probe_report
+from gpuconf.kit import judge, probe_report
 
 pytestmark = pytest.mark.health
 

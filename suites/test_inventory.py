@@ -9,7 +9,7 @@ import pytest
 from gpuconf.checks import inventory as checks
 from gpuconf.checks.expect import declared_driver_policy, declared_gpu_count
 from gpuconf.cluster import Inventory
-from gpuconf.plugin import judge, parsed_probe, probe_report, whole_node_request
+from gpuconf.kit import judge, parsed_probe, probe_report, whole_node_request
 from gpuconf.probes import ProbeParseError
 
 pytestmark = pytest.mark.inventory

@@ -11,7 +11,7 @@ import pytest
 from gpuconf.checks import isolation as checks
 from gpuconf.cluster import Inventory, PodOutcome, run_campaign
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
-from gpuconf.plugin import cuda_probe_pod, judge, run_context
+from gpuconf.kit import cuda_probe_pod, judge, run_context
 
 pytestmark = pytest.mark.isolation
 

@@ -11,7 +11,7 @@ import pytest
 
 from gpuconf.checks import metrics as checks
 from gpuconf.cluster import GpuNode, Inventory, PodOutcome
-from gpuconf.plugin import judge, parsed_probe
+from gpuconf.kit import judge, parsed_probe
 from gpuconf.probes import ProbeParseError
 
 pytestmark = [pytest.mark.health]

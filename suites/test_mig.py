@@ -18,7 +18,7 @@ from gpuconf.checks import mig as checks
 from gpuconf.checks.isolation import Sighting, sighting
 from gpuconf.cluster import ClusterError, GpuNode, Inventory, OverloadedError, run_campaign
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
-from gpuconf.plugin import cuda_probe_pod, judge, run_context
+from gpuconf.kit import cuda_probe_pod, judge, run_context
 from gpuconf.verdict import not_tested
 
 pytestmark = pytest.mark.mig

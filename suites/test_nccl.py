@@ -27,7 +27,7 @@ from gpuconf.checks import nccl as checks
 from gpuconf.cluster import GpuNode, Inventory, PodOutcome, list_active_pods, run_campaign
 from gpuconf.compat import tables
 from gpuconf.compat.tables import NcclFloor
-from gpuconf.plugin import ClusterHandle, judge, probe_block, record_metrics, record_series, run_context
+from gpuconf.kit import ClusterHandle, judge, probe_block, record_metrics, record_series, run_context
 from gpuconf.probe_pods import NCCL_JOB_LABEL, make_nccl_job_service, make_nccl_probe_pod, nccl_rank0_address
 from gpuconf.probes import ProbeParseError
 from gpuconf.probes.nccl import NcclProbeReport, parse_nccl_probe

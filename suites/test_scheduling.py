@@ -14,7 +14,7 @@ from gpuconf.checks.scheduling import (
     gpu_runtime_class,
 )
 from gpuconf.cluster import Inventory, PodOutcome, run_campaign
-from gpuconf.plugin import cuda_probe_pod, judge, native_probe_cuda, run_context
+from gpuconf.kit import cuda_probe_pod, judge, native_probe_cuda, run_context
 from gpuconf.probe_pods import probe_pod_name
 
 pytestmark = pytest.mark.scheduling

@@ -19,7 +19,7 @@ from gpuconf.checks import sharing as checks
 from gpuconf.checks.isolation import sighting
 from gpuconf.cluster import Inventory, PodOutcome, run_campaign
 from gpuconf.expect import ExpectPool, ExpectProfile
-from gpuconf.plugin import cuda_probe_pod, judge, run_context, whole_node_request
+from gpuconf.kit import cuda_probe_pod, judge, run_context, whole_node_request
 from gpuconf.verdict import not_tested
 
 pytestmark = pytest.mark.sharing

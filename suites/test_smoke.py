@@ -7,7 +7,7 @@ import pytest
 
 from gpuconf.checks.probe_start import evaluate_probe_block
 from gpuconf.checks.smoke import evaluate_vector_add
-from gpuconf.plugin import (
+from gpuconf.kit import (
     dra_whole_gpus,
     judge,
     probe_block,

@@ -71,7 +71,7 @@ def test_a_run_that_cannot_start_writes_every_report_saying_why(pytester: pytest
 
 OPTIONS_SUITE = """
 import pytest
-from gpuconf.plugin import cuda_probe_pod, run_context
+from gpuconf.kit import cuda_probe_pod, run_context
 
 def test_node(gpu_node):
     pass
@@ -107,7 +107,7 @@ def test_node_selector_registry_namespace_and_disruptive(pytester: pytest.Pytest
 
 
 def test_a_failing_verdict_carries_the_diagnosis_of_its_evidence():
-    from gpuconf.plugin import judge
+    from gpuconf.kit import judge
     from gpuconf.verdict import failed
 
     verdict = failed("smoke.vector-add-every-gpu", "h100-0", "CUDA could not start in the probe pod",
@@ -123,7 +123,7 @@ def test_a_failing_verdict_carries_the_diagnosis_of_its_evidence():
 @pytest.mark.parametrize("native,probe", [("13.0", "13.0.2"), ("13.4", "13.2.0"), ("12.8", "12.9.1"),
                                           ("12.9", "12.9.1"), (None, "13.0.2")])
 def test_the_whole_node_probe_needs_no_forward_compatibility(native, probe):
-    from gpuconf.plugin import native_probe_cuda
+    from gpuconf.kit import native_probe_cuda
 
     labels = {}
     if native:

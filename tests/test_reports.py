@@ -288,7 +288,7 @@ def test_metrics_are_kept_in_json_and_left_out_when_there_are_none(tmp_path):
 
 
 def test_record_metrics_writes_one_property_per_measured_figure():
-    from gpuconf.plugin import record_metrics
+    from gpuconf.kit.evidence import record_metrics
     from gpuconf.report.model import parse_metrics
 
     recorded: list[tuple[str, object]] = []
@@ -308,7 +308,7 @@ def test_record_metrics_writes_one_property_per_measured_figure():
     ('Pulling image "x"', None),
 ])
 def test_the_pull_time_is_read_from_the_kubelets_pulled_message(message, seconds):
-    from gpuconf.plugin import pulled_seconds
+    from gpuconf.kit.evidence import pulled_seconds
 
     assert pulled_seconds(message) == (None if seconds is None else pytest.approx(seconds))
 
@@ -328,7 +328,7 @@ def _probe_outcome(*pulled: str, started: str | None = "2025-01-01T00:00:42Z"):
 
 
 def test_the_probe_pods_pull_time_and_time_to_running():
-    from gpuconf.plugin import probe_pod_metrics
+    from gpuconf.kit.evidence import probe_pod_metrics
 
     pulled = _probe_outcome('Successfully pulled image "a" in 20.5s (20.5s including waiting)',
                             'Successfully pulled image "b" in 1.25s (21.75s including waiting)')
@@ -352,7 +352,7 @@ def test_the_remedy_reported_is_the_one_the_failure_gave_else_the_checks(tmp_pat
 def test_any_recorded_series_is_drawn_with_its_axes_units_and_floor(tmp_path):
     """Not only NCCL's: a series a suite records (record_series) comes back from the properties and
     is drawn the same way, and report.json keeps it."""
-    from gpuconf.plugin import record_series
+    from gpuconf.kit.evidence import record_series
 
     props: list[tuple[str, str]] = []
     record_series(lambda k, v: props.append((k, v)), "h2d", [(1 << 20, 12.5), (1 << 24, 48.0), (1 << 28, 53.1)],
@@ -397,7 +397,7 @@ def test_not_tested_is_split_into_could_not_run_and_not_applicable(reason, kind)
 
 def test_per_gpu_series_reach_report_json_and_are_drawn_as_bars(tmp_path):
     """The bandwidth checks' per-GPU copy figures: a category series, one bar per GPU, kept in report.json."""
-    from gpuconf.plugin import record_series
+    from gpuconf.kit.evidence import record_series
 
     props: list[tuple[str, str]] = []
     record_series(lambda k, v: props.append((k, v)), "h2d_gbps", [(0, 53.6), (1, 53.4), (2, 26.5)],

@@ -209,7 +209,7 @@ def test_a_node_that_is_gone_is_reported_and_the_others_are_signed_off(sim: tupl
 RECORDER = '''
 import json, os
 import pytest
-from gpuconf.plugin import SESSION
+from gpuconf.kit import SESSION
 
 
 @pytest.hookimpl(trylast=True)

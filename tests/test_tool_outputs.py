@@ -120,7 +120,7 @@ def test_the_cli_prints_and_returns_the_outputs(tmp_path):
 
 
 def test_a_failing_check_s_hint_reads_tool_output_in_its_evidence():
-    from gpuconf.plugin import _diagnosis
+    from gpuconf.kit.evidence import _diagnosis
     from gpuconf.verdict import Outcome, Verdict
 
     table = read(REAL / "nvidia-smi" / "table_550_a100_two_ci_per_gpu_instance.txt")

@@ -13,7 +13,7 @@ Decisions:
 
 * **Read from the whole-node probe.** It is the run's baseline probe (inventory, smoke, health and
   bandwidth read it), and it runs the least demanding image the node may start: the newest probe its
-  driver supports natively, else the oldest of the matrix (gpuconf.plugin.native_probe_cuda). When
+  driver supports natively, else the oldest of the matrix (gpuconf.kit.native_probe_cuda). When
   that image is rejected for its CUDA requirement, and its CUDA is no newer than any probe image of
   the run, every other probe image (a newer ``cuda>=``) is refused too: the node runs no probe.
   A rejection of a newer image (labels that do not say the node's CUDA) is not such a finding: an

@@ -47,7 +47,7 @@ class MetricSpec:
     alike: str | None = None
 
 
-#: The figures the diff compares (names as gpuconf.plugin.record_metrics records them). NCCL busbw,
+#: The figures the diff compares (names as gpuconf.kit.record_metrics records them). NCCL busbw,
 #: where lower is worse, is compared from the curves. The floors keep noise from gating CI:
 #: - kernel_ms is the vector-add kernel of a few tens of microseconds on an idle GPU; launch jitter and
 #:   clock ramp-up move it by microseconds run to run, so a change under 0.01 ms (10 us) is not a finding.

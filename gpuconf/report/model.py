@@ -19,10 +19,10 @@ OUTCOMES = (PASS, DEGRADED, FAIL, NOT_TESTED)
 CLUSTER = "(cluster)"
 _RANK = {FAIL: 3, DEGRADED: 2, PASS: 1}
 #: A measured figure a test records for `gpuconf report diff`: ``gpuconf.metric.<name>`` = a number
-#: (gpuconf.plugin.record_metrics); the name carries the unit (kernel_ms, pull_s, to_running_s).
+#: (gpuconf.kit.record_metrics); the name carries the unit (kernel_ms, pull_s, to_running_s).
 METRIC_PREFIX = "gpuconf.metric."
 #: A measured series a test records for the reports: ``gpuconf.series.<name>`` = Series.as_json() as
-#: JSON text (gpuconf.plugin.record_series). The HTML draws each one with its axes, units and floor.
+#: JSON text (gpuconf.kit.record_series). The HTML draws each one with its axes, units and floor.
 SERIES_PREFIX = "gpuconf.series."
 #: The cluster verdicts (the sign-off's first line): the node outcomes plus a run that never reached
 #: a check (NOT STARTED) and one stopped before it finished without a failure (INCOMPLETE).

@@ -1,0 +1,37 @@
+"""The suites' kit: what a suite imports to reach the session's cluster, launch probes, read the
+whole-node probe and act on its checks' verdicts. It never imports the pytest plugin
+(gpuconf.plugin), which fills the state read here and imports the kit in turn.
+
+- gpuconf.kit.state: the session's state (``SESSION``), the cluster handle, the inventory, the run's context
+- gpuconf.kit.probes: probe pods and the whole-node probe's requests and report
+- gpuconf.kit.evidence: ``judge`` and the recorders of measured figures
+"""
+
+from __future__ import annotations
+
+from gpuconf.kit.evidence import judge, probe_pod_metrics, record_metrics, record_series
+from gpuconf.kit.probes import (
+    DRA_GPU_CLASS,
+    cuda_probe_pod,
+    dra_whole_gpus,
+    native_probe_cuda,
+    parsed_probe,
+    probe_block,
+    probe_report,
+    whole_node_request,
+)
+from gpuconf.kit.state import (
+    DEFAULT_PROBE_CUDA,
+    SESSION,
+    ClusterHandle,
+    Session,
+    compat_cudas,
+    inventory,
+    run_context,
+    session,
+)
+
+__all__ = ["DEFAULT_PROBE_CUDA", "DRA_GPU_CLASS", "SESSION", "ClusterHandle", "Session", "compat_cudas",
+           "cuda_probe_pod", "dra_whole_gpus", "inventory", "judge", "native_probe_cuda", "parsed_probe",
+           "probe_block", "probe_pod_metrics", "probe_report", "record_metrics", "record_series", "run_context",
+           "session", "whole_node_request"]

@@ -1,0 +1,110 @@
+"""The session's state as the suites and the plugin read it: the cluster under test, its inventory
+and the run's context, kept in ``config.stash[SESSION]`` (style.md), never in globals. The cluster
+is opened lazily, once per session, by the first reader (the plugin's session start); the plugin
+(gpuconf.plugin.session) closes it. Nothing here imports the plugin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from gpuconf.cluster import Cluster, Inventory, PodOutcome, RetryPolicy, RunContext, connect, load_inventory
+
+__all__ = ["DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "compat_cudas", "inventory", "run_context",
+           "session"]
+
+#: The CUDA of the probe every suite uses unless it tests a matrix (the current major's baseline).
+DEFAULT_PROBE_CUDA = "13.0.2"
+
+
+@dataclass(frozen=True)
+class ClusterHandle:
+    """What a suite gets: the cluster, its kubeconfig, and where the answers come from."""
+
+    cluster: Cluster
+    kubeconfig: Path | None
+    provenance: str  # "simulated:<profile>" or "kubeconfig:<path>[@context]"
+
+    @property
+    def api_client(self) -> client.ApiClient:
+        return self.cluster.api_client
+
+
+@dataclass
+class Session:
+    """The session's cluster, run namespace and shared observations (launch once, assert many)."""
+
+    handle: ClusterHandle | None = None
+    skip_reason: str | None = None
+    sim: Any = None
+    sim_dir: Path | None = None  # the simulated cluster's kubeconfig lives here, removed with it
+    run: RunContext | None = None
+    inventory: Inventory | None = None
+    expect: Any = None  # the --expect profile (gpuconf.expect.ExpectProfile), loaded at session start
+    probes: dict[str, PodOutcome] = field(default_factory=dict)
+    cannot_start: bool = False  # the run ended before any test (gpuconf.plugin.session)
+    unreachable: str | None = None  # the API server stopped answering mid-run: why (the run stops, status 11)
+
+
+SESSION = pytest.StashKey[Session]()
+
+
+def compat_cudas(config: pytest.Config) -> list[str] | None:
+    """The compat matrix ``--compat-images`` chose (validated at startup), or None for the default."""
+    from gpuconf.checks.compat import resolve_compat_images
+
+    chosen = config.getoption("compat_images")
+    return resolve_compat_images(chosen) if chosen is not None else None
+
+
+def session(config: pytest.Config) -> Session:
+    """The session state, opening the cluster on first use."""
+    state = config.stash[SESSION]
+    if state.handle is not None or state.skip_reason is not None:
+        return state
+    simulate, kubeconfig = config.getoption("--simulate"), config.getoption("--kubeconfig")
+    retry = RetryPolicy(deadline=config.getoption("api_deadline"))
+    if simulate:
+        from gpuconf.sim.cluster import SimulatedCluster
+
+        state.sim = SimulatedCluster(simulate).start()
+        state.sim_dir = _tmp_dir()
+        path = state.sim.write_kubeconfig(state.sim_dir / "kubeconfig")
+        state.handle = ClusterHandle(connect(str(path), retry=retry), path, f"simulated:{state.sim.profile.name}")
+    elif kubeconfig:
+        context = config.getoption("--context")
+        cluster = connect(kubeconfig, context, retry=retry)  # ClusterError: pytest_sessionstart ends the run with it
+        state.handle = ClusterHandle(cluster, Path(kubeconfig), f"kubeconfig:{kubeconfig}"
+                                     + (f"@{context}" if context else ""))
+    else:
+        state.skip_reason = "no cluster to test: give --kubeconfig PATH or --simulate PROFILE"
+    return state
+
+
+def _tmp_dir() -> Path:
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="gpuconf-sim-"))
+
+
+def inventory(config: pytest.Config) -> Inventory | None:
+    state = session(config)
+    if state.handle is None:
+        return None
+    if state.inventory is None:
+        state.inventory = load_inventory(state.handle.cluster, node_selector=config.getoption("--node-selector"))
+    return state.inventory
+
+
+def run_context(config: pytest.Config) -> RunContext:
+    state = session(config)
+    assert state.handle is not None
+    if state.run is None:
+        state.run = RunContext(state.handle.cluster, namespace=config.getoption("--namespace"),
+                               liveness_interval_s=config.getoption("--liveness-interval"),
+                               prepare_budget_s=config.getoption("prepare_timeout")).__enter__()
+    return state.run
