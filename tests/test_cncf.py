@@ -167,6 +167,16 @@ def test_junit_has_one_testcase_per_current_requirement_named_after_the_upstream
     assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("15", "1", "14")
 
 
+def test_junit_still_parses_when_a_check_message_holds_control_characters(tmp_path: Path):
+    """A probe's output can carry terminal escapes; XML 1.0 cannot hold them, so they are written as #x1B."""
+    message = "nvidia-smi: \x1b[31mNo devices were found\x1b[0m"
+    evidence = [cncf.CncfResult((SECURE,), result("isolation.no-request-sees-no-gpu", "fail", "n0", message))]
+    cncf.write_evidence(RUN, evidence, tmp_path, options={})
+    (case,) = [c for c in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")
+               if c.get("name") == "TestSecureAcceleratorAccess"]
+    assert "#x1B[31mNo devices were found#x1B[0m" in (case.findtext("failure") or "")
+
+
 def test_results_json_lists_each_requirement_with_level_status_checks_and_nodes(tmp_path: Path):
     evidence = [cncf.CncfResult(("dra_support",), result("dra.selector-steers-scheduling", "pass", "n0"))]
     cncf.write_evidence(RUN, evidence, tmp_path, options={})

@@ -21,7 +21,6 @@ What the files are:
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +28,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from gpuconf.report import junit
 from gpuconf.report.model import DEGRADED, FAIL, NOT_TESTED, PASS, CheckResult, RunRecord
 
 __all__ = ["CncfResult", "Requirement", "RequirementStatus", "evaluate", "requirement_ids", "requirements",
@@ -186,39 +186,30 @@ def e2e_log(run: RunRecord, results: Sequence[CncfResult], statuses: Sequence[Re
 
 
 def junit_xml(run: RunRecord, statuses: Sequence[RequirementStatus]) -> bytes:
-    # Written with ElementTree, not junit-xml (which writes the not-started junit.xml in
-    # gpuconf.report.writers), because junit-xml cannot say three things this file says: the suite's
-    # time is the run's wall time (junit-xml sums the cases' times, and a check proving two
-    # requirements would count twice); every testcase has a time (junit-xml drops a time of 0, every
-    # skipped requirement's); <testsuites> repeats the suite's name and skipped count (junit-xml writes
-    # neither there). It would also add disabled= and type= attributes this file never had.
-    current = [s for s in statuses if not s.requirement.retired_in]
-    suite = ET.Element("testsuite", {
-        "name": f"cncf-ai-conformance-v{version()}", "tests": str(len(current)),
-        "failures": str(sum(s.status == FAILED for s in current)), "errors": "0",
-        "skipped": str(sum(s.status == SKIPPED for s in current)),
-        "time": f"{max(run.finished - run.started, 0.0):.3f}", "timestamp": _iso(run.started)})
-    props = ET.SubElement(suite, "properties")
-    for name, value in (("gpuconf.provenance", run.provenance or ""), ("gpuconf.run_id", run.run_id or "")):
-        ET.SubElement(props, "property", {"name": name, "value": value})
-    for s in current:
+    # Written by gpuconf.report.junit, not the junit-xml package (no longer a dependency), because
+    # junit-xml cannot say three things this file says: the suite's time is the run's wall time
+    # (junit-xml sums the cases' times, and a check proving two requirements would count twice); every
+    # testcase has a time (junit-xml drops a time of 0, every skipped requirement's); <testsuites>
+    # repeats the suite's name and skipped count (junit-xml writes neither there). It would also add
+    # disabled= and type= attributes this file never had.
+    def case(s: RequirementStatus) -> junit.Case:
         req = s.requirement
-        case = ET.SubElement(suite, "testcase", {"classname": "gpuconf.cncf", "name": req.testcase,
-                                                 "time": f"{sum(r.duration for r in s.results):.3f}"})
+        out = (f"requirement {req.id} ({req.level}{', ' + req.kar if req.kar else ''})\n"
+               + "".join(f"{r.outcome} {r.check} {r.node_key}\n" for r in s.results))
+        time = sum(r.duration for r in s.results)
         if s.status == FAILED:
-            failure = ET.SubElement(case, "failure", {"message": s.reason})
-            failure.text = "\n\n".join(f"{r.check} on {r.node_key}: {r.message or r.outcome}"
-                                       for r in s.results if r.outcome in (FAIL, DEGRADED))
-        elif s.status == SKIPPED:
-            ET.SubElement(case, "skipped", {"message": s.reason})
-        out = ET.SubElement(case, "system-out")
-        out.text = (f"requirement {req.id} ({req.level}{', ' + req.kar if req.kar else ''})\n"
-                    + "".join(f"{r.outcome} {r.check} {r.node_key}\n" for r in s.results))
-    root = ET.Element("testsuites", {k: suite.attrib[k] for k in ("name", "tests", "failures", "errors", "skipped",
-                                                                   "time")})
-    root.append(suite)
-    ET.indent(root)
-    return bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True))
+            return junit.Case(req.testcase, "gpuconf.cncf", time, "failure", s.reason, system_out=out,
+                              detail="\n\n".join(f"{r.check} on {r.node_key}: {r.message or r.outcome}"
+                                                  for r in s.results if r.outcome in (FAIL, DEGRADED)))
+        if s.status == SKIPPED:
+            return junit.Case(req.testcase, "gpuconf.cncf", time, "skipped", s.reason, system_out=out)
+        return junit.Case(req.testcase, "gpuconf.cncf", time, system_out=out)
+
+    return junit.testsuites(f"cncf-ai-conformance-v{version()}",
+                            [case(s) for s in statuses if not s.requirement.retired_in],
+                            time=run.finished - run.started, timestamp=_iso(run.started),
+                            properties=(("gpuconf.provenance", run.provenance or ""),
+                                        ("gpuconf.run_id", run.run_id or "")))
 
 
 def results_json(run: RunRecord, statuses: Sequence[RequirementStatus]) -> dict[str, Any]:

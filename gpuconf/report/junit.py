@@ -1,0 +1,70 @@
+"""The JUnit XML gpuconf writes itself (pytest writes the run's own junit.xml): the CNCF evidence's
+junit.xml and the junit.xml of a run that could not start.
+
+Built with ElementTree, not the junit-xml package, because that cannot write the CNCF file's shape
+(see gpuconf.report.cncf.junit_xml); one builder serves both files so they agree on it: one
+<testsuite> inside a <testsuites> that repeats its name, counts and time; the suite's time is the
+caller's (the run's wall time, not a sum of the cases'); every testcase has a time, 0 included.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Case", "testsuites"]
+
+#: What XML 1.0 cannot hold (control characters, lone surrogates from undecodable paths): written as
+#: ``#xHH``, as pytest's own junit.xml does, so a message with an escape sequence still parses.
+_NOT_XML = re.compile("[^\x09\x0a\x0d\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(text: str) -> str:
+    return _NOT_XML.sub(lambda m: f"#x{ord(m.group()):02X}", text)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One <testcase>; ``outcome`` names its <failure>, <error> or <skipped> child (none: it passed),
+    which carries ``message``, ``type`` if given and ``detail`` as its text if given."""
+
+    name: str
+    classname: str
+    time: float
+    outcome: Literal["passed", "failure", "error", "skipped"] = "passed"
+    message: str = ""
+    type: str | None = None
+    detail: str | None = None
+    system_out: str | None = None
+
+
+def testsuites(name: str, cases: Sequence[Case], *, time: float, timestamp: str,
+               properties: Sequence[tuple[str, str]] = ()) -> bytes:
+    """The document, UTF-8 with its XML declaration: <testsuites> holding one <testsuite> of ``cases``
+    (with a <properties> element when ``properties`` are given)."""
+    counts = {"tests": len(cases), "failures": sum(c.outcome == "failure" for c in cases),
+              "errors": sum(c.outcome == "error" for c in cases), "skipped": sum(c.outcome == "skipped" for c in cases)}
+    totals = {"name": _xml(name), **{k: str(v) for k, v in counts.items()}, "time": f"{max(time, 0.0):.3f}"}
+    suite = ET.Element("testsuite", {**totals, "timestamp": timestamp})
+    if properties:
+        props = ET.SubElement(suite, "properties")
+        for key, value in properties:
+            ET.SubElement(props, "property", {"name": _xml(key), "value": _xml(value)})
+    for c in cases:
+        case = ET.SubElement(suite, "testcase", {"classname": _xml(c.classname), "name": _xml(c.name),
+                                                 "time": f"{max(c.time, 0.0):.3f}"})
+        if c.outcome != "passed":
+            child = ET.SubElement(case, c.outcome, {"message": _xml(c.message)})
+            if c.type is not None:
+                child.set("type", _xml(c.type))
+            if c.detail is not None:
+                child.text = _xml(c.detail)
+        if c.system_out is not None:
+            ET.SubElement(case, "system-out").text = _xml(c.system_out)
+    root = ET.Element("testsuites", totals)
+    root.append(suite)
+    ET.indent(root)
+    return bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True))
