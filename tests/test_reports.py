@@ -13,7 +13,7 @@ from expecting import strict_expect
 from serving import pytest_subprocess
 
 from gpuconf.report.model import CheckResult, RunRecord, from_test_report, node_verdicts, worst
-from gpuconf.report.writers import write_html, write_json, write_markdown, write_reports
+from gpuconf.report.writers import write_html, write_json, write_markdown, write_not_started_junit, write_reports
 
 pytest_plugins = ["pytester"]
 
@@ -147,6 +147,24 @@ def test_writers_survive_odd_content(tmp_path):
     assert sorted(p.name for p in paths) == ["report.html", "report.json", "report.md"]
     assert "INTERRUPTED" in (tmp_path / "r" / "report.md").read_text()
     assert json.loads((tmp_path / "r" / "report.json").read_text())["results"]["summary"]["other"] == 1
+
+
+@pytest.mark.parametrize("error", [
+    "cannot reach the API server at https://10.0.0.1:6443",
+    "kubeconfig /home/\udcff/config: \x1b[31minvalid\x1b[0m <&> \"quoted\"",
+], ids=["a plain reason", "a reason with control characters and an undecodable path"])
+def test_a_run_that_could_not_start_writes_a_junit_file_with_one_error_saying_why(tmp_path, error):
+    path = write_not_started_junit(run(error=error), tmp_path / "junit.xml")
+    root = ET.parse(path).getroot()
+    (suite,) = root.iter("testsuite")
+    counts = ("tests", "failures", "errors", "skipped")
+    assert [root.get(k) for k in counts] == [suite.get(k) for k in counts] == ["1", "0", "1", "0"]
+    assert root.get("time") == suite.get("time") == "10.500" and suite.get("timestamp") == "2023-11-14T22:13:20Z"
+    (case,) = suite.iter("testcase")
+    assert (case.get("classname"), case.get("name"), case.get("time")) == ("gpuconf", "run could not start", "10.500")
+    (failure,) = case
+    assert failure.tag == "error" and failure.get("type") == "exit status 1"
+    assert failure.get("message") == error.replace("\udcff", "#xDCFF").replace("\x1b", "#x1B")
 
 
 # -- end to end --------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from gpuconf.report.junit import Case, testsuites
 from gpuconf.report.model import (
     CLUSTER,
     COULD_NOT_RUN,
@@ -419,12 +420,10 @@ def write_html(run: RunRecord, results: Sequence[CheckResult], path: Path) -> Pa
 def write_not_started_junit(run: RunRecord, path: Path) -> Path:
     """The JUnit file of a run that could not start: one errored test case saying why, so a CI job
     reading junit.xml shows the reason instead of a missing file."""
-    from junit_xml import TestCase, TestSuite, to_xml_report_string  # type: ignore[import-untyped]
-
-    case = TestCase("run could not start", classname="gpuconf", elapsed_sec=run.finished - run.started)
-    case.add_error_info(message=run.error or "the run could not start", error_type=f"exit status {run.exit_status}")
-    suite = TestSuite("gpuconf", [case], timestamp=_iso(run.started))
-    return _atomic_write(path, to_xml_report_string([suite], encoding="utf-8"))
+    wall = run.finished - run.started
+    case = Case("run could not start", "gpuconf", wall, "error", run.error or "the run could not start",
+                type=f"exit status {run.exit_status}")
+    return _atomic_write(path, testsuites("gpuconf", [case], time=wall, timestamp=_iso(run.started)).decode())
 
 
 def write_reports(run: RunRecord, results: Sequence[CheckResult], directory: Path) -> list[Path]:
