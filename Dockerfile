@@ -18,7 +18,7 @@ COPY gpuconf/ gpuconf/
 COPY suites/ suites/
 COPY probes/ probes/
 COPY manifests/ manifests/
-RUN pip install -e . && python -c "import gpuconf.plugin"
+RUN pip install -e . && python -c "import gpuconf.plugin.session, gpuconf.plugin.fixtures"
 
 # An unprivileged user, numeric so runAsNonRoot can verify it (the manifests run it as 65532).
 USER 65532:65532

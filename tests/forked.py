@@ -9,10 +9,11 @@ pytest session, no thread. What it runs is what a user's `python -m pytest ARGS`
 arguments, working directory, environment (with the directory first on sys.path, as pytester's
 subprocesses have it), its own stdout and stderr, and its exit status.
 
-Not forked: gpuconf.plugin (pytest must import it itself to rewrite its asserts, as in a user's
-run). Runs that are signalled, or read while running, stay real subprocesses (tests/serving.py).
-``GPUCONF_TESTS_FRESH_PYTHON=1`` makes every run a fresh interpreter again (pytester's own
-``runpytest_subprocess``), e.g. to rule this out when a run behaves differently.
+Not forked: gpuconf.plugin and the gpuconf.kit it imports (pytest must import them itself to
+rewrite their asserts, as in a user's run). Runs that are signalled, or read while running, stay
+real subprocesses (tests/serving.py). ``GPUCONF_TESTS_FRESH_PYTHON=1`` makes every run a fresh
+interpreter again (pytester's own ``runpytest_subprocess``), e.g. to rule this out when a run
+behaves differently.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from _pytest.pathlib import make_numbered_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Imported once by the fork server, before any run: what a suite run against a simulated cluster
-#: imports, gpuconf.plugin aside (see above).
+#: imports, gpuconf.plugin and gpuconf.kit aside (see above).
 PRELOAD = [
     "pytest", "_pytest.pytester", "kubernetes.client", "kubernetes.config", "kubernetes.watch",
     "kubernetes.client.api.core_v1_api", "kubernetes.client.api.resource_v1_api",

@@ -21,9 +21,13 @@ atexit.register(lambda: open("exited", "a").write("ran its exit handlers\\n"))
 
 def test_facts():
     import gpuconf.plugin
+    parts = {name: type(m.__loader__).__name__ == "AssertionRewritingHook" for name, m in list(sys.modules.items())
+             if name.startswith(("gpuconf.plugin.", "gpuconf.kit"))}
     facts = {"cwd": os.getcwd(), "path0": sys.path[0], "env": os.environ.get("FORKED_PROBE"),
              "tmp": tempfile.gettempdir(), "argv_tail": sys.argv[1:3],
-             "plugin_rewritten": type(gpuconf.plugin.__loader__).__name__ == "AssertionRewritingHook"}
+             "plugin_rewritten": type(gpuconf.plugin.__loader__).__name__ == "AssertionRewritingHook",
+             "parts_rewritten": sorted(name for name, rewritten in parts.items() if rewritten),
+             "parts_not_rewritten": sorted(name for name, rewritten in parts.items() if not rewritten)}
     print("FACTS " + json.dumps(facts))
     sys.stderr.write("to stderr\\n")
 
@@ -51,6 +55,9 @@ def test_a_forked_run_is_a_fresh_interpreters_run(tmp_path: Path) -> None:
     assert facts == _facts(fresh.stdout)
     assert facts["cwd"] == facts["path0"] == str(tmp_path) and facts["env"] == "yes"
     assert facts["tmp"] == str(tmp_path / "tmp") and facts["plugin_rewritten"] is True
+    # the plugin's modules and the suites' kit too (gpuconf.plugin registers the kit for rewriting)
+    assert {"gpuconf.plugin.session", "gpuconf.plugin.fixtures", "gpuconf.kit.state"} <= set(facts["parts_rewritten"])
+    assert facts["parts_not_rewritten"] == []
     for out in (fork.stdout, fresh.stdout):  # the test module's asserts are rewritten: the values are shown
         assert "assert [1, 2] == [1, 3]" in out and "1 failed, 1 passed" in out
     assert fork.stderr == fresh.stderr == "to stderr\n"  # -s: the test's stderr is the run's, apart

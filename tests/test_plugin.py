@@ -141,7 +141,7 @@ def test_a_check_marker_naming_no_catalogued_check_is_a_usage_error(pytester: py
 def test_an_interrupt_in_a_frame_without_a_line_number_is_still_reported_as_an_interrupt():
     from _pytest._code.code import Traceback
 
-    from gpuconf.plugin import pytest_keyboard_interrupt
+    from gpuconf.plugin.guards import pytest_keyboard_interrupt
 
     class NoLine:  # what a traceback entry is for a frame whose tb_lineno is None
         @property

@@ -1,0 +1,128 @@
+"""The reports of a run against a cluster: every test's result gathered as it is logged, written
+at session end (report.json, report.md, report.html; JUnit from pytest itself), also for a run that
+was interrupted or could not start; the CNCF evidence with ``--cncf-evidence``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpuconf.kit.state import SESSION
+from gpuconf.plugin.signoff import sign_off_nodes
+
+_WORSE = {"passed": 0, "skipped": 1, "failed": 2}
+
+
+class ReportCollector:
+    """The report hooks, registered for runs that write reports: gathers every test's result as it is
+    logged (one entry per nodeid, in the order the tests ran) and writes the reports at session end."""
+
+    def __init__(self, config: pytest.Config, report_dir: Path) -> None:
+        import time
+
+        self.config = config
+        self.report_dir = report_dir
+        self.started = time.time()
+        self.tests: dict[str, dict[str, Any]] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        entry = self.tests.setdefault(report.nodeid, {"outcome": "passed", "duration": 0.0, "properties": {},
+                                                      "longrepr": None})
+        entry["duration"] += report.duration
+        entry["properties"].update({str(k): v for k, v in report.user_properties})
+        if _WORSE.get(report.outcome, 2) > _WORSE.get(entry["outcome"], 2):
+            entry["outcome"] = report.outcome
+            if isinstance(report.longrepr, tuple):  # a skip: (path, line, "Skipped: reason")
+                entry["longrepr"] = str(report.longrepr[2]).removeprefix("Skipped: ")
+            else:
+                entry["longrepr"] = report.longreprtext
+
+    def write_not_started(self, error: str, exit_status: int) -> None:
+        """The four reports of a run that ended before its first test."""
+        import time
+
+        from gpuconf.report.model import RunRecord
+        from gpuconf.report.writers import write_not_started_junit, write_reports
+
+        state = self.config.stash.get(SESSION, None)
+        handle = state.handle if state is not None else None
+        run = RunRecord(provenance=handle.provenance if handle is not None else self._intended(),
+                        started=self.started, finished=time.time(), exit_status=exit_status, error=error)
+        try:
+            write_reports(run, [], self.report_dir)
+            write_not_started_junit(run, Path(self.config.option.xmlpath or self.report_dir / "junit.xml"))
+            self._write_cncf(run, {})
+        except OSError:
+            return  # the one line on stderr is the message that matters
+
+    def _write_cncf(self, run: Any, results: Mapping[str, Any]) -> None:
+        """The CNCF AI conformance evidence (--cncf-evidence DIR), from the results by nodeid."""
+        given = self.config.getoption("--cncf-evidence")
+        if not given:
+            return
+        from gpuconf.report.cncf import from_properties, write_evidence
+
+        evidence = [e for nodeid, result in results.items()
+                    if (e := from_properties(result, self.tests[nodeid]["properties"])) is not None]
+        write_evidence(run, evidence, Path(self.config.invocation_params.dir, given),
+                       options={"--kueue-queue": self.config.getoption("--kueue-queue")})
+
+    def _intended(self) -> str | None:
+        simulate, kubeconfig = self.config.getoption("--simulate"), self.config.getoption("--kubeconfig")
+        return f"simulated:{simulate}" if simulate else f"kubeconfig:{kubeconfig}" if kubeconfig else None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
+        """Write the reports, also after Ctrl-C (exit status 2): what was collected so far, marked interrupted."""
+        import time
+
+        from gpuconf.report.model import RunRecord, from_test_report
+        from gpuconf.report.writers import write_reports
+
+        state = self.config.stash.get(SESSION, None)
+        handle = state.handle if state is not None else None
+        if state is not None and state.unreachable is not None:
+            from gpuconf.cluster.errors import EXIT_UNREACHABLE
+
+            exitstatus = EXIT_UNREACHABLE
+        exitstatus = session.exitstatus = sign_off_nodes(self.config, [from_test_report(
+            nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"]) for nodeid, t in self.tests.items()],
+            int(exitstatus), self.config.pluginmanager.get_plugin("terminalreporter"))  # before the cluster closes
+        run = RunRecord(provenance=handle.provenance if handle is not None else None, started=self.started,
+                        finished=time.time(), exit_status=int(exitstatus),
+                        interrupted=int(exitstatus) == int(pytest.ExitCode.INTERRUPTED),
+                        run_id=state.run.run_id if state is not None and state.run is not None else None)
+        by_nodeid = {nodeid: from_test_report(nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"])
+                     for nodeid, t in self.tests.items()}
+        results = list(by_nodeid.values())
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        try:
+            write_reports(run, results, self.report_dir)
+            self._write_cncf(run, by_nodeid)
+        except OSError as exc:
+            if reporter is not None:
+                reporter.write_line(str(exc), red=True)
+            return
+        if reporter is not None:
+            reporter.write("\n")
+            reporter.write_line(f"gpuconf: reports in {self.report_dir}")
+            if self.config.getoption("--cncf-evidence"):
+                reporter.write_line(f"gpuconf: CNCF evidence in {self.config.getoption('--cncf-evidence')}")
+
+
+def configure_reports(config: pytest.Config) -> None:
+    """Reports are written for runs against a cluster, or wherever --report-dir says; JUnit comes from
+    pytest itself (--junitxml), pointed at <report-dir>/junit.xml unless the user gave one."""
+    given = config.getoption("--report-dir")
+    if not (given or config.getoption("--simulate") or config.getoption("--kubeconfig")
+            or config.getoption("--cncf-evidence")):
+        return
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller writes the reports
+        return
+    directory = Path(config.invocation_params.dir, given or "reports")
+    config.pluginmanager.register(ReportCollector(config, directory), "gpuconf-reports")
+    if not getattr(config.option, "xmlpath", None):
+        config.option.xmlpath = str(directory / "junit.xml")

@@ -1,0 +1,138 @@
+"""The run's session: configured (markers, state, guards, reports, options), the cluster opened
+at session start (suites parametrize over its GPU nodes, so a run that cannot start ends there with
+one line and its own exit status), and closed at unconfigure with the run's namespace and the
+simulated cluster."""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import pytest
+
+from gpuconf.cluster import ClusterError
+from gpuconf.kit.state import SESSION, Session, inventory
+from gpuconf.plugin.collection import register_markers
+from gpuconf.plugin.guards import interrupt_on_sigterm, register_guards
+from gpuconf.plugin.options import validate_options
+from gpuconf.plugin.reports import ReportCollector, configure_reports
+
+#: Exit statuses beyond pytest's own (0-5), one per reason a run cannot start (README: exit statuses);
+#: 10-12 (kubeconfig, unreachable, forbidden) are every cluster command's, from gpuconf.cluster.errors.
+EXIT_NO_GPU_NODES = 13
+EXIT_BAD_EXPECT = 14
+
+
+def _exit_for(exc: ClusterError) -> int:
+    from gpuconf.cluster.errors import access_exit_status
+
+    status = access_exit_status(exc)
+    return int(pytest.ExitCode.USAGE_ERROR) if status is None else status
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The markers first (the ``-m`` check reads them), the session's state, the guards, the reports,
+    then the options; SIGTERM is caught as Ctrl-C only in runs against a cluster."""
+    register_markers(config)
+    config.stash[SESSION] = Session()
+    register_guards(config)
+    configure_reports(config)
+    validate_options(config)
+    if config.getoption("--simulate") or config.getoption("--kubeconfig"):
+        interrupt_on_sigterm(config)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Open the cluster before collection (suites parametrize over its GPU nodes), so a run that
+    cannot start ends here with one line and its own exit status, not with collection errors. An
+    interrupt here (Ctrl-C, SIGTERM) still leaves reports saying so (pytest runs no sessionfinish
+    for a session that did not start)."""
+    try:
+        _start(session.config)
+    except KeyboardInterrupt:
+        collector = session.config.pluginmanager.get_plugin("gpuconf-reports")
+        if isinstance(collector, ReportCollector):
+            collector.write_not_started("interrupted before the first test", pytest.ExitCode.INTERRUPTED)
+        raise
+
+
+def _start(config: pytest.Config) -> None:
+    expect = config.getoption("--expect")
+    if expect:
+        from gpuconf.expect import ExpectError, load_expect
+
+        try:
+            config.stash[SESSION].expect = load_expect(expect)
+        except ExpectError as exc:  # before connecting: a typo in the file costs no cluster round trip
+            _cannot_start(config, f"gpuconf: --expect: {exc}", EXIT_BAD_EXPECT)
+    if not (config.getoption("--simulate") or config.getoption("--kubeconfig")):
+        return
+    try:
+        inv = inventory(config)
+    except ClusterError as exc:
+        _cannot_start(config, f"gpuconf: {exc}", _exit_for(exc))
+    namespace = config.getoption("--namespace")
+    state = config.stash[SESSION]
+    if namespace and state.handle is not None:
+        from gpuconf.cluster.errors import NotFoundError
+
+        c = state.handle.cluster
+        try:
+            c.call("read namespace", c.core.read_namespace, namespace)
+        except NotFoundError:
+            _cannot_start(config, f"gpuconf: --namespace {namespace}: no such namespace (give an existing one, or "
+                          "leave --namespace out and the run creates its own)", pytest.ExitCode.USAGE_ERROR)
+        except ClusterError:
+            pass  # not allowed to read it, say: the run context reports what it cannot do when it gets there
+    if state.handle is not None and inv is not None and inv.gpu_nodes:
+        from gpuconf.cluster.campaign import ensure_priority_class
+
+        try:  # before any test: a refusal here would otherwise end every probe test in a traceback
+            ensure_priority_class(state.handle.cluster)
+        except ClusterError as exc:
+            _cannot_start(config, f"gpuconf: {exc}", _exit_for(exc))
+    if inv is not None and not inv.gpu_nodes:
+        selector = config.getoption("--node-selector")
+        _cannot_start(config, "gpuconf: the cluster has no GPU nodes (no node advertises nvidia.com/gpu, "
+                      "nvidia.com/mig-*, a DRA ResourceSlice, or the nvidia.com/gpu.present label)"
+                      + (f" matching --node-selector {selector}" if selector else ""), EXIT_NO_GPU_NODES)
+
+
+def _cannot_start(config: pytest.Config, message: str, status: int) -> NoReturn:
+    """End the run before any test with one line and its exit status, leaving reports that say why
+    (pytest does not run pytest_sessionfinish for a session that did not start)."""
+    collector = config.pluginmanager.get_plugin("gpuconf-reports")
+    if isinstance(collector, ReportCollector):
+        collector.write_not_started(message.removeprefix("gpuconf: "), status)
+    config.stash[SESSION].cannot_start = True
+    pytest.exit(message, returncode=status)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(SESSION, None)
+    if state is None:
+        return
+    if state.cannot_start:
+        # pytest printed "Exit: <why>" already; the terminal reporter would repeat it as its closing
+        # banner: one line says why a run cannot start
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None and hasattr(reporter, "_keyboardinterrupt_memo"):
+            reporter._keyboardinterrupt_memo = None
+    if state.run is not None:
+        import sys
+
+        run = state.run
+        if run.collected:
+            sys.stderr.write(f"gpuconf: deleted what killed runs left: {', '.join(run.collected)}\n")
+        if run.collect_error:
+            sys.stderr.write(f"gpuconf: what killed runs left was not collected: {run.collect_error}\n")
+        try:
+            run.__exit__(None, None, None)
+        except ClusterError as exc:  # one line, not a traceback: what is left and who removes it
+            sys.stderr.write(f"gpuconf: {exc}\n")
+    if state.sim is not None:
+        state.sim.stop()
+    if state.sim_dir is not None:  # the simulated cluster's kubeconfig dies with it
+        import shutil
+
+        shutil.rmtree(state.sim_dir, ignore_errors=True)
