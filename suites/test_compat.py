@@ -17,17 +17,19 @@ pytestmark = pytest.mark.compat
 
 
 @pytest.fixture(scope="module")
-def compat_run(request, gpu_inventory) -> compat.CompatRun:
+def compat_run(request, gpu_inventory, gpu_nodes) -> compat.CompatRun:
     config = request.config
-    skipped = {n.name: reason for n in gpu_inventory.gpu_nodes
-               if (reason := compat.skip_reason(n.name, n.allocatable, sum(len(s.devices) for s in n.slices)))}
+    # each probe asks for one GPU as the node view says (the device plugin's resource); a node that
+    # cannot give one is not probed, with the view's reason (MIG instances only, DRA only, none allocatable)
+    asks = {name: view.one_gpu() for name, view in gpu_nodes.items()}
+    skipped = {name: ask.reason for name, ask in asks.items() if not ask}
     nodes = [n for n in gpu_inventory.gpu_nodes if n.name not in skipped]
     targets = [compat.make_target(n.name, n.labels) for n in nodes]
     if any(t.driver is None or t.gpu is None for t in targets):  # labels missing: ask the whole-node probes
         probes = request.getfixturevalue("whole_node_probes")
         targets = [compat.make_target(n.name, n.labels, compat.probe_facts(probes.get(n.name))) for n in nodes]
     plan = compat.plan_pods(targets, canary_cuda=DEFAULT_PROBE_CUDA, cudas=compat_cudas(config))
-    pods = [cuda_probe_pod(config, name=p.name, check="compat", cuda=p.cuda, node=p.node, gpu_count=1,
+    pods = [cuda_probe_pod(config, name=p.name, check="compat", cuda=p.cuda, node=p.node, ask=asks[p.node],
                            env=dict(p.env)) for p in plan]
     # Pods on a node with few GPUs wait for one another: waiting for a free GPU is not unschedulable.
     budget = config.getoption("--probe-timeout")

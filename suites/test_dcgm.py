@@ -17,8 +17,9 @@ import pytest
 
 from gpuconf.checks import dcgm as checks
 from gpuconf.checks.nccl import holders_by_node
-from gpuconf.cluster import GpuNode, Inventory, PodOutcome, list_active_pods, run_campaign
+from gpuconf.cluster import PodOutcome, list_active_pods, run_campaign
 from gpuconf.kit import ClusterHandle, judge, run_context
+from gpuconf.nodes import NodeView
 
 pytestmark = [pytest.mark.health, pytest.mark.dcgm]
 
@@ -32,13 +33,8 @@ class DiagRuns:
     outcomes: dict[str, PodOutcome] = field(default_factory=dict)
 
 
-def not_a_diag_node(node: GpuNode) -> str | None:
-    return checks.not_a_diag_node(node.name, labels=node.labels, capacity=node.capacity,
-                                  allocatable=node.allocatable, dra_devices=sum(len(s.devices) for s in node.slices))
-
-
 @pytest.fixture(scope="module")
-def dcgm_runs(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle, gpu_inventory: Inventory) -> DiagRuns:
+def dcgm_runs(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle, gpu_nodes: dict[str, NodeView]) -> DiagRuns:
     config = request.config
     level = config.getoption("dcgm_diag")
     runs = DiagRuns(level)
@@ -47,10 +43,9 @@ def dcgm_runs(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle, gpu_in
     ctx = run_context(config)
     holders = holders_by_node(list_active_pods(gpu_cluster.cluster), exclude_namespace=ctx.namespace)
     budget = max(checks.diag_level(level).budget_s, int(config.getoption("gpuconf_timeout")))
-    runtime_class = "nvidia" if any(rc.name == "nvidia" for rc in gpu_inventory.runtime_classes) else None
     pods = []
-    for node in gpu_inventory.gpu_nodes:
-        reason = not_a_diag_node(node)
+    for node in gpu_nodes.values():
+        reason = checks.not_a_diag_node(node)
         busy = holders.get(node.name, [])
         if reason is None and busy:
             reason = (f"{node.name} is busy: " + ", ".join(f"{h.namespace}/{h.name} holds {h.gpus} GPU(s)"
@@ -62,8 +57,8 @@ def dcgm_runs(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle, gpu_in
             continue
         pods.append(checks.make_dcgm_diag_pod(
             name=checks.pod_name(node.name), namespace=ctx.namespace, run_id=ctx.run_id, node=node.name,
-            gpu_count=int(node.capacity.get("nvidia.com/gpu", "0")), level=level, timeout_s=budget,
-            registry=config.getoption("--registry"), runtime_class=runtime_class))
+            gpu_count=node.exclusive().count, level=level, timeout_s=budget,
+            registry=config.getoption("--registry"), runtime_class=node.runtime_class))
     if pods:
         by_name = {p["metadata"]["name"]: p["spec"]["nodeSelector"]["kubernetes.io/hostname"] for p in pods}
         # the campaign's budget covers the pull, the hostengine's start and dcgmi's own timeout

@@ -27,6 +27,7 @@ from gpuconf.cluster import ClusterError, Inventory, OverloadedError, PodOutcome
 from gpuconf.cluster.access import stream_lines
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
 from gpuconf.kit import cuda_probe_pod, judge, native_probe_cuda, run_context
+from gpuconf.nodes import NodeView
 from gpuconf.probe_pods import ClaimRequest, make_resource_claim_template
 
 pytestmark = pytest.mark.dra
@@ -126,7 +127,8 @@ def _all_devices_template(config: pytest.Config, devices: tuple[checks.SliceDevi
 
 
 @pytest.fixture(scope="module")
-def dra_run(request: pytest.FixtureRequest, gpu_inventory: Inventory, dra_facts: DraFacts) -> Iterator[DraRun]:
+def dra_run(request: pytest.FixtureRequest, gpu_inventory: Inventory, gpu_nodes: dict[str, NodeView],
+            dra_facts: DraFacts) -> Iterator[DraRun]:
     config = request.config
     ctx = run_context(config)
     timeout = config.getoption("gpuconf_timeout")
@@ -146,7 +148,7 @@ def dra_run(request: pytest.FixtureRequest, gpu_inventory: Inventory, dra_facts:
         if role != "none":
             run.pods.setdefault(node.name, []).append(name)
         body = cuda_probe_pod(config, name=name, check="dra", node=node.name, gpu_count=0, resource_claims=claims,
-                              cuda=native_probe_cuda(node.labels), **kw)
+                              cuda=native_probe_cuda(gpu_nodes[node.name]), **kw)
         if budget is not None:
             body["metadata"].setdefault("annotations", {})[SCHEDULE_BUDGET_ANNOTATION] = str(int(budget))
         return body
@@ -178,9 +180,9 @@ def dra_run(request: pytest.FixtureRequest, gpu_inventory: Inventory, dra_facts:
         steering = run.steering
         template = _create_template(config, "dra-steer", [ClaimRequest("gpu", checks.GPU_CLASS,
                                                                        (steering.selector,))])
-        like = gpu_inventory.node(steering.matching[0])
+        like = gpu_nodes[steering.matching[0]]
         body = cuda_probe_pod(config, name=steer_name, check="dra", node=None, gpu_count=0,
-                              resource_claims={"gpu": template}, cuda=native_probe_cuda(like.labels))
+                              resource_claims={"gpu": template}, cuda=native_probe_cuda(like))
         body["metadata"].setdefault("annotations", {})[SCHEDULE_BUDGET_ANNOTATION] = str(int(timeout))
         second.append(body)
 
@@ -252,12 +254,12 @@ def test_attributes_match_hardware(gpu_node: str, gpu_inventory: Inventory, dra_
 
 @pytest.mark.cncf("dra_support")
 @pytest.mark.check("dra.no-double-publication")
-def test_no_double_publication(request: pytest.FixtureRequest, gpu_node: str, gpu_inventory: Inventory,
+def test_no_double_publication(request: pytest.FixtureRequest, gpu_node: str, gpu_nodes: dict[str, NodeView],
                                dra_facts: DraFacts, record_property: Record) -> None:
     devices = node_devices(dra_facts, gpu_node)
-    capacity = gpu_inventory.node(gpu_node).capacity
+    capacity = gpu_nodes[gpu_node].capacity
     plugin_view = None
-    if int(gpu_inventory.node(gpu_node).allocatable.get("nvidia.com/gpu", "0") or 0) > 0:
+    if gpu_nodes[gpu_node].one_gpu():  # the device plugin advertises GPUs: the whole-node probe asked it
         outcome = request.getfixturevalue("whole_node_probes").get(gpu_node)
         plugin_view = sighting(outcome) if outcome is not None else None
     judge(checks.evaluate_no_double_publication(gpu_node, devices, capacity, plugin_view), record_property)

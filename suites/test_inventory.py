@@ -8,41 +8,33 @@ import pytest
 
 from gpuconf.checks import inventory as checks
 from gpuconf.checks.expect import declared_driver_policy, declared_gpu_count
-from gpuconf.cluster import Inventory
-from gpuconf.kit import judge, parsed_probe, probe_report, whole_node_request
+from gpuconf.kit import judge, parsed_probe, probe_report
 from gpuconf.probes import ProbeParseError
 
 pytestmark = pytest.mark.inventory
 
 
-def view(inv: Inventory, name: str) -> checks.NodeView:
-    n = inv.node(name)
-    return checks.NodeView.of(n.name, n.labels, n.capacity, n.allocatable, sum(len(s.devices) for s in n.slices))
-
-
 @pytest.mark.check("inventory.gpu-resource-advertised")
-def test_gpu_resource_advertised(gpu_node, gpu_inventory, record_property):
-    judge(checks.evaluate_gpu_resource_advertised(view(gpu_inventory, gpu_node)), record_property)
+def test_gpu_resource_advertised(gpu_node, gpu_nodes, record_property):
+    judge(checks.evaluate_gpu_resource_advertised(gpu_nodes[gpu_node]), record_property)
 
 
 @pytest.mark.check("inventory.allocatable-matches-capacity")
-def test_allocatable_matches_capacity(request, gpu_node, gpu_inventory, expect_profile, record_property):
-    node = view(gpu_inventory, gpu_node)
+def test_allocatable_matches_capacity(request, gpu_node, gpu_nodes, expect_profile, record_property):
+    node = gpu_nodes[gpu_node]
     pool = expect_profile.pool_for(node.labels) if expect_profile is not None else None
-    enumerated, held = unhealthy_views(request, gpu_inventory, gpu_node)
+    enumerated, held = unhealthy_views(request, node)
     judge(checks.evaluate_allocatable_matches_capacity(node, enumerated=enumerated, held=held,
                                                        unhealthy_max=pool.gpu.unhealthy_max if pool else None),
           record_property)
 
 
-def unhealthy_views(request, inv: Inventory, name: str) -> tuple[dict[str, str] | None, frozenset[str] | None]:
+def unhealthy_views(request, node) -> tuple[dict[str, str] | None, frozenset[str] | None]:
     """On a node with fewer GPUs allocatable than advertised, whole GPUs only: every GPU its DCGM
     exporter reports (UUID -> name) and the GPUs the whole-node probe, holding every allocatable
     one, was given; their difference names the unhealthy GPUs. (None, None) when that cannot be told."""
-    n = inv.node(name)
-    capacity, allocatable = n.gpu_capacity.get("nvidia.com/gpu", 0), n.gpu_allocatable.get("nvidia.com/gpu", 0)
-    if not 0 < allocatable < capacity or (n.labels.get("nvidia.com/gpu.replicas") or "1") != "1" \
-            or "-MIG-" in n.labels.get("nvidia.com/gpu.product", ""):
+    name, ask = node.name, node.whole_node()
+    if not ask or not ask.held_back or ask.replicas != 1 or ask.mig_units or ask.count != node.offered(ask):
         return None, None
     from gpuconf.checks.metrics import gpu_name, probe_gpus
 
@@ -58,8 +50,8 @@ def unhealthy_views(request, inv: Inventory, name: str) -> tuple[dict[str, str] 
 
 
 @pytest.fixture(scope="module")
-def gpu_views(gpu_inventory):
-    return [view(gpu_inventory, n.name) for n in gpu_inventory.gpu_nodes]
+def gpu_views(gpu_nodes):
+    return list(gpu_nodes.values())
 
 
 @pytest.fixture(scope="module")
@@ -69,18 +61,19 @@ def pool_counts(gpu_views):
 
 
 @pytest.mark.check("inventory.gpu-count-matches-expected")
-def test_gpu_count_matches(gpu_node, gpu_inventory, whole_node_probes, expect_profile, pool_counts, record_property):
+def test_gpu_count_matches(gpu_node, gpu_nodes, whole_node_probes, expect_profile, pool_counts, record_property):
     probe = probe_report(whole_node_probes, gpu_node) if gpu_node in whole_node_probes else None
-    requested = whole_node_request(gpu_inventory.node(gpu_node))  # what it asked for
-    node = view(gpu_inventory, gpu_node)
+    node = gpu_nodes[gpu_node]
+    ask = node.whole_node()
+    requested = ask.count if ask else 0  # what the whole-node probe asked for
     judge(checks.evaluate_gpu_count(node, probe=probe, probe_requested=requested, pool=pool_counts.get(gpu_node),
                                     expected=declared_gpu_count(expect_profile, node)), record_property)
 
 
 @pytest.mark.cncf("driver_runtime_management")
 @pytest.mark.check("labels.gfd-matches-hardware")
-def test_labels_match_hardware(gpu_node, gpu_inventory, whole_node_probes, record_property):
-    judge(checks.evaluate_labels_match_hardware(view(gpu_inventory, gpu_node),
+def test_labels_match_hardware(gpu_node, gpu_nodes, whole_node_probes, record_property):
+    judge(checks.evaluate_labels_match_hardware(gpu_nodes[gpu_node],
                                                 probe_report(whole_node_probes, gpu_node)), record_property)
 
 

@@ -9,44 +9,34 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks import isolation as checks
-from gpuconf.cluster import Inventory, PodOutcome, run_campaign
+from gpuconf.cluster import PodOutcome, run_campaign
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
-from gpuconf.kit import cuda_probe_pod, judge, run_context
+from gpuconf.kit import cuda_probe_pod, judge, require, run_context
+from gpuconf.nodes import GpuRequest, NodeView
 
 pytestmark = pytest.mark.isolation
 
 Observations = dict[str, dict[str, PodOutcome]]  # node -> role -> outcome
 
 
-def allocatable(inv: Inventory, node: str) -> int:
-    return int(inv.node(node).allocatable.get("nvidia.com/gpu", "0") or 0)
-
-
-def replicas(inv: Inventory, node: str) -> int:
-    """Time-slicing replicas per GPU as GFD labels them (1: not shared)."""
-    value = inv.node(node).labels.get("nvidia.com/gpu.replicas", "1")
-    return int(value) if value.isdigit() and int(value) > 0 else 1
-
-
-def needs_gpu_resource(inv: Inventory, node: str) -> None:
-    n = inv.node(node)
-    reason = checks.no_gpu_resource_reason(node, n.allocatable, capacity=n.capacity,
-                                           dra_devices=sum(len(s.devices) for s in n.slices))
-    if reason is not None:
-        pytest.skip(reason)
+def gpu_request(gpu_nodes: dict[str, NodeView], node: str) -> GpuRequest:
+    """How the node's isolation pods ask for one GPU (NOT TESTED with the node view's reason where
+    they cannot: MIG instances only, DRA only, none allocatable)."""
+    return require(gpu_nodes[node].one_gpu())
 
 
 @pytest.fixture(scope="module")
-def isolation_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> Observations:
+def isolation_probes(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView]) -> Observations:
     """Every isolation pod of every GPU node, pinned by nodeSelector, in one campaign."""
     timeout = request.config.getoption("--probe-timeout")
     pods, roles = [], {}
-    for node in gpu_inventory.gpu_nodes:
-        for planned in checks.plan_node(node.name, allocatable(gpu_inventory, node.name),
-                                        max_request=1 if mps(gpu_inventory, node.name) else None):
+    for node in gpu_nodes.values():
+        ask = node.one_gpu()
+        for planned in checks.plan_node(node.name, node.offered(ask) if ask else 0,
+                                        max_request=ask.per_container if ask else None):
             pod = cuda_probe_pod(request.config, name=planned.name, check="isolation", node=node.name,
-                                 gpu_count=planned.gpu_count, sidecar_gpu_count=planned.sidecar_gpu_count,
-                                 env=dict(planned.env))
+                                 gpu_count=planned.gpu_count, gpu_resource=ask.resource if ask else "nvidia.com/gpu",
+                                 sidecar_gpu_count=planned.sidecar_gpu_count, env=dict(planned.env))
             if planned.waits:  # queued behind the node's other GPU pods: it may be Pending a while
                 pod["metadata"].setdefault("annotations", {})[SCHEDULE_BUDGET_ANNOTATION] = str(int(timeout))
             pods.append(pod)
@@ -57,11 +47,6 @@ def isolation_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) -
         node, role = roles[name]
         observed.setdefault(node, {})[role] = outcome
     return observed
-
-
-def mps(inv: Inventory, node: str) -> bool:
-    """The node shares its GPUs through MPS: its device plugin gives a container one replica at most."""
-    return inv.node(node).labels.get("nvidia.com/gpu.sharing-strategy") == "mps"
 
 
 def seen(probes: Observations, node: str, role: str, container: str = "probe") -> checks.Sighting | None:
@@ -88,34 +73,33 @@ def test_envvar_without_request_gets_no_gpu(gpu_node, isolation_probes, record_p
 @pytest.mark.cncf("secure_accelerator_access")
 @pytest.mark.needs_probe
 @pytest.mark.check("isolation.sees-only-allocated")
-def test_sees_only_allocated(gpu_node, gpu_inventory, isolation_probes, record_property):
-    needs_gpu_resource(gpu_inventory, gpu_node)
+def test_sees_only_allocated(gpu_node, gpu_nodes, isolation_probes, record_property):
+    ask = gpu_request(gpu_nodes, gpu_node)
     observed = [(n, s) for n, role in ((1, "one"), (2, "two"))
                 if (s := seen(isolation_probes, gpu_node, role)) is not None]
-    judge(checks.evaluate_sees_only_allocated(gpu_node, observed, replicas=replicas(gpu_inventory, gpu_node),
-                                              allocatable=allocatable(gpu_inventory, gpu_node),
-                                              one_per_container=mps(gpu_inventory, gpu_node)), record_property)
+    judge(checks.evaluate_sees_only_allocated(gpu_node, observed, replicas=ask.replicas,
+                                              allocatable=gpu_nodes[gpu_node].offered(ask),
+                                              one_per_container=ask.per_container == 1), record_property)
 
 
 @pytest.mark.cncf("secure_accelerator_access")
 @pytest.mark.needs_probe
 @pytest.mark.check("isolation.concurrent-pods-disjoint")
-def test_concurrent_pods_disjoint(gpu_node, gpu_inventory, isolation_probes, record_property):
-    needs_gpu_resource(gpu_inventory, gpu_node)
+def test_concurrent_pods_disjoint(gpu_node, gpu_nodes, isolation_probes, record_property):
+    ask = gpu_request(gpu_nodes, gpu_node)
     pods = isolation_probes.get(gpu_node, {})
     together = checks.held_together(pods["one"], pods["split"]) if {"one", "split"} <= set(pods) else None
     judge(checks.evaluate_concurrent_pods_disjoint(
         gpu_node, seen(isolation_probes, gpu_node, "one"), seen(isolation_probes, gpu_node, "split"),
-        allocatable=allocatable(gpu_inventory, gpu_node), replicas=replicas(gpu_inventory, gpu_node),
-        together=together), record_property)
+        allocatable=gpu_nodes[gpu_node].offered(ask), replicas=ask.replicas, together=together), record_property)
 
 
 @pytest.mark.cncf("secure_accelerator_access")
 @pytest.mark.needs_probe
 @pytest.mark.check("isolation.only-requesting-container-sees-gpu")
-def test_only_requesting_container_sees_gpu(gpu_node, gpu_inventory, isolation_probes, record_property):
-    needs_gpu_resource(gpu_inventory, gpu_node)
+def test_only_requesting_container_sees_gpu(gpu_node, gpu_nodes, isolation_probes, record_property):
+    ask = gpu_request(gpu_nodes, gpu_node)
     requester, other = seen(isolation_probes, gpu_node, "split"), seen(isolation_probes, gpu_node, "split", "sidecar")
     assert requester is not None and other is not None
-    judge(checks.evaluate_only_requesting_container(gpu_node, requester, other,
-                                                    replicas=replicas(gpu_inventory, gpu_node)), record_property)
+    judge(checks.evaluate_only_requesting_container(gpu_node, requester, other, replicas=ask.replicas),
+          record_property)

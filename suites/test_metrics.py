@@ -10,35 +10,20 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks import metrics as checks
-from gpuconf.cluster import GpuNode, Inventory, PodOutcome
+from gpuconf.cluster import PodOutcome
 from gpuconf.kit import judge, parsed_probe
+from gpuconf.nodes import NodeView
 from gpuconf.probes import ProbeParseError
 
 pytestmark = [pytest.mark.health]
 
 
-def holds_every_gpu(node: GpuNode) -> bool:
-    """Whether the whole-node probe was given every GPU of the node: whole GPUs, not shared, not MIG,
-    none held back as unhealthy (then the probe's GPUs and the exporter's must be the same set)."""
-    labels = node.labels
-    # MIG in use, not the mig.strategy label: GFD writes the plugin's configured strategy (the GPU
-    # Operator's default single) on nodes without MIG too.
-    if "-MIG-" in labels.get("nvidia.com/gpu.product", "") or any(r.startswith("nvidia.com/mig-")
-                                                                  for r in node.gpu_capacity):
-        return False
-    if labels.get("nvidia.com/gpu.sharing-strategy", "none") != "none" or labels.get("nvidia.com/gpu.replicas",
-                                                                                        "1") != "1":
-        return False
-    allocatable, capacity = node.gpu_allocatable.get("nvidia.com/gpu", 0), node.gpu_capacity.get("nvidia.com/gpu", 0)
-    return 0 < allocatable == capacity
-
-
-def probe_view(probes: dict[str, PodOutcome], inv: Inventory, node: str) -> tuple[checks.ProbeGpus | None, str | None]:
+def probe_view(probes: dict[str, PodOutcome], view: NodeView) -> tuple[checks.ProbeGpus | None, str | None]:
     """The GPUs the node's whole-node probe saw, or None and why there are none (the probe's own
     failures are the inventory and smoke suites' to report)."""
-    outcome = probes.get(node)
+    node, ask, outcome = view.name, view.whole_node(), probes.get(view.name)
     if outcome is None:
-        return None, f"no whole-node probe ran on {node} (it advertises no nvidia.com/gpu)"
+        return None, f"no whole-node probe ran on {node}" + (f": {ask.reason}" if not ask else "")
     text = outcome.logs.get("probe")
     if text is None:
         return None, f"the whole-node probe on {node} produced no output ({outcome.phase} {outcome.reason or ''})"
@@ -46,14 +31,16 @@ def probe_view(probes: dict[str, PodOutcome], inv: Inventory, node: str) -> tupl
         report = parsed_probe(outcome, node)
     except ProbeParseError as e:
         return None, f"the whole-node probe's report on {node} is unreadable ({e})"
-    return checks.probe_gpus(report, complete=holds_every_gpu(inv.node(node))), None
+    # complete: the probe held every GPU of the node once (whole, unshared, no MIG, none held back as
+    # unhealthy), so its GPUs and the exporter's must be the same set
+    return checks.probe_gpus(report, complete=bool(ask) and ask.complete), None
 
 
 @pytest.mark.cncf("accelerator_metrics")
 @pytest.mark.needs_probe
 @pytest.mark.check("metrics.gpu-metrics-present")
-def test_gpu_metrics_present(gpu_node, gpu_inventory, exporter_scrapes, whole_node_probes, record_property):
-    probe, why = probe_view(whole_node_probes, gpu_inventory, gpu_node)
+def test_gpu_metrics_present(gpu_node, gpu_nodes, exporter_scrapes, whole_node_probes, record_property):
+    probe, why = probe_view(whole_node_probes, gpu_nodes[gpu_node])
     judge(checks.evaluate_gpu_metrics_present(gpu_node, exporter_scrapes[gpu_node], probe, probe_reason=why),
           record_property)
 

@@ -19,6 +19,7 @@ from gpuconf.checks.isolation import Sighting, sighting
 from gpuconf.cluster import ClusterError, GpuNode, Inventory, OverloadedError, run_campaign
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
 from gpuconf.kit import cuda_probe_pod, judge, run_context
+from gpuconf.nodes import NodeView
 from gpuconf.verdict import not_tested
 
 pytestmark = pytest.mark.mig
@@ -38,7 +39,7 @@ class MigRun:
 
 
 @pytest.fixture(scope="module")
-def mig_run(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> MigRun:
+def mig_run(request: pytest.FixtureRequest, gpu_inventory: Inventory, gpu_nodes: dict[str, NodeView]) -> MigRun:
     """Every MIG probe pod of every MIG node, pinned by nodeSelector, in one campaign."""
     config = request.config
     run = MigRun()
@@ -50,8 +51,13 @@ def mig_run(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> MigRun:
             run.skipped[node.name] = reason
             continue
         for planned in checks.plan_node(node.name, node.labels, node.allocatable):
-            pod = cuda_probe_pod(config, name=planned.name, check="mig", node=node.name, gpu_count=planned.count,
-                                 gpu_resource=planned.resource)
+            # how to ask for the profile's instances is the node view's (MIG resource, nvidia.com/gpu
+            # under strategy single, or a claim); the plan says which profiles and how many
+            ask = gpu_nodes[node.name].mig_instances(planned.profile, planned.count)
+            if not ask:
+                run.skipped[node.name] = ask.reason
+                continue
+            pod = cuda_probe_pod(config, name=planned.name, check="mig", node=node.name, ask=ask)
             # The all and one pods of a profile queue for the same instances.
             pod["metadata"].setdefault("annotations", {})[SCHEDULE_BUDGET_ANNOTATION] = str(int(timeout))
             pods.append(pod)
@@ -135,12 +141,13 @@ def test_instance_isolated(gpu_node: str, gpu_inventory: Inventory, mig_run: Mig
 
 @pytest.mark.cncf("gpu_sharing")
 @pytest.mark.check("mig.not-also-full-gpu")
-def test_not_also_full_gpu(request: pytest.FixtureRequest, gpu_node: str, gpu_inventory: Inventory, mig_run: MigRun,
+def test_not_also_full_gpu(request: pytest.FixtureRequest, gpu_node: str, gpu_inventory: Inventory,
+                           gpu_nodes: dict[str, NodeView], mig_run: MigRun,
                            record_property: Callable[[str, object], None]) -> None:
     skip_unless_mig(mig_run, "mig.not-also-full-gpu", gpu_node, record_property)
     node = gpu_inventory.node(gpu_node)
     full = None
-    if checks.strategy(node.labels) == "mixed" and int(node.allocatable.get("nvidia.com/gpu", "0") or 0) > 0:
+    if gpu_nodes[gpu_node].mig == "mixed" and gpu_nodes[gpu_node].one_gpu():  # whole GPUs beside the instances
         outcome = request.getfixturevalue("whole_node_probes").get(gpu_node)
         full = sighting(outcome) if outcome is not None else None
     judge(checks.evaluate_not_also_full_gpu(gpu_node, labels=node.labels, capacity=node.capacity,

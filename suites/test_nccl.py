@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 import pytest
 
 from gpuconf.checks import nccl as checks
-from gpuconf.cluster import GpuNode, Inventory, PodOutcome, list_active_pods, run_campaign
+from gpuconf.cluster import PodOutcome, list_active_pods, run_campaign
 from gpuconf.compat import tables
 from gpuconf.compat.tables import NcclFloor
-from gpuconf.kit import ClusterHandle, judge, probe_block, record_metrics, record_series, run_context
+from gpuconf.kit import ClusterHandle, judge, probe_block, record_metrics, record_series, require, run_context
+from gpuconf.nodes import GpuRequest, NodeView, Unavailable
 from gpuconf.probe_pods import NCCL_JOB_LABEL, make_nccl_job_service, make_nccl_probe_pod, nccl_rank0_address
 from gpuconf.probes import ProbeParseError
 from gpuconf.probes.nccl import NcclProbeReport, parse_nccl_probe
@@ -37,21 +38,19 @@ from gpuconf.verdict import Outcome, Verdict
 pytestmark = pytest.mark.nccl
 
 
-def whole_gpus(node: GpuNode) -> int:
-    return int(node.capacity.get("nvidia.com/gpu", "0") or 0)
+def nccl_request(node: NodeView) -> GpuRequest | Unavailable:
+    """Every whole GPU of the node for one NCCL pod (the node view's exclusive request, two or more),
+    or why the node takes no all-GPU NCCL job (shared GPUs, MIG instances, DRA only, one GPU)."""
+    return node.exclusive(min_gpus=2, check="an all-GPU NCCL job")
 
 
-def not_an_nccl_node(node: GpuNode) -> str | None:
-    """Why the node takes no all-GPU NCCL job, or None."""
-    labels = node.labels
-    if int(labels.get("nvidia.com/gpu.replicas", "1") or 1) > 1:
-        return (f"{node.name} shares its GPUs ({labels.get('nvidia.com/gpu.sharing-strategy', 'time-slicing')}, "
-                f"{labels['nvidia.com/gpu.replicas']} replicas): an NCCL job needs whole GPUs")
-    if "-MIG-" in labels.get("nvidia.com/gpu.product", "") or not whole_gpus(node):
-        return f"{node.name} advertises no whole GPUs as nvidia.com/gpu (MIG instances or DRA only)"
-    if whole_gpus(node) < 2:
-        return f"{node.name} has one GPU: nothing to all-reduce across within the node"
-    return None
+def whole_gpus(node: NodeView) -> int:
+    ask = nccl_request(node)
+    return ask.count if ask else 0
+
+
+def product(node: NodeView) -> str:
+    return node.facts.product.value or ""
 
 
 @dataclass
@@ -62,44 +61,41 @@ class IntraNode:
 
 
 @pytest.fixture(scope="module")
-def intra_node(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle, gpu_inventory: Inventory,
+def intra_node(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle, gpu_nodes: dict[str, NodeView],
                expect_profile: object) -> IntraNode:
     config = request.config
     ctx = run_context(config)
     holders = checks.holders_by_node(list_active_pods(gpu_cluster.cluster), exclude_namespace=ctx.namespace)
-    peers = checks.pool_gpu_counts([(n.name, n.labels.get("nvidia.com/gpu.product", ""), whole_gpus(n))
-                                    for n in gpu_inventory.gpu_nodes if not not_an_nccl_node(n)])
+    peers = checks.pool_gpu_counts([(n.name, product(n), whole_gpus(n)) for n in gpu_nodes.values() if nccl_request(n)])
     run = IntraNode()
     pods = []
-    runtime_class = "nvidia" if any(rc.name == "nvidia" for rc in gpu_inventory.runtime_classes) else None
-    for node in gpu_inventory.gpu_nodes:
-        if not_an_nccl_node(node):
+    for node in gpu_nodes.values():
+        if not nccl_request(node):
             continue
         if (block := probe_block(request.getfixturevalue("whole_node_probes"), node.name)) is not None:
             run.blocked[node.name] = block.reason  # its pod would be refused at creation: none is launched
         expected, expected_from = declared_gpus(expect_profile, node), "its --expect pool declares"
         if expected is None:
             expected, expected_from = peers.get(node.name), "its pool's other nodes have"
-        verdict = checks.evaluate_preflight(node.name, capacity=whole_gpus(node),
-                                            allocatable=int(node.allocatable.get("nvidia.com/gpu", "0") or 0),
+        ask = nccl_request(node)
+        verdict = checks.evaluate_preflight(node.name, capacity=ask.count, allocatable=ask.count - ask.held_back,
                                             holders=holders.get(node.name, []), expected=expected,
                                             expected_from=expected_from)
         run.preflight[node.name] = verdict
         if verdict.outcome is Outcome.PASS and node.name not in run.blocked:
             pods.append(make_nccl_probe_pod(name=f"nccl-{node.name}", namespace=ctx.namespace, run_id=ctx.run_id,
                                             check="nccl", node=node.name, gpu_count=whole_gpus(node),
-                                            registry=config.getoption("--registry"), runtime_class=runtime_class))
+                                            registry=config.getoption("--registry"),
+                                            runtime_class=node.runtime_class))
     if pods:
         for name, outcome in run_campaign(ctx, pods, timeout=config.getoption("gpuconf_timeout")).items():
             run.outcomes[name.removeprefix("nccl-")] = outcome
     return run
 
 
-def nccl_node(inventory: Inventory, name: str) -> GpuNode:
-    node = inventory.node(name)
-    reason = not_an_nccl_node(node)
-    if reason:
-        pytest.skip(reason)
+def nccl_node(gpu_nodes: dict[str, NodeView], name: str) -> NodeView:
+    node = gpu_nodes[name]
+    require(nccl_request(node))
     return node
 
 
@@ -121,35 +117,35 @@ def report(run: IntraNode, node: str) -> NcclProbeReport:
     pytest.fail(unreadable, pytrace=False)  # outside the handler: one message, no chained exception
 
 
-def declared_gpus(expect_profile: object, node: GpuNode) -> int | None:
+def declared_gpus(expect_profile: object, node: NodeView) -> int | None:
     pool = expect_profile.pool_for(node.labels) if expect_profile is not None else None  # type: ignore[attr-defined]
     return pool.gpu.count if pool is not None and pool.gpu is not None else None
 
 
-def declared_floor(expect_profile: object, node: GpuNode) -> float | None:
+def declared_floor(expect_profile: object, node: NodeView) -> float | None:
     pool = expect_profile.pool_for(node.labels) if expect_profile is not None else None  # type: ignore[attr-defined]
     return pool.nccl.busbw_floor_gbps if pool is not None and pool.nccl is not None else None
 
 
 @pytest.mark.check("nccl.preflight-gpus-free")
-def test_preflight_gpus_free(gpu_node, gpu_inventory, intra_node, record_property):
-    nccl_node(gpu_inventory, gpu_node)
+def test_preflight_gpus_free(gpu_node, gpu_nodes, intra_node, record_property):
+    nccl_node(gpu_nodes, gpu_node)
     judge(intra_node.preflight[gpu_node], record_property)
 
 
 @pytest.mark.needs_probe
 @pytest.mark.check("nccl.allreduce-completes")
-def test_allreduce_completes(gpu_node, gpu_inventory, intra_node, record_property):
-    nccl_node(gpu_inventory, gpu_node)
+def test_allreduce_completes(gpu_node, gpu_nodes, intra_node, record_property):
+    nccl_node(gpu_nodes, gpu_node)
     judge(checks.evaluate_allreduce_completes(gpu_node, report(intra_node, gpu_node)), record_property)
 
 
 @pytest.mark.needs_probe
 @pytest.mark.check("nccl.busbw-above-floor")
-def test_busbw_above_floor(gpu_node, gpu_inventory, intra_node, expect_profile, record_property):
-    node = nccl_node(gpu_inventory, gpu_node)
+def test_busbw_above_floor(gpu_node, gpu_nodes, intra_node, expect_profile, record_property):
+    node = nccl_node(gpu_nodes, gpu_node)
     doc = report(intra_node, gpu_node)
-    floor = checks.expected_floor(node.labels.get("nvidia.com/gpu.product", ""), whole_gpus(node))
+    floor = checks.expected_floor(product(node), whole_gpus(node))
     declared = declared_floor(expect_profile, node)
     minimum = declared if declared is not None else floor.minimum_gbps if floor is not None else None
     record_series(record_property, "busbw", ((size.bytes, size.busbw_gbps) for size in doc.sizes),
@@ -160,9 +156,9 @@ def test_busbw_above_floor(gpu_node, gpu_inventory, intra_node, expect_profile, 
 
 @pytest.mark.needs_probe
 @pytest.mark.check("nccl.transport-expected")
-def test_transport_expected(gpu_node, gpu_inventory, intra_node, record_property):
-    node = nccl_node(gpu_inventory, gpu_node)
-    floor = checks.expected_floor(node.labels.get("nvidia.com/gpu.product", ""), whole_gpus(node))
+def test_transport_expected(gpu_node, gpu_nodes, intra_node, record_property):
+    node = nccl_node(gpu_nodes, gpu_node)
+    floor = checks.expected_floor(product(node), whole_gpus(node))
     judge(checks.evaluate_transport(gpu_node, report(intra_node, gpu_node), floor), record_property)
 
 
@@ -211,8 +207,7 @@ def rank_result(rank: int, node: str, outcome: PodOutcome | None) -> checks.Rank
         return checks.RankResult(rank, node, None, str(exc))
 
 
-def run_jobs(config: pytest.Config, jobs: list[tuple[str, list[GpuNode]]],
-             runtime_class: str | None) -> list[checks.JobResult]:
+def run_jobs(config: pytest.Config, jobs: list[tuple[str, list[NodeView]]]) -> list[checks.JobResult]:
     """Every job's headless Service, then every rank of every job in one campaign."""
     if not jobs:
         return []
@@ -226,8 +221,9 @@ def run_jobs(config: pytest.Config, jobs: list[tuple[str, list[GpuNode]]],
         for rank, node in enumerate(nodes):
             pods.append(make_nccl_probe_pod(
                 name=f"{job}-r{rank}", namespace=ctx.namespace, run_id=ctx.run_id, check="nccl", node=node.name,
-                gpu_count=whole_gpus(node), registry=config.getoption("--registry"), runtime_class=runtime_class,
-                rank=rank, world_size=len(nodes), id_addr=address, bootstrap_timeout_s=BOOTSTRAP_TIMEOUT_S,
+                gpu_count=whole_gpus(node), registry=config.getoption("--registry"),
+                runtime_class=node.runtime_class, rank=rank, world_size=len(nodes), id_addr=address,
+                bootstrap_timeout_s=BOOTSTRAP_TIMEOUT_S,
                 hostname=f"{job}-r{rank}", subdomain=job, labels={NCCL_JOB_LABEL: job},
                 schedule_budget_s=BOOTSTRAP_TIMEOUT_S, kueue_queue=config.getoption("--kueue-queue"), gang=job))
     outcomes = run_campaign(ctx, pods, timeout=config.getoption("gpuconf_timeout"),
@@ -237,7 +233,7 @@ def run_jobs(config: pytest.Config, jobs: list[tuple[str, list[GpuNode]]],
             for job, nodes in jobs]
 
 
-def declared_nic_floor(expect_profile: object, node: GpuNode) -> NcclFloor | None:
+def declared_nic_floor(expect_profile: object, node: NodeView) -> NcclFloor | None:
     """The inter-node floor of the NIC figure --expect declares for the node's pool (nccl.nic_gbps
     and nccl.nics), if it declares one. GFD labels no NICs and the nccl-probe reports no link
     speed, so without a declaration the pairs are judged against each other."""
@@ -247,8 +243,8 @@ def declared_nic_floor(expect_profile: object, node: GpuNode) -> NcclFloor | Non
     return tables.inter_node_floor(int(nic_gbps), int(nics)) if nic_gbps and nics else None
 
 
-def hardware(node: GpuNode) -> str:
-    return f"{whole_gpus(node)} x {node.labels.get('nvidia.com/gpu.product', 'unknown GPU')}"
+def hardware(node: NodeView) -> str:
+    return f"{whole_gpus(node)} x {product(node) or 'unknown GPU'}"
 
 
 @dataclass
@@ -273,12 +269,11 @@ def pair_calls(jobs: list[checks.JobResult], group_of: dict[str, str], floors: d
 
 
 @pytest.fixture(scope="module")
-def pairwise(request: pytest.FixtureRequest, gpu_inventory: Inventory, intra_node: IntraNode,
+def pairwise(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView], intra_node: IntraNode,
              expect_profile: object) -> Pairwise:
     config = request.config
-    runtime_class = "nvidia" if any(rc.name == "nvidia" for rc in gpu_inventory.runtime_classes) else None
     out = Pairwise()
-    nodes = {n.name: n for n in gpu_inventory.gpu_nodes if not not_an_nccl_node(n)}
+    nodes = {name: n for name, n in gpu_nodes.items() if nccl_request(n)}
     groups: dict[str, list[str]] = {}
     for name, node in nodes.items():
         why = intra_node_failure(intra_node, name)
@@ -289,15 +284,14 @@ def pairwise(request: pytest.FixtureRequest, gpu_inventory: Inventory, intra_nod
     group_of = {n: g for g, members in groups.items() for n in members}
     floors = {n: declared_nic_floor(expect_profile, nodes[n]) for n in group_of}
     pairs, odd = checks.first_round(groups)
-    out.jobs = run_jobs(config, [(f"nccl-p1-{i}", [nodes[a], nodes[b]]) for i, (a, b) in enumerate(pairs)],
-                        runtime_class)
+    out.jobs = run_jobs(config, [(f"nccl-p1-{i}", [nodes[a], nodes[b]]) for i, (a, b) in enumerate(pairs)])
     completion, busbw = pair_calls(out.jobs, group_of, floors)
     first = [(job.nodes, c.ok is True and b.ok is not False) for job, c, b in zip(out.jobs, completion, busbw,
                                                                                   strict=True)]
     for number, pairs2 in enumerate(checks.second_round([((a, b), ok) for (a, b), ok in first], odd, group_of),
                                     start=2):
         out.jobs += run_jobs(config, [(f"nccl-p{number}-{i}", [nodes[a], nodes[b]]) for i, (a, b) in
-                                      enumerate(pairs2)], runtime_class)
+                                      enumerate(pairs2)])
     out.completion, out.busbw = pair_calls(out.jobs, group_of, floors)
     for name in group_of:
         if not any(name in j.nodes for j in out.jobs):
@@ -306,8 +300,8 @@ def pairwise(request: pytest.FixtureRequest, gpu_inventory: Inventory, intra_nod
     return out
 
 
-def pairwise_node(inventory: Inventory, run: Pairwise, name: str) -> None:
-    nccl_node(inventory, name)
+def pairwise_node(gpu_nodes: dict[str, NodeView], run: Pairwise, name: str) -> None:
+    nccl_node(gpu_nodes, name)
     reason = run.excluded.get(name) or run.unpaired.get(name)
     if reason:
         pytest.skip(reason)
@@ -315,15 +309,15 @@ def pairwise_node(inventory: Inventory, run: Pairwise, name: str) -> None:
 
 @pytest.mark.needs_probe
 @pytest.mark.check("nccl.pairwise-completes")
-def test_pairwise_completes(gpu_node, gpu_inventory, pairwise, record_property):
-    pairwise_node(gpu_inventory, pairwise, gpu_node)
+def test_pairwise_completes(gpu_node, gpu_nodes, pairwise, record_property):
+    pairwise_node(gpu_nodes, pairwise, gpu_node)
     judge(checks.evaluate_pairwise("nccl.pairwise-completes", gpu_node, pairwise.completion), record_property)
 
 
 @pytest.mark.needs_probe
 @pytest.mark.check("nccl.pairwise-busbw-above-floor")
-def test_pairwise_busbw_above_floor(gpu_node, gpu_inventory, pairwise, record_property):
-    pairwise_node(gpu_inventory, pairwise, gpu_node)
+def test_pairwise_busbw_above_floor(gpu_node, gpu_nodes, pairwise, record_property):
+    pairwise_node(gpu_nodes, pairwise, gpu_node)
     judge(checks.evaluate_pairwise("nccl.pairwise-busbw-above-floor", gpu_node, pairwise.busbw), record_property)
 
 
@@ -335,21 +329,20 @@ class MultiNode:
 
 
 @pytest.fixture(scope="module")
-def multinode(request: pytest.FixtureRequest, gpu_inventory: Inventory, pairwise: Pairwise,
+def multinode(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView], pairwise: Pairwise,
               expect_profile: object) -> MultiNode:
     config = request.config
     wanted = min(config.getoption("--nccl-nodes") or MAX_MULTINODE, MAX_MULTINODE)
     blamed = set(checks_failing(pairwise))
-    by_hardware: dict[str, list[GpuNode]] = {}
-    for node in gpu_inventory.gpu_nodes:
-        if not not_an_nccl_node(node) and node.name not in pairwise.excluded and node.name not in blamed:
+    by_hardware: dict[str, list[NodeView]] = {}
+    for node in gpu_nodes.values():
+        if nccl_request(node) and node.name not in pairwise.excluded and node.name not in blamed:
             by_hardware.setdefault(str(whole_gpus(node)), []).append(node)
     chosen = max(by_hardware.values(), key=len, default=[])[:wanted]
     if len(chosen) < 2:
         return MultiNode(why_not=f"{len(chosen)} node(s) eligible for a multi-node job with the same GPU count "
                          f"(after the intra-node and pairwise passes; --nccl-nodes {wanted}): nothing across nodes")
-    runtime_class = "nvidia" if any(rc.name == "nvidia" for rc in gpu_inventory.runtime_classes) else None
-    (job,) = run_jobs(config, [("nccl-mn", chosen)], runtime_class)
+    (job,) = run_jobs(config, [("nccl-mn", chosen)])
     floors = [(f, n.name) for n in chosen if (f := declared_nic_floor(expect_profile, n)) is not None]
     slowest = None
     if floors:
@@ -401,17 +394,16 @@ def burn_in_round(number: int, outcome: PodOutcome | None) -> checks.BurnInRound
 
 
 @pytest.fixture(scope="module")
-def burn_in(request: pytest.FixtureRequest, gpu_inventory: Inventory, intra_node: IntraNode) -> BurnIn:
+def burn_in(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView], intra_node: IntraNode) -> BurnIn:
     """ROUNDS campaigns one after the other, each one all-GPU nccl-probe (--iters 200) on every node
     whose intra-node all-reduce completed correctly, all nodes together."""
     config = request.config
     ctx = run_context(config)
     rounds = int(config.getoption("burn_in") or 1)
-    runtime_class = "nvidia" if any(rc.name == "nvidia" for rc in gpu_inventory.runtime_classes) else None
     out = BurnIn()
     nodes = []
-    for node in gpu_inventory.gpu_nodes:
-        if not_an_nccl_node(node):
+    for node in gpu_nodes.values():
+        if not nccl_request(node):
             continue
         why = intra_node_failure(intra_node, node.name)
         if why is not None:
@@ -424,7 +416,7 @@ def burn_in(request: pytest.FixtureRequest, gpu_inventory: Inventory, intra_node
             break
         pods = [make_nccl_probe_pod(name=f"nccl-bi{number}-{node.name}", namespace=ctx.namespace, run_id=ctx.run_id,
                                     check="nccl", node=node.name, gpu_count=whole_gpus(node),
-                                    registry=config.getoption("--registry"), runtime_class=runtime_class,
+                                    registry=config.getoption("--registry"), runtime_class=node.runtime_class,
                                     iters=BURN_IN_ITERS) for node in nodes]
         outcomes = run_campaign(ctx, pods, timeout=config.getoption("gpuconf_timeout"))
         for node in nodes:
@@ -435,8 +427,8 @@ def burn_in(request: pytest.FixtureRequest, gpu_inventory: Inventory, intra_node
 @pytest.mark.slow
 @pytest.mark.needs_probe
 @pytest.mark.check("nccl.burn-in-stable")
-def test_burn_in_stable(gpu_node, gpu_inventory, burn_in, record_property):
-    nccl_node(gpu_inventory, gpu_node)
+def test_burn_in_stable(gpu_node, gpu_nodes, burn_in, record_property):
+    nccl_node(gpu_nodes, gpu_node)
     if gpu_node in burn_in.excluded:
         pytest.skip(burn_in.excluded[gpu_node])
     rounds = burn_in.rounds[gpu_node]

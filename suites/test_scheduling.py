@@ -7,14 +7,10 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks.isolation import sighting
-from gpuconf.checks.scheduling import (
-    evaluate_default_runtime,
-    evaluate_over_ask,
-    evaluate_runtime_class,
-    gpu_runtime_class,
-)
-from gpuconf.cluster import Inventory, PodOutcome, run_campaign
+from gpuconf.checks.scheduling import evaluate_default_runtime, evaluate_over_ask, evaluate_runtime_class
+from gpuconf.cluster import PodOutcome, run_campaign
 from gpuconf.kit import cuda_probe_pod, judge, native_probe_cuda, run_context
+from gpuconf.nodes import NodeView
 from gpuconf.probe_pods import probe_pod_name
 
 pytestmark = pytest.mark.scheduling
@@ -27,8 +23,11 @@ EVENT_GRACE_S = 1.0
 
 
 @pytest.mark.check("scheduling.over-ask-is-insufficient")
-def test_over_asking_gpus_is_insufficient(request, gpu_inventory, record_property):
-    largest = max((int(n.allocatable.get("nvidia.com/gpu", "0") or 0) for n in gpu_inventory.gpu_nodes), default=0)
+def test_over_asking_gpus_is_insufficient(request, gpu_nodes, record_property):
+    # the most nvidia.com/gpu one node offers, as the node view asks for them (the scheduler's
+    # message names the resource: Insufficient nvidia.com/gpu)
+    largest = max((node.offered(ask) for node in gpu_nodes.values()
+                   if (ask := node.one_gpu()) and ask.resource == "nvidia.com/gpu"), default=0)
     if largest < 1:
         pytest.skip("no node advertises nvidia.com/gpu (DRA-only or MIG-only cluster)")
     pod = cuda_probe_pod(request.config, name="over-ask", check="scheduling", gpu_count=largest + 1)
@@ -43,16 +42,16 @@ def test_nvidia_runtime_class_present(gpu_inventory, record_property):
 
 
 @pytest.fixture(scope="module")
-def default_runtime_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> dict[str, PodOutcome]:
-    """On every node with a device-plugin GPU, one cuda-probe given one nvidia.com/gpu that names no
-    runtimeClassName, all nodes at once."""
+def default_runtime_probes(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView]) -> dict[str, PodOutcome]:
+    """On every node with a device-plugin GPU, one cuda-probe given one GPU as the node view asks for
+    it that names no runtimeClassName, all nodes at once."""
     pods, nodes = [], {}
-    for node in gpu_inventory.gpu_nodes:
-        if int(node.allocatable.get("nvidia.com/gpu", "0") or 0) < 1:
+    for node in gpu_nodes.values():
+        if not (ask := node.one_gpu()):
             continue
         name = probe_pod_name("runtime", "default", node.name)
-        pods.append(cuda_probe_pod(request.config, name=name, check="runtime", node=node.name, gpu_count=1,
-                                   runtime_class=None, cuda=native_probe_cuda(node.labels)))
+        pods.append(cuda_probe_pod(request.config, name=name, check="runtime", node=node.name, ask=ask,
+                                   runtime_class=None, cuda=native_probe_cuda(node)))
         nodes[name] = node.name
     if not pods:
         return {}
@@ -62,13 +61,13 @@ def default_runtime_probes(request: pytest.FixtureRequest, gpu_inventory: Invent
 
 @pytest.mark.needs_probe
 @pytest.mark.check("runtime.default-runtime-injects-gpu")
-def test_default_runtime_injects_gpu(gpu_node, gpu_inventory, default_runtime_probes, whole_node_probes,
+def test_default_runtime_injects_gpu(gpu_node, gpu_nodes, default_runtime_probes, whole_node_probes,
                                      record_property):
     outcome = default_runtime_probes.get(gpu_node)
     if outcome is None:
         pytest.skip(f"{gpu_node} advertises no nvidia.com/gpu: DRA devices reach a container through CDI "
                     "whatever its runtime, and MIG instances (mixed strategy) are judged by the MIG suite")
-    runtime_class = gpu_runtime_class([(rc.name, rc.handler) for rc in gpu_inventory.runtime_classes])
+    runtime_class = gpu_nodes[gpu_node].runtime_class
     whole = whole_node_probes.get(gpu_node)
     judge(evaluate_default_runtime(gpu_node, sighting(outcome), sighting(whole) if whole is not None else None,
                                    runtime_class), record_property)

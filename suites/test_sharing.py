@@ -19,7 +19,8 @@ from gpuconf.checks import sharing as checks
 from gpuconf.checks.isolation import sighting
 from gpuconf.cluster import Inventory, PodOutcome, run_campaign
 from gpuconf.expect import ExpectPool, ExpectProfile
-from gpuconf.kit import cuda_probe_pod, judge, run_context, whole_node_request
+from gpuconf.kit import cuda_probe_pod, judge, run_context
+from gpuconf.nodes import NodeView
 from gpuconf.verdict import not_tested
 
 pytestmark = pytest.mark.sharing
@@ -38,8 +39,15 @@ def declared_pool(expect_profile: ExpectProfile | None, inv: Inventory, node: st
     return expect_profile.pool_for(inv.node(node).labels) if expect_profile is not None else None
 
 
+def shared_resource(node: NodeView) -> str:
+    """The resource a pod asks one shared GPU by, as the node view finds it (nvidia.com/gpu, or
+    nvidia.com/gpu.shared under the device plugin's renameByDefault)."""
+    ask = node.one_gpu()
+    return ask.resource if ask and ask.resource else "nvidia.com/gpu"
+
+
 @pytest.fixture(scope="module")
-def node_uuids(request: pytest.FixtureRequest, gpu_inventory: Inventory,
+def node_uuids(request: pytest.FixtureRequest, gpu_inventory: Inventory, gpu_nodes: dict[str, NodeView],
                expect_profile: ExpectProfile | None) -> UuidViews:
     """The GPUs each shared node's whole-node probe saw (its UUIDs); no probe runs when no node shares."""
     def in_scope(node: str) -> bool:
@@ -51,8 +59,8 @@ def node_uuids(request: pytest.FixtureRequest, gpu_inventory: Inventory,
     probes: dict[str, PodOutcome] = request.getfixturevalue("whole_node_probes")
     out: UuidViews = {}
     for node, outcome in probes.items():
-        n = gpu_inventory.node(node)
-        if whole_node_request(n) < int(n.allocatable.get("nvidia.com/gpu", "0") or 0):
+        ask = gpu_nodes[node].whole_node()
+        if not ask or ask.count < gpu_nodes[node].offered(ask):
             continue  # MPS: the probe got one replica, a view of one GPU, not of the node
         report = sighting(outcome).report
         if report is not None and report.init.ok and all(d.uuid for d in report.devices):
@@ -72,7 +80,7 @@ def physical_views(inv: Inventory, uuids: UuidViews, node: str) -> dict[str, int
 
 
 @pytest.fixture(scope="module")
-def oversubscription(request: pytest.FixtureRequest, gpu_inventory: Inventory,
+def oversubscription(request: pytest.FixtureRequest, gpu_inventory: Inventory, gpu_nodes: dict[str, NodeView],
                      node_uuids: UuidViews) -> dict[str, list[checks.Run] | str]:
     """Every shared node's GPUs + 1 one-GPU pods, pinned by nodeSelector, in one campaign; for a
     node without pods, why not."""
@@ -90,7 +98,7 @@ def oversubscription(request: pytest.FixtureRequest, gpu_inventory: Inventory,
         for i in range(count):
             name = checks.pod_name(node.name, i)
             pods.append(cuda_probe_pod(config, name=name, check="sharing", node=node.name, gpu_count=1,
-                                       gpu_resource=f.resource or "nvidia.com/gpu"))
+                                       gpu_resource=shared_resource(gpu_nodes[node.name])))
             where[name] = node.name
     outcomes = run_campaign(run_context(config), pods, timeout=config.getoption("gpuconf_timeout")) if pods else {}
     for name in sorted(outcomes, key=lambda n: (where[n], len(n), n)):
@@ -107,7 +115,7 @@ MpsPods = dict[str, tuple[PodOutcome | None, PodOutcome | None]]  # node -> (one
 
 
 @pytest.fixture(scope="module")
-def mps_pods(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> MpsPods:
+def mps_pods(request: pytest.FixtureRequest, gpu_inventory: Inventory, gpu_nodes: dict[str, NodeView]) -> MpsPods:
     """On every MPS node, in one campaign: a one-replica pod whose probe measures its largest
     allocation and the SMs its kernel reaches, and a pod asking two replicas (when the node has them to give)."""
     config = request.config
@@ -116,7 +124,7 @@ def mps_pods(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> MpsPod
         f = facts(gpu_inventory, node.name)
         if checks.mps_plan(f) is not None:
             continue
-        resource = f.resource or "nvidia.com/gpu"
+        resource = shared_resource(gpu_nodes[node.name])
         one = checks.pod_name(node.name, 0, prefix="mps-limit")
         pods.append(cuda_probe_pod(config, name=one, check="sharing", node=node.name, gpu_count=1,
                                    gpu_resource=resource, env=checks.MEASURE_ALLOC_ENV))

@@ -341,12 +341,3 @@ def test_the_pod_env_replaces_the_image_s_own():
     image = compat.make_image("13.0.2", [("NVIDIA_REQUIRE_CUDA", "cuda>=99.0")])
     assert image.env is not None and [e for e in image.env if e.startswith("NVIDIA_REQUIRE_CUDA=")] == [
         "NVIDIA_REQUIRE_CUDA=cuda>=99.0"]
-
-
-def test_nodes_without_nvidia_com_gpu_are_skipped_with_the_precise_reason():
-    assert compat.skip_reason("a", {"nvidia.com/gpu": "8"}) is None
-    mig = compat.skip_reason("a", {"nvidia.com/mig-1g.10gb": "7"})
-    assert mig is not None and "only MIG instances (nvidia.com/mig-1g.10gb)" in mig
-    assert "published through DRA ResourceSlices only" in str(compat.skip_reason("a", {}, dra_devices=8))
-    assert compat.skip_reason("a", {"nvidia.com/gpu": "0"}) == \
-        "a advertises no allocatable nvidia.com/gpu for the compat probes to ask for"

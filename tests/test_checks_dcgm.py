@@ -12,6 +12,7 @@ import yaml
 from jsonschema import Draft202012Validator
 
 from gpuconf.checks import dcgm
+from gpuconf.nodes import NodeView
 from gpuconf.podsecurity import assess
 from gpuconf.sim.dcgm import diag_request, is_dcgm_image
 from gpuconf.verdict import Outcome, Verdict
@@ -95,7 +96,7 @@ def test_the_pod_holds_every_gpu_runs_the_level_and_drops_every_capability() -> 
 def test_only_nodes_with_whole_exclusive_gpus_get_a_diag_pod(labels: dict[str, str], capacity: dict[str, str],
                                                              allocatable: dict[str, str], dra: int,
                                                              why: str | None) -> None:
-    reason = dcgm.not_a_diag_node("n", labels=labels, capacity=capacity, allocatable=allocatable, dra_devices=dra)
+    reason = dcgm.not_a_diag_node(NodeView.of("n", labels, capacity, allocatable, dra))
     assert (reason is None) if why is None else (why in (reason or ""))
 
 

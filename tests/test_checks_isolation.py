@@ -19,7 +19,6 @@ from gpuconf.checks.isolation import (
     evaluate_only_requesting_container,
     evaluate_sees_only_allocated,
     held_together,
-    no_gpu_resource_reason,
     plan_node,
     pod_name,
     sighting,
@@ -285,19 +284,6 @@ def test_pod_names_stay_valid_and_unique_for_long_node_names():
     a, b = pod_name("envvar", long_a), pod_name("envvar", long_b)
     assert len(a) <= 253 and len(b) <= 253 and a != b
     assert pod_name("one", "h100-0") == "iso-one-h100-0"
-
-
-@pytest.mark.parametrize(("allocatable", "capacity", "dra", "reason"), [
-    ({"nvidia.com/gpu": "8"}, None, 0, None),
-    ({"nvidia.com/mig-1g.10gb": "36"}, None, 0, "only MIG instances (nvidia.com/mig-1g.10gb: mixed strategy)"),
-    ({}, None, 8, "its 8 GPUs are published through DRA ResourceSlices only"),
-    ({"nvidia.com/gpu": "0"}, {"nvidia.com/gpu": "2"}, 0, "none of the 2 nvidia.com/gpu on n is allocatable"),
-    ({}, {}, 0, "n advertises no nvidia.com/gpu, MIG instance or DRA device"),
-], ids=["a node with nvidia.com/gpu runs every check", "MIG mixed strategy", "DRA only", "every GPU unhealthy",
-        "nothing advertised"])
-def test_why_the_checks_that_request_gpus_cannot_run(allocatable, capacity, dra, reason):
-    got = no_gpu_resource_reason("n", allocatable, capacity=capacity, dra_devices=dra)
-    assert got == reason if reason is None else reason in (got or "")
 
 
 def test_the_probe_documents_the_tests_feed_are_real_cuda_probe_documents():

@@ -90,6 +90,7 @@ def test_every_shipped_profile_node_gets_the_request_the_suites_made_before(prof
 def test_an_mps_node_gives_the_whole_node_probe_one_replica_and_says_why():
     ask = profile_views("a100-mps")["a100-0"].whole_node()
     assert isinstance(ask, GpuRequest) and ask.count == 1 and "MPS: a container gets one replica" in ask.note
+    assert ask.per_container == 1
     assert profile_views("a100-mps")["a100-0"].gpus(2) == Unavailable(
         Why.SHARED, "a100-0 shares its GPUs through MPS: the device plugin gives a container one replica at most, "
         "and this check asks for 2")
@@ -101,9 +102,9 @@ def test_a_dra_only_node_is_asked_through_one_claim_for_every_gpu_and_not_throug
     assert isinstance(ask, GpuRequest) and ask.via is Via.CLAIM and ask.limits == {}
     assert [(c.device_class, c.mode) for c in ask.claims] == [("gpu.nvidia.com", "All")]
     assert ask.note == " (every GPU through one DRA claim)"
-    assert view.one_gpu(check="the compat probes") == Unavailable(
+    assert view.one_gpu() == Unavailable(
         Why.NO_PATH, "h200-0 advertises no nvidia.com/gpu: its 8 GPUs are published through DRA ResourceSlices "
-        "only, and the compat probes asks for nvidia.com/gpu")
+        "only, and this check asks for nvidia.com/gpu")
     no_class = NodeView.of("h200-0", devices=8, device_classes=())
     assert no_class.whole_node() == Unavailable(
         Why.NO_PATH, "h200-0 publishes 8 GPUs through DRA ResourceSlices only, and the cluster has no DeviceClass "

@@ -8,6 +8,8 @@ from xml.etree import ElementTree
 import pytest
 from serving import pytest_subprocess
 
+from gpuconf.nodes import NodeView
+
 pytest_plugins = ["pytester"]
 
 SUITE = """
@@ -128,7 +130,15 @@ def test_the_whole_node_probe_needs_no_forward_compatibility(native, probe):
     labels = {}
     if native:
         labels["nvidia.com/cuda.runtime.major"], labels["nvidia.com/cuda.runtime.minor"] = native.split(".")
-    assert native_probe_cuda(labels) == probe
+    assert native_probe_cuda(NodeView.of("n", labels)) == probe
+
+
+def test_without_gfd_the_whole_node_probe_reads_the_drivers_cuda_from_the_resource_slice():
+    from gpuconf.kit import native_probe_cuda
+
+    slice_ = {"spec": {"nodeName": "n", "driver": "gpu.nvidia.com", "pool": {"name": "n"}, "devices": [
+        {"name": "gpu-0", "attributes": {"type": {"string": "gpu"}, "cudaDriverVersion": {"version": "12.8.0"}}}]}}
+    assert native_probe_cuda(NodeView.of("n", slices=[slice_])) == "12.9.1"  # not the 13.0 default
 
 
 def test_a_check_marker_naming_no_catalogued_check_is_a_usage_error(pytester: pytest.Pytester):

@@ -88,7 +88,6 @@ __all__ = [
     "predict_outcomes",
     "probe_facts",
     "resolve_compat_images",
-    "skip_reason",
 ]
 
 #: The canary's requirement: no driver satisfies it, so only a runtime that checks refuses it.
@@ -125,27 +124,6 @@ class Target:
     model: rules.Node | None
     problem: str | None = None  # why there is no model
     notes: tuple[str, ...] = ()
-
-
-def skip_reason(node: str, allocatable: Mapping[str, str], dra_devices: int = 0) -> str | None:
-    """Why ``node`` is not probed (the probes ask for one nvidia.com/gpu), or None."""
-    if _count(allocatable.get("nvidia.com/gpu")) >= 1:
-        return None
-    mig = sorted(k for k, v in allocatable.items() if k.startswith("nvidia.com/mig-") and _count(v) >= 1)
-    if mig:
-        return (f"{node} advertises no nvidia.com/gpu, only MIG instances ({', '.join(mig)}): the compat probes "
-                "ask for one full GPU")
-    if dra_devices:
-        return (f"{node} advertises no nvidia.com/gpu: its {dra_devices} GPUs are published through DRA "
-                "ResourceSlices only, and the compat probes ask for nvidia.com/gpu")
-    return f"{node} advertises no allocatable nvidia.com/gpu for the compat probes to ask for"
-
-
-def _count(value: str | None) -> int:
-    try:
-        return int(str(value or "0"))
-    except ValueError:
-        return 0
 
 
 def probe_facts(outcome: PodOutcome | None) -> CudaProbeReport | None:

@@ -30,6 +30,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from gpuconf.compat import tables
+from gpuconf.nodes import NodeView
 from gpuconf.probe_pods import DEFAULT_TOLERATIONS, PRIORITY_CLASS, probe_pod_name
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
@@ -176,31 +177,20 @@ def make_dcgm_diag_pod(*, name: str, namespace: str, run_id: str, node: str, gpu
     }
 
 
-def not_a_diag_node(name: str, *, labels: Mapping[str, str], capacity: Mapping[str, str],
-                    allocatable: Mapping[str, str], dra_devices: int = 0) -> str | None:
-    """Why the node gets no diag pod, or None: the diagnostic needs exclusive use of whole GPUs."""
-    def count(amounts: Mapping[str, str], key: str = "nvidia.com/gpu") -> int:
-        value = str(amounts.get(key, "0") or "0")
-        return int(value) if value.isdigit() else 0
-
-    mig = sorted(k for k in capacity if k.startswith("nvidia.com/mig-"))
-    if mig or "-MIG-" in labels.get("nvidia.com/gpu.product", ""):
-        return (f"{name} has MIG-enabled GPUs ({', '.join(mig) or labels.get('nvidia.com/gpu.product')}): dcgmi diag "
-                "refuses a node with any MIG-enabled GPU (\"MIG configuration is incompatible with the diagnostic\")")
-    replicas = labels.get("nvidia.com/gpu.replicas", "1")
-    if replicas.isdigit() and int(replicas) > 1:
-        strategy = labels.get("nvidia.com/gpu.sharing-strategy", "time-slicing")
-        return (f"{name} shares its GPUs ({strategy}, {replicas} replicas): a pod cannot get exclusive use of a GPU, "
-                "which the diagnostic needs")
-    whole = count(capacity)
-    if whole < 1:
-        if dra_devices:
-            return (f"{name} publishes its {dra_devices} GPUs through DRA ResourceSlices only: the diag pod asks for "
-                    "nvidia.com/gpu, and this tier has no DRA variant yet")
-        return f"{name} advertises no nvidia.com/gpu"
-    if count(allocatable) < whole:
-        return (f"only {count(allocatable)} of the {whole} GPUs of {name} are allocatable: the diagnostic needs all of "
-                "them (inventory.allocatable-matches-capacity reports the rest)")
+def not_a_diag_node(node: NodeView) -> str | None:
+    """Why the node gets no diag pod, or None: the diagnostic needs exclusive use of every whole GPU
+    of the node (the node view's exclusive request, every GPU allocatable), and dcgmi refuses a node
+    with any MIG-enabled GPU."""
+    if node.mig != "none":
+        mig = sorted(k for k in node.capacity if k.startswith("nvidia.com/mig-")) or [f"{node.mig} strategy"]
+        return (f"{node.name} has MIG-enabled GPUs ({', '.join(mig)}): dcgmi diag refuses a node with any MIG-enabled "
+                "GPU (\"MIG configuration is incompatible with the diagnostic\")")
+    ask = node.exclusive(check="the diagnostic")
+    if not ask:
+        return ask.reason
+    if ask.held_back:
+        return (f"only {ask.count - ask.held_back} of the {ask.count} GPUs of {node.name} are allocatable: the "
+                "diagnostic needs all of them (inventory.allocatable-matches-capacity reports the rest)")
     return None
 
 

@@ -31,7 +31,6 @@ __all__ = [
     "evaluate_only_requesting_container",
     "evaluate_sees_only_allocated",
     "held_together",
-    "no_gpu_resource_reason",
     "plan_node",
     "pod_name",
     "sighting",
@@ -74,29 +73,6 @@ def plan_node(node: str, allocatable: int, *, max_request: int | None = None) ->
     waits = sum(count for _, count, _ in wanted) > allocatable
     return tuple(pods + [PlannedPod(role, pod_name(role, node), count, sidecar, waits=waits)
                          for role, count, sidecar in wanted])
-
-
-def no_gpu_resource_reason(node: str, allocatable: Mapping[str, str], *, capacity: Mapping[str, str] | None = None,
-                           dra_devices: int = 0) -> str | None:
-    """Why the checks that request nvidia.com/gpu cannot run on ``node``, or None when they can."""
-    def amount(amounts: Mapping[str, str]) -> int:
-        value = str(amounts.get("nvidia.com/gpu", "0") or "0")
-        return int(value) if value.isdigit() else 0
-
-    if amount(allocatable) >= 1:
-        return None
-    mig = sorted(k for k in allocatable if k.startswith("nvidia.com/mig-"))
-    if mig:
-        return (f"{node} advertises no nvidia.com/gpu, only MIG instances ({', '.join(mig)}: mixed strategy); "
-                "instance isolation is the mig suite's")
-    if dra_devices:
-        return (f"{node} advertises no nvidia.com/gpu: its {dra_devices} GPUs are published through DRA "
-                "ResourceSlices only; claim isolation is the dra suite's")
-    if capacity is not None and amount(capacity):
-        return (f"none of the {amount(capacity)} nvidia.com/gpu on {node} is allocatable (all unhealthy; "
-                "inventory.allocatable-matches-capacity reports it)")
-    return (f"{node} advertises no nvidia.com/gpu, MIG instance or DRA device "
-            "(inventory.gpu-resource-advertised says whether it should)")
 
 
 # -------------------------------------------------------------------------------------------------

@@ -9,16 +9,14 @@ whole-node probe and act on its checks' verdicts. It never imports the pytest pl
 
 from __future__ import annotations
 
-from gpuconf.kit.evidence import judge, probe_pod_metrics, record_metrics, record_series
+from gpuconf.kit.evidence import judge, probe_pod_metrics, record_metrics, record_series, require
 from gpuconf.kit.probes import (
-    DRA_GPU_CLASS,
+    claim_template,
     cuda_probe_pod,
-    dra_whole_gpus,
     native_probe_cuda,
     parsed_probe,
     probe_block,
     probe_report,
-    whole_node_request,
 )
 from gpuconf.kit.state import (
     DEFAULT_PROBE_CUDA,
@@ -27,11 +25,11 @@ from gpuconf.kit.state import (
     Session,
     compat_cudas,
     inventory,
+    node_views,
     run_context,
     session,
 )
 
-__all__ = ["DEFAULT_PROBE_CUDA", "DRA_GPU_CLASS", "SESSION", "ClusterHandle", "Session", "compat_cudas",
-           "cuda_probe_pod", "dra_whole_gpus", "inventory", "judge", "native_probe_cuda", "parsed_probe",
-           "probe_block", "probe_pod_metrics", "probe_report", "record_metrics", "record_series", "run_context",
-           "session", "whole_node_request"]
+__all__ = ["DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "claim_template", "compat_cudas",
+           "cuda_probe_pod", "inventory", "judge", "native_probe_cuda", "node_views", "parsed_probe", "probe_block",
+           "probe_pod_metrics", "probe_report", "record_metrics", "record_series", "require", "run_context", "session"]

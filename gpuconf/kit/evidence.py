@@ -15,6 +15,16 @@ from gpuconf.cluster import PodOutcome
 __all__ = ["judge", "probe_pod_metrics", "pulled_seconds", "record_metrics", "record_series"]
 
 
+def require(ask: Any) -> Any:
+    """A gpuconf.nodes request, or NOT TESTED (the test skips) with the node view's one line why the
+    node cannot give it (an Unavailable): ``ask = require(node.whole_node())``."""
+    from gpuconf.nodes import Unavailable
+
+    if isinstance(ask, Unavailable):
+        pytest.skip(ask.reason)
+    return ask
+
+
 def judge(verdict: Any, record_property: Any) -> None:
     """Act on a check's verdict: record it as evidence (JUnit properties), then pass, skip with the
     reason, or fail with the message (no Python traceback: the message is the evidence)."""

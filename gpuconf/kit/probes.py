@@ -5,62 +5,47 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gpuconf.cluster import PodOutcome, RunContext
-from gpuconf.kit.state import DEFAULT_PROBE_CUDA, inventory, run_context
+from gpuconf.cluster import PodOutcome
+from gpuconf.kit.state import DEFAULT_PROBE_CUDA, inventory, node_views, run_context, session
 
-__all__ = ["DRA_GPU_CLASS", "cuda_probe_pod", "dra_whole_gpus", "native_probe_cuda", "parsed_probe", "probe_block",
-           "probe_report", "whole_node_claim_template", "whole_node_request"]
+if TYPE_CHECKING:
+    from gpuconf.nodes import GpuRequest, NodeView
+    from gpuconf.probe_pods import ClaimRequest
 
-#: The NVIDIA DRA driver's DeviceClass for whole GPUs.
-DRA_GPU_CLASS = "gpu.nvidia.com"
+__all__ = ["claim_template", "cuda_probe_pod", "native_probe_cuda", "parsed_probe", "probe_block", "probe_report"]
 
+def claim_template(config: pytest.Config, claims: tuple[ClaimRequest, ...], *, check: str) -> str:
+    """The ResourceClaimTemplate with these requests, made once per run however many pods use it
+    (each pod naming it gets its own claim); its name."""
+    from gpuconf.probe_pods import make_resource_claim_template
 
-def whole_node_request(node: Any) -> int:
-    """How many nvidia.com/gpu the whole-node probe asks for on ``node`` (a GpuNode): every allocatable
-    one, except on MPS nodes, whose device plugin gives a container one replica at most ("maximum
-    request size for shared resources is 1"): there it asks for one."""
-    allocatable = int(node.allocatable.get("nvidia.com/gpu", "0") or 0)
-    if node.labels.get("nvidia.com/gpu.sharing-strategy") == "mps":
-        return min(allocatable, 1)
-    return allocatable
-
-
-def dra_whole_gpus(node: Any) -> int:
-    """How many whole GPUs (device type gpu, not MIG instances) the NVIDIA DRA driver publishes for
-    ``node`` (a GpuNode) in its node-local ResourceSlices: what the whole-node probe's claim gets on a
-    node without nvidia.com/gpu."""
-    from gpuconf.checks.dra import slice_devices
-
-    return sum(d.kind == "gpu" for d in slice_devices([s.raw for s in node.slices], node.name))
+    state = session(config)
+    if claims not in state.templates:
+        ctx = run_context(config)
+        kinds = "-".join(dict.fromkeys(c.name for c in claims))
+        body = make_resource_claim_template(name=f"gpuconf-{kinds}-{len(state.templates)}", namespace=ctx.namespace,
+                                            run_id=ctx.run_id, check=check, requests=list(claims))
+        api = ctx.cluster.resource
+        state.templates[claims] = ctx.create("resourceclaimtemplate", api.create_namespaced_resource_claim_template,
+                                             api.delete_namespaced_resource_claim_template, body)
+    return state.templates[claims]
 
 
-def whole_node_claim_template(ctx: RunContext) -> str:
-    """A ResourceClaimTemplate asking every GPU of the node the pod lands on (allocation mode All):
-    the whole-node probe of a node that publishes its GPUs through DRA only."""
-    from gpuconf.probe_pods import ClaimRequest, make_resource_claim_template
-
-    body = make_resource_claim_template(name="whole-node-gpus", namespace=ctx.namespace, run_id=ctx.run_id,
-                                        check="inventory",
-                                        requests=[ClaimRequest("gpus", DRA_GPU_CLASS, mode="All")])
-    api = ctx.cluster.resource
-    return ctx.create("resourceclaimtemplate", api.create_namespaced_resource_claim_template,
-                      api.delete_namespaced_resource_claim_template, body)
-
-
-def native_probe_cuda(labels: Mapping[str, str]) -> str:
-    """The newest probe CUDA the node's driver supports natively (GFD's nvidia.com/cuda.runtime.*),
-    so the inventory and smoke probe never depends on forward compatibility (the compat suite tests
-    that); the default probe CUDA when the labels do not say."""
+def native_probe_cuda(node: NodeView) -> str:
+    """The newest probe CUDA the node's driver supports natively (the driver's CUDA as the node view
+    reads it: GFD's nvidia.com/cuda.runtime.*, else the DRA driver's cudaDriverVersion), so the
+    inventory and smoke probe never depends on forward compatibility (the compat suite tests that);
+    the default probe CUDA when neither says."""
     from gpuconf import images
     from gpuconf.compat.versions import VersionError, parse_cuda
 
-    major, minor = labels.get("nvidia.com/cuda.runtime.major"), labels.get("nvidia.com/cuda.runtime.minor")
+    cuda = node.facts.cuda.value
     try:
-        native = parse_cuda(f"{major}.{minor}") if major and minor else None
+        native = parse_cuda(cuda) if cuda else None
         matrix = sorted((parse_cuda(p.cuda), p.cuda) for p in images.matrix() if p.probe == "cuda-probe")
     except VersionError:
         return DEFAULT_PROBE_CUDA
@@ -73,20 +58,35 @@ def native_probe_cuda(labels: Mapping[str, str]) -> str:
 
 
 def cuda_probe_pod(config: pytest.Config, *, name: str, check: str, cuda: str = DEFAULT_PROBE_CUDA,
-                   **kw: Any) -> dict[str, Any]:
-    """A cuda-probe pod in this run's namespace with the run's settings (registry, the RuntimeClass
-    whose handler is nvidia when the cluster has one, the probe budget); ``kw`` goes to
-    make_cuda_probe_pod (``runtime_class=None``: name none, as most workloads do)."""
+                   node: str | None = None, ask: GpuRequest | None = None, **kw: Any) -> dict[str, Any]:
+    """A cuda-probe pod in this run's namespace with the run's settings (registry, the probe budget)
+    and, unless ``kw`` names one (``runtime_class=None``: none, as most workloads do), the RuntimeClass
+    the node view finds for ``node`` by the NVIDIA runtime's handler (for a pod placed by the
+    scheduler alone: any class with that handler). ``ask`` (a gpuconf.nodes.GpuRequest) says how the
+    probe container asks for its GPUs: the resource limits, or a claim on the run's template for its
+    requests. The rest of ``kw`` goes to make_cuda_probe_pod."""
     from gpuconf.probe_pods import make_cuda_probe_pod
 
     ctx = run_context(config)
-    inv = inventory(config)
     kw.setdefault("registry", config.getoption("--registry"))
-    if "runtime_class" not in kw and inv is not None:
-        from gpuconf.checks.scheduling import gpu_runtime_class  # the NVIDIA runtime's class, whatever its name
+    if "runtime_class" not in kw:
+        views = node_views(config)
+        if node is not None and node in views:
+            kw["runtime_class"] = views[node].runtime_class
+        else:
+            from gpuconf.nodes import RuntimeClassRef, gpu_runtime_class
 
-        kw["runtime_class"] = gpu_runtime_class([(rc.name, rc.handler) for rc in inv.runtime_classes])
-    return make_cuda_probe_pod(name=name, namespace=ctx.namespace, run_id=ctx.run_id, check=check, cuda=cuda, **kw)
+            inv = inventory(config)
+            kw["runtime_class"] = gpu_runtime_class(RuntimeClassRef(rc.name, rc.handler, rc.node_selector)
+                                                    for rc in (inv.runtime_classes if inv is not None else ()))
+    if ask is not None:
+        if ask.claims:
+            kw["resource_claims"] = {ask.claims[0].name: claim_template(config, ask.claims, check=check)}
+            kw["gpu_count"] = 0
+        else:
+            kw["gpu_count"], kw["gpu_resource"] = ask.count, ask.resource
+    return make_cuda_probe_pod(name=name, namespace=ctx.namespace, run_id=ctx.run_id, check=check, cuda=cuda,
+                               node=node, **kw)
 
 
 def probe_block(probes: Mapping[str, PodOutcome], node: str) -> Any:

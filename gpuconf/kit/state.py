@@ -7,15 +7,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from kubernetes import client
 
 from gpuconf.cluster import Cluster, Inventory, PodOutcome, RetryPolicy, RunContext, connect, load_inventory
 
-__all__ = ["DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "compat_cudas", "inventory", "run_context",
-           "session"]
+if TYPE_CHECKING:
+    from gpuconf.nodes import NodeView
+
+__all__ = ["DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "compat_cudas", "inventory", "node_views",
+           "run_context", "session"]
 
 #: The CUDA of the probe every suite uses unless it tests a matrix (the current major's baseline).
 DEFAULT_PROBE_CUDA = "13.0.2"
@@ -46,6 +49,8 @@ class Session:
     inventory: Inventory | None = None
     expect: Any = None  # the --expect profile (gpuconf.expect.ExpectProfile), loaded at session start
     probes: dict[str, PodOutcome] = field(default_factory=dict)
+    views: dict[str, Any] | None = None  # node name -> gpuconf.nodes.NodeView, built once from the inventory
+    templates: dict[Any, str] = field(default_factory=dict)  # claim requests -> the ResourceClaimTemplate made for them
     cannot_start: bool = False  # the run ended before any test (gpuconf.plugin.session)
     unreachable: str | None = None  # the API server stopped answering mid-run: why (the run stops, status 11)
 
@@ -98,6 +103,18 @@ def inventory(config: pytest.Config) -> Inventory | None:
     if state.inventory is None:
         state.inventory = load_inventory(state.handle.cluster, node_selector=config.getoption("--node-selector"))
     return state.inventory
+
+
+def node_views(config: pytest.Config) -> dict[str, NodeView]:
+    """One gpuconf.nodes.NodeView per GPU node of the inventory, built once: the suites ask it how
+    to request GPUs on a node and which RuntimeClass runs them there."""
+    state = session(config)
+    if state.views is None:
+        from gpuconf.nodes import build_views
+
+        inv = inventory(config)
+        state.views = build_views(inv) if inv is not None else {}
+    return state.views
 
 
 def run_context(config: pytest.Config) -> RunContext:

@@ -53,6 +53,7 @@ class GpuRequest:
     held_back: int = 0  # GPUs the node advertises but does not offer (unhealthy: capacity - allocatable)
     complete: bool = False  # every physical GPU once: unshared, no MIG, none held back
     mig_units: bool = False  # the units are MIG instances (strategy single: nvidia.com/gpu is a MIG device)
+    per_container: int | None = None  # the most units one container may ask for (1 under MPS), None: no limit
     note: str = ""  # evidence for the verdict: " (every GPU through one DRA claim)"
 
     def __bool__(self) -> bool:

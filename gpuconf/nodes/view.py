@@ -159,13 +159,15 @@ class NodeView:
                 self.labels.get("nvidia.com/gpu.replicas", "1") != "1"
             held_back, mig_units = capacity - allocatable, self.mig == "single"
             complete = self.mig == "none" and not shared and allocatable == capacity
+            per_container = 1 if self.sharing == "mps" else None
             if self.sharing == "mps" and allocatable > 1:
+                note = (f" (MPS: a container gets one replica of one GPU; the sharing suite's pods run on more of "
+                        f"{self.name}'s GPUs)")
                 return GpuRequest(Via.PLUGIN, 1, GPU, held_back=held_back, mig_units=mig_units, complete=complete,
-                                  note=f" (MPS: a container gets one replica of one GPU; the sharing suite's pods "
-                                  f"run on more of {self.name}'s GPUs)")
+                                  per_container=per_container, note=note)
             return GpuRequest(Via.PLUGIN, 1 if self.sharing == "mps" else allocatable, GPU, replicas=self.replicas,
                               physical=self.physical_count(), held_back=held_back, mig_units=mig_units,
-                              complete=complete)
+                              complete=complete, per_container=per_container)
         if self.dra_gpus and self.claimable:
             return GpuRequest(Via.CLAIM, self.dra_gpus, claims=(ClaimRequest("gpus", GPU_CLASS, mode="All"),),
                               note=" (every GPU through one DRA claim)")
@@ -197,7 +199,7 @@ class NodeView:
             return Unavailable(Why.TOO_FEW, f"{self.name} has {offered} {resource} allocatable, and {check} asks "
                                f"for {n}")
         return GpuRequest(Via.PLUGIN, n, resource, replicas=self.replicas, held_back=_count(self.capacity, resource)
-                          - offered, mig_units=self.mig == "single")
+                          - offered, mig_units=self.mig == "single", per_container=1 if self.sharing == "mps" else None)
 
     def one_gpu(self, *, check: str = "this check") -> GpuRequest | Unavailable:
         return self.gpus(1, check=check)

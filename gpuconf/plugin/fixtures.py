@@ -10,16 +10,9 @@ from typing import Any
 import pytest
 
 from gpuconf.cluster import Inventory, PodOutcome
-from gpuconf.kit.probes import (
-    DRA_GPU_CLASS,
-    cuda_probe_pod,
-    dra_whole_gpus,
-    native_probe_cuda,
-    probe_block,
-    whole_node_claim_template,
-    whole_node_request,
-)
-from gpuconf.kit.state import SESSION, ClusterHandle, inventory, run_context, session
+from gpuconf.kit.probes import cuda_probe_pod, native_probe_cuda, probe_block
+from gpuconf.kit.state import SESSION, ClusterHandle, inventory, node_views, run_context, session
+from gpuconf.nodes import NodeView
 
 
 @pytest.fixture(scope="session")
@@ -39,30 +32,27 @@ def gpu_inventory(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle) ->
 
 
 @pytest.fixture(scope="session")
-def whole_node_probes(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> dict[str, PodOutcome]:
-    """One cuda-probe per GPU node asking for every allocatable nvidia.com/gpu, launched together; on a
-    node that publishes its GPUs through DRA only, one ResourceClaim for all of them (allocation mode
-    All), so inventory, smoke, health and metrics cover DRA nodes too."""
+def gpu_nodes(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> dict[str, NodeView]:
+    """One gpuconf.nodes.NodeView per GPU node, by name: the one place a suite asks how to request
+    GPUs on a node, which RuntimeClass runs them there and where each fact comes from."""
+    return node_views(request.config)
+
+
+@pytest.fixture(scope="session")
+def whole_node_probes(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView]) -> dict[str, PodOutcome]:
+    """One cuda-probe per GPU node holding every GPU the node view's whole_node() asks for, launched
+    together: every allocatable nvidia.com/gpu, or on a node that publishes its GPUs through DRA only
+    one ResourceClaim for all of them (allocation mode All), so inventory, smoke, health and metrics
+    cover DRA nodes too. A node the view cannot ask gets no probe (its checks say why)."""
     from gpuconf.cluster import run_campaign
 
     state = session(request.config)
     if state.probes:
         return state.probes
-    ctx = run_context(request.config)
-    pods = []
-    template: str | None = None
-    for node in gpu_inventory.gpu_nodes:
-        count = whole_node_request(node)
-        claims: dict[str, str] = {}
-        if count < 1:
-            if not dra_whole_gpus(node) or DRA_GPU_CLASS not in gpu_inventory.device_classes:
-                continue
-            template = template or whole_node_claim_template(ctx)
-            claims = {"gpus": template}
-        pods.append(cuda_probe_pod(request.config, name=f"inventory-{node.name}", check="inventory", node=node.name,
-                                   gpu_count=count if not claims else 0, resource_claims=claims or None,
-                                   cuda=native_probe_cuda(node.labels)))
-    outcomes = run_campaign(ctx, pods, timeout=request.config.getoption("gpuconf_timeout"))
+    pods = [cuda_probe_pod(request.config, name=f"inventory-{node.name}", check="inventory", node=node.name, ask=ask,
+                           cuda=native_probe_cuda(node))
+            for node in gpu_nodes.values() if (ask := node.whole_node())]
+    outcomes = run_campaign(run_context(request.config), pods, timeout=request.config.getoption("gpuconf_timeout"))
     state.probes = {o.node or name.removeprefix("inventory-"): o for name, o in outcomes.items()}
     return state.probes
 
