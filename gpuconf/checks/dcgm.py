@@ -30,7 +30,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from gpuconf.compat import tables
-from gpuconf.nodes import NodeView
+from gpuconf.nodes import NodeView, Unavailable
 from gpuconf.probe_pods import DEFAULT_TOLERATIONS, PRIORITY_CLASS, probe_pod_name
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
@@ -186,7 +186,7 @@ def not_a_diag_node(node: NodeView) -> str | None:
         return (f"{node.name} has MIG-enabled GPUs ({', '.join(mig)}): dcgmi diag refuses a node with any MIG-enabled "
                 "GPU (\"MIG configuration is incompatible with the diagnostic\")")
     ask = node.exclusive(check="the diagnostic")
-    if not ask:
+    if isinstance(ask, Unavailable):
         return ask.reason
     if ask.held_back:
         return (f"only {ask.count - ask.held_back} of the {ask.count} GPUs of {node.name} are allocatable: the "

@@ -12,7 +12,7 @@ import pytest
 from gpuconf.cluster import Inventory, PodOutcome
 from gpuconf.kit.probes import cuda_probe_pod, native_probe_cuda, probe_block
 from gpuconf.kit.state import SESSION, ClusterHandle, inventory, node_views, run_context, session
-from gpuconf.nodes import NodeView
+from gpuconf.nodes import GpuRequest, NodeView
 
 
 @pytest.fixture(scope="session")
@@ -51,7 +51,7 @@ def whole_node_probes(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeV
         return state.probes
     pods = [cuda_probe_pod(request.config, name=f"inventory-{node.name}", check="inventory", node=node.name, ask=ask,
                            cuda=native_probe_cuda(node))
-            for node in gpu_nodes.values() if (ask := node.whole_node())]
+            for node in gpu_nodes.values() if isinstance(ask := node.whole_node(), GpuRequest)]
     outcomes = run_campaign(run_context(request.config), pods, timeout=request.config.getoption("gpuconf_timeout"))
     state.probes = {o.node or name.removeprefix("inventory-"): o for name, o in outcomes.items()}
     return state.probes
