@@ -213,7 +213,7 @@ class NodeView:
         diagnostic): the request counts the GPUs the node advertises, allocatable or not
         (``held_back`` says how many are not: the callers judge that themselves)."""
         whole = _count(self.capacity, GPU)
-        if self.replicas > 1 or self.sharing is not None:
+        if self.sharing is not None:  # time-slicing (replicas > 1) or MPS
             return Unavailable(Why.SHARED, f"{self.name} shares its GPUs ({self.sharing}, {self.replicas} replicas): "
                                f"a pod cannot get exclusive use of a whole GPU, which {check} needs")
         if self.mig == "single" or (self.mig == "mixed" and whole < 1):
