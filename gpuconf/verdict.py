@@ -34,6 +34,9 @@ class Check:
     remediation: str
     suite: str
     sources: tuple[str, ...] = ()
+    #: What it judges: probe (pods launched on the node), node (what the node's own pods serve), api
+    #: (API objects only); a node that takes no probes has its probe (and, NotReady, node) checks NOT TESTED.
+    reads: str = "probe"
 
 
 @cache
@@ -41,7 +44,7 @@ def checks() -> dict[str, Check]:
     out = {}
     for row in tables.load("checks")["checks"]:
         out[row["id"]] = Check(row["id"], row["title"], row["requirement"], row["severity"], row["remediation"],
-                               row["suite"], tuple(row.get("sources", [])))
+                               row["suite"], tuple(row.get("sources", [])), row["reads"])
     return out
 
 

@@ -31,6 +31,8 @@ def isolation_probes(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeVi
     timeout = request.config.getoption("--probe-timeout")
     pods, roles = [], {}
     for node in gpu_nodes.values():
+        if node.blocked() is not None:  # NotReady, cordoned, an untolerated taint: its checks say so
+            continue
         ask = node.one_gpu()
         for planned in checks.plan_node(node.name, node.offered(ask) if ask else 0,
                                         max_request=ask.per_container if ask else None):

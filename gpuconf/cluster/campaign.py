@@ -136,8 +136,13 @@ class RunContext:
 
     def __init__(self, cluster: Cluster, *, run_id: str | None = None, handle_signals: bool = True,
                  namespace: str | None = None, liveness_interval_s: float | None = LIVENESS_INTERVAL_S,
-                 prepare_budget_s: float | None = None) -> None:
+                 prepare_budget_s: float | None = None, tolerations: Sequence[Mapping[str, str]] = ()) -> None:
         self.cluster = cluster
+        #: Tolerations every campaign pod gets besides its own (--include-cordoned, --tolerate).
+        self.tolerations = tuple(dict(t) for t in tolerations)
+        #: Nodes a pinned probe could not be placed on for the node's own state, found when the
+        #: scheduler said so (cordoned, tainted or busy after the run started): node -> (state, reason).
+        self.unplaced: dict[str, tuple[str, str]] = {}
         #: The campaigns' ``prepare_budget`` (``--prepare-timeout``; PREPARE_BUDGET_S when not given).
         self.prepare_budget_s = PREPARE_BUDGET_S if prepare_budget_s is None else prepare_budget_s
         self.run_id = run_id or new_run_id()
@@ -438,7 +443,40 @@ def _prepare(pod: Obj, ctx: RunContext, campaign: str) -> dict[str, Any]:
     meta["namespace"] = ctx.namespace
     meta["labels"] = {**(meta.get("labels") or {}), RUN_ID_LABEL: ctx.run_id, MANAGED_BY_LABEL: "gpuconf",
                       CAMPAIGN_LABEL: campaign}
+    if ctx.tolerations:
+        spec = out.setdefault("spec", {})
+        own = list(spec.get("tolerations") or [])
+        spec["tolerations"] = own + [t for t in ctx.tolerations if t not in own]
     return out
+
+
+def _pinned_node(pod: Obj) -> str | None:
+    """The node a probe is pinned to (by the hostname nodeSelector, as every per-node probe is)."""
+    spec = pod.get("spec") or {}
+    return (spec.get("nodeSelector") or {}).get("kubernetes.io/hostname") or spec.get("nodeName") or None
+
+
+def _record_unplaced(ctx: RunContext, prepared: Sequence[Obj], outcomes: Mapping[str, PodOutcome]) -> None:
+    """Pinned pods the scheduler refused for the node's own state (cordoned, tainted, GPUs taken by
+    other pods) mark the node untested in ``ctx.unplaced``; one pod list names the GPU holders."""
+    from gpuconf.cluster.inventory import list_active_pods
+    from gpuconf.nodes.availability import gpu_holders, placement_blocker
+
+    refused = [(node, outcomes[name].message or "") for p in prepared
+               if (name := p["metadata"]["name"]) in outcomes and outcomes[name].reason == "Unschedulable"
+               and (node := _pinned_node(p)) is not None and node not in ctx.unplaced]
+    if not refused:
+        return
+    holders: dict[str, list[Any]] = {}
+    if any("Insufficient" in message for _, message in refused):
+        try:
+            holders = gpu_holders(list_active_pods(ctx.cluster), exclude_namespace=ctx.namespace)
+        except ClusterError:
+            holders = {}
+    for node, message in refused:
+        found = placement_blocker(node, message, holders.get(node, ()))
+        if found is not None:
+            ctx.unplaced.setdefault(node, found)
 
 
 def needed_source_configmaps(pods: Sequence[Obj]) -> list[str]:
@@ -786,4 +824,5 @@ def run_campaign(ctx: RunContext, pods: Sequence[Obj], *, timeout: float, schedu
         delete_pods()
     except NotFoundError:
         pass
+    _record_unplaced(ctx, prepared, outcomes)
     return {n: outcomes[n] for n in names}

@@ -40,6 +40,7 @@ class NodeCondition:
     status: str  # "True" | "False" | "Unknown"
     reason: str
     message: str
+    since: str | None = None  # lastTransitionTime (RFC 3339)
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,8 @@ def _gpu_node(node: Obj, slices: tuple[ResourceSliceInfo, ...]) -> GpuNode:
         taints=tuple(Taint(str(t.get("key", "")), str(t.get("value", "")), str(t.get("effect", "")))
                      for t in spec.get("taints") or ()),
         conditions=tuple(NodeCondition(str(c.get("type", "")), str(c.get("status", "Unknown")),
-                                       str(c.get("reason", "")), str(c.get("message", "")))
+                                       str(c.get("reason", "")), str(c.get("message", "")),
+                                       str(c["lastTransitionTime"]) if c.get("lastTransitionTime") else None)
                          for c in status.get("conditions") or ()),
         slices=slices, unschedulable=bool(spec.get("unschedulable")))
 

@@ -16,7 +16,16 @@ if TYPE_CHECKING:
     from gpuconf.nodes import GpuRequest, NodeView
     from gpuconf.probe_pods import ClaimRequest
 
-__all__ = ["claim_template", "cuda_probe_pod", "native_probe_cuda", "parsed_probe", "probe_block", "probe_report"]
+__all__ = ["WholeNodeProbes", "claim_template", "cuda_probe_pod", "native_probe_cuda", "parsed_probe", "probe_block", "probe_report"]
+
+class WholeNodeProbes(dict[str, PodOutcome]):
+    """The whole-node probes by node, and for each GPU node without one the node view's reason why
+    (``why``: the NOT TESTED line of every check that reads it)."""
+
+    def __init__(self, outcomes: Mapping[str, PodOutcome] = (), why: Mapping[str, str] | None = None) -> None:
+        super().__init__(outcomes)
+        self.why: dict[str, str] = dict(why or {})
+
 
 def claim_template(config: pytest.Config, claims: tuple[ClaimRequest, ...], *, check: str) -> str:
     """The ResourceClaimTemplate with these requests, made once per run however many pods use it
@@ -106,7 +115,7 @@ def probe_report(probes: dict[str, PodOutcome], node: str) -> Any:
 
     outcome = probes.get(node)
     if outcome is None:
-        pytest.skip(f"no probe ran on {node}: it advertises no nvidia.com/gpu")
+        pytest.skip(getattr(probes, "why", {}).get(node) or f"no probe ran on {node}")
     if (block := probe_block(probes, node)) is not None:
         pytest.skip(block.reason)
     text = outcome.logs.get("probe")

@@ -17,7 +17,7 @@ from gpuconf.cluster import Cluster, Inventory, PodOutcome, RetryPolicy, RunCont
 if TYPE_CHECKING:
     from gpuconf.nodes import NodeView
 
-__all__ = ["DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "compat_cudas", "inventory", "node_views",
+__all__ = ["DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "compat_cudas", "inventory", "node_views", "probe_tolerations",
            "run_context", "session"]
 
 #: The CUDA of the probe every suite uses unless it tests a matrix (the current major's baseline).
@@ -105,15 +105,37 @@ def inventory(config: pytest.Config) -> Inventory | None:
     return state.inventory
 
 
+def probe_tolerations(config: pytest.Config) -> tuple[dict[str, str], ...]:
+    """The tolerations every probe pod gets besides its own: node.kubernetes.io/unschedulable with
+    --include-cordoned, and each --tolerate."""
+    from gpuconf.nodes import UNSCHEDULABLE_TAINT, parse_toleration
+
+    extra = [{"key": UNSCHEDULABLE_TAINT, "operator": "Exists", "effect": "NoSchedule"}] \
+        if config.getoption("--include-cordoned") else []
+    return tuple(extra + [parse_toleration(t) for t in config.getoption("--tolerate")])
+
+
 def node_views(config: pytest.Config) -> dict[str, NodeView]:
     """One gpuconf.nodes.NodeView per GPU node of the inventory, built once: the suites ask it how
-    to request GPUs on a node and which RuntimeClass runs them there."""
+    to request GPUs on a node, which RuntimeClass runs them there, and whether a probe can be placed
+    there now (NotReady, cordoned, a taint the probes do not tolerate, GPUs held by other pods: one
+    paged list of the cluster's unfinished pods)."""
     state = session(config)
     if state.views is None:
-        from gpuconf.nodes import build_views
+        from datetime import UTC, datetime
+
+        from gpuconf.cluster import list_active_pods
+        from gpuconf.nodes import build_views, gpu_holders
+        from gpuconf.probe_pods import DEFAULT_TOLERATIONS
 
         inv = inventory(config)
-        state.views = build_views(inv) if inv is not None else {}
+        if inv is None:
+            state.views = {}
+            return state.views
+        holders = gpu_holders(list_active_pods(state.handle.cluster), exclude_namespace=config.getoption(
+            "--namespace")) if state.handle is not None and inv.gpu_nodes else {}
+        state.views = build_views(inv, tolerations=(*DEFAULT_TOLERATIONS, *probe_tolerations(config)),
+                                  holders=holders, now=datetime.now(UTC))
     return state.views
 
 
@@ -123,5 +145,6 @@ def run_context(config: pytest.Config) -> RunContext:
     if state.run is None:
         state.run = RunContext(state.handle.cluster, namespace=config.getoption("--namespace"),
                                liveness_interval_s=config.getoption("--liveness-interval"),
-                               prepare_budget_s=config.getoption("prepare_timeout")).__enter__()
+                               prepare_budget_s=config.getoption("prepare_timeout"),
+                               tolerations=probe_tolerations(config)).__enter__()
     return state.run

@@ -2,11 +2,26 @@
 runs them, where each fact comes from). Pure: no pytest, no I/O; built once per session from the
 inventory (gpuconf.kit builds it, the suites ask it)."""
 
+from gpuconf.nodes.availability import (
+    BUSY,
+    CORDONED,
+    NOT_READY,
+    TAINTED,
+    UNPLACEABLE,
+    UNSCHEDULABLE_TAINT,
+    Availability,
+    GpuHolder,
+    TolerationError,
+    gpu_holders,
+    parse_toleration,
+    placement_blocker,
+)
 from gpuconf.nodes.devices import GPU_CLASS, GPU_DRIVER, MIG_CLASS, SliceDevice, slice_devices
 from gpuconf.nodes.facts import Fact, NodeFacts, Source
 from gpuconf.nodes.offers import GpuRequest, Unavailable, Via, Why
 from gpuconf.nodes.view import NVIDIA_HANDLER, NodeView, RuntimeClassRef, build_views, gpu_runtime_class
 
-__all__ = ["GPU_CLASS", "GPU_DRIVER", "MIG_CLASS", "NVIDIA_HANDLER", "Fact", "GpuRequest", "NodeFacts", "NodeView",
+__all__ = ["BUSY", "CORDONED", "NOT_READY", "TAINTED", "UNPLACEABLE", "UNSCHEDULABLE_TAINT", "Availability", "GpuHolder", "TolerationError",
+           "gpu_holders", "parse_toleration", "placement_blocker", "GPU_CLASS", "GPU_DRIVER", "MIG_CLASS", "NVIDIA_HANDLER", "Fact", "GpuRequest", "NodeFacts", "NodeView",
            "RuntimeClassRef", "SliceDevice", "Source", "Unavailable", "Via", "Why", "build_views", "gpu_runtime_class",
            "slice_devices"]

@@ -29,6 +29,8 @@ class Why(Enum):
     UNHEALTHY = "unhealthy"  # advertised, none allocatable
     NO_PATH = "no path"  # the GPUs are there, but not through a path the caller can use
     TOO_FEW = "too few"  # fewer GPUs than asked for
+    BLOCKED = "blocked"  # the node takes no probe now: NotReady, cordoned, or a taint not tolerated
+    BUSY = "busy"  # other pods hold the GPUs the request needs
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuconf.nodes.availability import Availability, GpuHolder, availability
 from gpuconf.nodes.devices import GPU_CLASS, MIG_CLASS, SliceDevice, slice_devices
 from gpuconf.nodes.facts import NodeFacts, label_driver_version, node_facts
 from gpuconf.nodes.offers import GpuRequest, Unavailable, Via, Why
@@ -67,6 +68,8 @@ class NodeView:
     claimable: bool = False  # the DeviceClass gpu.nvidia.com exists: whole GPUs can be claimed
     mig_claimable: bool = False  # the DeviceClass mig.nvidia.com exists
     node: Any = field(default=None, compare=False, repr=False)  # the inventory's GpuNode, untouched
+    #: Whether the run's probe pods can be placed here now (NotReady, cordoned, tainted, busy).
+    availability: Availability = field(default_factory=Availability)
 
     @classmethod
     def of(cls, name: str, labels: Mapping[str, str] | None = None, capacity: Mapping[str, str] | None = None,
@@ -133,6 +136,19 @@ class NodeView:
 
     # -- how to ask -------------------------------------------------------------------------------
 
+    def blocked(self) -> Unavailable | None:
+        """Why no probe can be placed here at all (NotReady, cordoned, an untolerated taint), or None."""
+        if self.availability.blocks_probes:
+            return Unavailable(Why.BLOCKED, self.availability.reason)
+        return None
+
+    def _free(self, resource: str) -> int:
+        """``resource`` allocatable and not held by pods outside the run."""
+        return max(0, _count(self.allocatable, resource) - self.availability.held(resource))
+
+    def _busy(self, what: str) -> Unavailable:
+        return Unavailable(Why.BUSY, f"{self.availability.reason}; {what}")
+
     def _no_whole_gpus(self, path: str) -> Unavailable:
         """Why no whole GPU can be asked for ``path`` here (the node advertises none under it)."""
         mig = sorted(k for k, v in self.allocatable.items() if k.startswith("nvidia.com/mig-") and _count(
@@ -153,7 +169,11 @@ class NodeView:
         """Every GPU of the node in one container (the whole-node probe): every allocatable
         nvidia.com/gpu (one replica on MPS, whose plugin gives a container one at most); on a node
         that publishes its GPUs through DRA only, one claim for all of them (allocation mode All)."""
+        if (blocked := self.blocked()) is not None:
+            return blocked
         allocatable, capacity = _count(self.allocatable, GPU), _count(self.capacity, GPU)
+        if self.availability.holders:
+            return self._busy(f"the whole-node probe needs every GPU of {self.name}")
         if allocatable >= 1:
             shared = self.labels.get("nvidia.com/gpu.sharing-strategy", "none") != "none" or \
                 self.labels.get("nvidia.com/gpu.replicas", "1") != "1"
@@ -188,13 +208,17 @@ class NodeView:
         checks come with the DRA-first issue; ``via`` names the path the caller can use."""
         if via is not Via.PLUGIN:
             raise ValueError(f"{via}: only requests through the device plugin are built here")
+        if (blocked := self.blocked()) is not None:
+            return blocked
         resource = next((r for r in PLUGIN_RESOURCES if _count(self.allocatable, r) >= 1), None)
         if resource is None:
             return self._no_whole_gpus(check)
-        offered = _count(self.allocatable, resource)
+        offered = self._free(resource)
         if self.sharing == "mps" and n > 1:
             return Unavailable(Why.SHARED, f"{self.name} shares its GPUs through MPS: the device plugin gives a "
                                f"container one replica at most, and {check} asks for {n}")
+        if offered < n and self.availability.held(resource):
+            return self._busy(f"{offered} {resource} free, and {check} asks for {n}")
         if offered < n:
             return Unavailable(Why.TOO_FEW, f"{self.name} has {offered} {resource} allocatable, and {check} asks "
                                f"for {n}")
@@ -206,12 +230,14 @@ class NodeView:
 
     def offered(self, ask: GpuRequest) -> int:
         """How many units of ``ask``'s resource the node has allocatable (for a claim: its devices)."""
-        return _count(self.allocatable, ask.resource) if ask.resource is not None else ask.count
+        return self._free(ask.resource) if ask.resource is not None else ask.count
 
     def exclusive(self, *, min_gpus: int = 1, check: str = "this check") -> GpuRequest | Unavailable:
         """Every whole GPU of the node, unshared, through the device plugin (NCCL, the DCGM
         diagnostic): the request counts the GPUs the node advertises, allocatable or not
         (``held_back`` says how many are not: the callers judge that themselves)."""
+        if (blocked := self.blocked()) is not None:
+            return blocked
         whole = _count(self.capacity, GPU)
         if self.sharing is not None:  # time-slicing (replicas > 1) or MPS
             return Unavailable(Why.SHARED, f"{self.name} shares its GPUs ({self.sharing}, {self.replicas} replicas): "
@@ -227,6 +253,8 @@ class NodeView:
         if whole < min_gpus:
             return Unavailable(Why.TOO_FEW, f"{self.name} has {whole} GPU{'s' if whole != 1 else ''}: {check} needs "
                                f"{min_gpus} or more")
+        if self.availability.holders:
+            return self._busy(f"{check} needs every GPU of {self.name}")
         allocatable = _count(self.allocatable, GPU)
         return GpuRequest(Via.PLUGIN, whole, GPU, physical=whole, held_back=whole - allocatable,
                           complete=self.mig == "none" and allocatable == whole)
@@ -235,15 +263,19 @@ class NodeView:
         """``n`` MIG instances of ``profile`` (``1g.10gb``): nvidia.com/mig-<profile> (mixed), nvidia.com/gpu
         on a single-strategy node of that profile, or a claim on mig.nvidia.com selecting the profile."""
         want = f"{n} MIG instance{'s' if n != 1 else ''} of {profile}"
+        if (blocked := self.blocked()) is not None:
+            return blocked
         if self.mig == "mixed":
             resource = f"nvidia.com/mig-{profile}"
-            have = _count(self.allocatable, resource)
+            have = self._free(resource)
             if have >= n:
                 return GpuRequest(Via.MIG, n, resource, mig_units=True)
+            if self.availability.held(resource):
+                return self._busy(f"{have} {resource} free, not {want}")
             return Unavailable(Why.TOO_FEW, f"{self.name} has {have} {resource} allocatable, not {want}")
         if self.mig == "single":
             product = self.labels.get("nvidia.com/gpu.product", "")
-            have = _count(self.allocatable, GPU)
+            have = self._free(GPU)
             if product.endswith(f"-MIG-{profile}") and have >= n:
                 return GpuRequest(Via.PLUGIN, n, GPU, mig_units=True)
             return Unavailable(Why.TOO_FEW, f"{self.name} advertises {have} nvidia.com/gpu as {product} (strategy "
@@ -261,8 +293,11 @@ class NodeView:
         return Unavailable(Why.NO_GPU, f"{self.name} has no MIG instances: {want} asked for")
 
 
-def build_views(inventory: Any) -> dict[str, NodeView]:
-    """One view per GPU node of ``inventory`` (gpuconf.cluster.Inventory), by node name."""
+def build_views(inventory: Any, *, tolerations: Sequence[Mapping[str, Any]] = (),
+                holders: Mapping[str, Sequence[GpuHolder]] | None = None, now: Any = None) -> dict[str, NodeView]:
+    """One view per GPU node of ``inventory`` (gpuconf.cluster.Inventory), by node name, each with its
+    availability to probe pods carrying ``tolerations``, with ``holders`` (pods outside the run
+    holding GPUs, by node: gpuconf.nodes.gpu_holders) at ``now``."""
     classes = tuple(RuntimeClassRef(rc.name, rc.handler, dict(getattr(rc, "node_selector", {}) or {}))
                     for rc in inventory.runtime_classes)
     device_classes = set(inventory.device_classes)
@@ -271,5 +306,6 @@ def build_views(inventory: Any) -> dict[str, NodeView]:
         devices = slice_devices([s.raw for s in node.slices], node.name)
         views[node.name] = NodeView(node.name, node.labels, node.capacity, node.allocatable, devices,
                                     gpu_runtime_class(classes, node.labels), GPU_CLASS in device_classes,
-                                    MIG_CLASS in device_classes, node)
+                                    MIG_CLASS in device_classes, node,
+                                    availability(node, tolerations, (holders or {}).get(node.name, ()), now=now))
     return views

@@ -28,4 +28,5 @@ pytest_plugins = [
     "gpuconf.plugin.reports",
     "gpuconf.plugin.signoff",
     "gpuconf.plugin.fixtures",
+    "gpuconf.plugin.fleet",
 ]

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from gpuconf.cluster import Inventory, PodOutcome
-from gpuconf.kit.probes import cuda_probe_pod, native_probe_cuda, probe_block
+from gpuconf.kit.probes import WholeNodeProbes, cuda_probe_pod, native_probe_cuda, probe_block
 from gpuconf.kit.state import SESSION, ClusterHandle, inventory, node_views, run_context, session
-from gpuconf.nodes import GpuRequest, NodeView
+from gpuconf.nodes import GpuRequest, NodeView, Unavailable
 
 
 @pytest.fixture(scope="session")
@@ -49,11 +49,13 @@ def whole_node_probes(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeV
     state = session(request.config)
     if state.probes:
         return state.probes
+    asks = {node.name: node.whole_node() for node in gpu_nodes.values()}
     pods = [cuda_probe_pod(request.config, name=f"inventory-{node.name}", check="inventory", node=node.name, ask=ask,
                            cuda=native_probe_cuda(node))
-            for node in gpu_nodes.values() if isinstance(ask := node.whole_node(), GpuRequest)]
+            for node in gpu_nodes.values() if isinstance(ask := asks[node.name], GpuRequest)]
     outcomes = run_campaign(run_context(request.config), pods, timeout=request.config.getoption("gpuconf_timeout"))
-    state.probes = {o.node or name.removeprefix("inventory-"): o for name, o in outcomes.items()}
+    state.probes = WholeNodeProbes({o.node or name.removeprefix("inventory-"): o for name, o in outcomes.items()},
+                                   {name: ask.reason for name, ask in asks.items() if isinstance(ask, Unavailable)})
     return state.probes
 
 

@@ -46,6 +46,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "the objects of a run whose mark went unrenewed for three periods (default 10)")
     group.addoption("--node-selector", metavar="SELECTOR", default=None,
                     help="test only the GPU nodes matching this label selector (key=value,key!=value,key,!key)")
+    group.addoption("--include-cordoned", action="store_true", default=False,
+                    help="test cordoned GPU nodes too: the probe pods tolerate node.kubernetes.io/unschedulable, so "
+                    "the scheduler places them on nodes that take no other work (accepting new nodes before "
+                    "they are uncordoned); without it a cordoned node is NOT TESTED")
+    group.addoption("--tolerate", metavar="KEY[=VALUE][:EFFECT]", action="append", default=[],
+                    help="the probe pods tolerate this taint (kubectl taint's syntax, e.g. "
+                    "dedicated=training:NoSchedule; no value: any value; no effect: every effect); repeatable. "
+                    "A GPU node with a NoSchedule/NoExecute taint the probes do not tolerate is NOT TESTED")
     group.addoption("--registry", metavar="REGISTRY", default=None,
                     help="run the prebuilt probe images from this registry (see `gpuconf images list`) instead of "
                     "compiling the probe in the public nvidia/cuda devel image")
@@ -100,6 +108,13 @@ def validate_options(config: pytest.Config) -> None:
                                 "'-', at most 63)")
     if config.getoption("--liveness-interval") <= 0:
         raise pytest.UsageError(f"--liveness-interval must be positive, not {config.getoption('--liveness-interval')}")
+    from gpuconf.nodes import TolerationError, parse_toleration
+
+    for given in config.getoption("--tolerate"):
+        try:
+            parse_toleration(given)
+        except TolerationError as exc:
+            raise pytest.UsageError(f"--tolerate {exc}") from exc
     registry = config.getoption("--registry")
     if registry is not None and (not registry or any(ch.isspace() for ch in registry) or "://" in registry):
         raise pytest.UsageError(f"--registry {registry!r}: give a registry host and path, e.g. "

@@ -1,0 +1,231 @@
+"""Whether a GPU node can take the suite's probe pods now, and if not the one reason: NotReady,
+cordoned, a taint the probe pods do not tolerate, or GPUs held by other pods (busy).
+
+Pure (no pytest, no I/O): judged before anything is launched from the node's API object, the probe
+pods' tolerations and one list of the cluster's unfinished pods, so a node that cannot take a probe
+is NOT TESTED with its reason in seconds instead of leaving a pod Pending for the scheduler to refuse.
+:func:`placement_blocker` reads the same causes from a scheduler's message, for a probe that stayed
+Pending for a reason that arose after the check (a tenant pod that started in between).
+
+The semantics are the scheduler's: NodeUnschedulable (``spec.unschedulable`` unless the pod
+tolerates ``node.kubernetes.io/unschedulable:NoSchedule``) and TaintToleration (every NoSchedule and
+NoExecute taint must be tolerated, core/v1 ``Toleration.ToleratesTaint``); the real-control-plane
+tier (tests/realk8s/test_fleet_states.py) runs the same states against kube-scheduler v1.36.2.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+__all__ = ["BUSY", "CORDONED", "NOT_READY", "TAINTED", "UNPLACEABLE", "UNSCHEDULABLE_TAINT", "Availability",
+           "GpuHolder", "TolerationError", "availability", "gpu_holders", "parse_toleration", "placement_blocker",
+           "tolerates"]
+
+#: The states a node that cannot be tested is in (the reports' coverage line counts them).
+NOT_READY, CORDONED, TAINTED, BUSY, UNPLACEABLE = "not-ready", "cordoned", "tainted", "busy", "unplaceable"
+#: The taint the node lifecycle controller puts on a cordoned node; a pod tolerating it may be placed
+#: there (the NodeUnschedulable plugin): what --include-cordoned adds to the probe pods.
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+#: A taint key: an optional DNS subdomain prefix and a name of at most 63 characters (kubectl taint's
+#: validation, apimachinery IsQualifiedName); a value: a label value.
+_KEY = re.compile(r"^(?:[a-z0-9]([-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+                  r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_VALUE = re.compile(r"^(?:[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+class TolerationError(ValueError):
+    """A --tolerate value that is not ``KEY[=VALUE][:EFFECT]``."""
+
+
+def parse_toleration(text: str) -> dict[str, str]:
+    """``KEY[=VALUE][:EFFECT]`` (kubectl taint's syntax) as the toleration that tolerates such a taint:
+    with a value, operator Equal; without, Exists (any value); without an effect, every effect."""
+    spec, _, effect = text.partition(":")
+    key, has_value, value = spec.partition("=")
+    if not key or not _KEY.match(key) or len(key) > 253:
+        raise TolerationError(f"{text!r}: the taint key {key!r} is not a qualified name (KEY[=VALUE][:EFFECT], "
+                              "as kubectl taint writes it: dedicated=training:NoSchedule)")
+    if has_value and not _VALUE.match(value):
+        raise TolerationError(f"{text!r}: the value {value!r} is not a label value")
+    if effect and effect not in _EFFECTS:
+        raise TolerationError(f"{text!r}: the effect {effect!r} is not one of {', '.join(_EFFECTS)}")
+    toleration = {"key": key, "operator": "Equal" if has_value else "Exists"}
+    if has_value:
+        toleration["value"] = value
+    if effect:
+        toleration["effect"] = effect
+    return toleration
+
+
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """core/v1 Toleration.ToleratesTaint: an empty key with Exists tolerates every taint."""
+    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
+        return False
+    if toleration.get("key") and toleration.get("key") != taint.get("key"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    return operator == "Equal" and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+@dataclass(frozen=True)
+class GpuHolder:
+    """A pod outside this run holding GPUs on a node (its containers' GPU limits, summed)."""
+
+    namespace: str
+    name: str
+    gpus: int
+    resource: str = "nvidia.com/gpu"
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name} holds {self.gpus} {self.resource}"
+
+
+def _is_gpu_resource(name: str) -> bool:
+    return name.startswith(("nvidia.com/gpu", "nvidia.com/mig-"))
+
+
+def gpu_holders(pods: Iterable[Mapping[str, Any]], *, exclude_namespace: str | None = None) -> dict[str, list[GpuHolder]]:
+    """Unfinished pods (API objects) bound to a node and holding GPU extended resources, by node;
+    ``exclude_namespace`` (the run's own) left out. A container's GPUs are its limits (extended
+    resources have requests equal to limits); init containers hold theirs only while they run and
+    are counted when the pod has not started its app containers."""
+    out: dict[str, list[GpuHolder]] = {}
+    for pod in pods:
+        meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+        node = spec.get("nodeName")
+        if not node or (exclude_namespace and meta.get("namespace") == exclude_namespace):
+            continue
+        if status.get("phase") in ("Succeeded", "Failed"):
+            continue
+        held: dict[str, int] = {}
+        containers = list(spec.get("containers") or [])
+        if status.get("phase") in (None, "Pending"):
+            containers += list(spec.get("initContainers") or [])
+        for container in containers:
+            limits = (container.get("resources") or {}).get("limits") or {}
+            for resource, quantity in limits.items():
+                if _is_gpu_resource(str(resource)) and str(quantity).isdigit() and int(quantity) > 0:
+                    held[str(resource)] = held.get(str(resource), 0) + int(quantity)
+        for resource, count in sorted(held.items()):
+            out.setdefault(str(node), []).append(
+                GpuHolder(str(meta.get("namespace", "")), str(meta.get("name", "")), count, resource))
+    return out
+
+
+def _named(holders: Sequence[GpuHolder], limit: int = 3) -> str:
+    shown = ", ".join(str(h) for h in holders[:limit])
+    return shown + (f" and {len(holders) - limit} more pod(s)" if len(holders) > limit else "")
+
+
+@dataclass(frozen=True)
+class Availability:
+    """A node's availability to the run's probe pods. ``state`` None: it can take them (``holders``
+    may still hold some GPUs: ``busy``, and the view offers only the free ones)."""
+
+    state: str | None = None  # NOT_READY, CORDONED, TAINTED, BUSY or UNPLACEABLE
+    reason: str = ""  # the one line every probe-based check on the node says as NOT TESTED
+    holders: tuple[GpuHolder, ...] = ()  # pods outside the run holding GPUs there
+    unhealthy: int = 0  # GPUs the device plugin advertises but does not offer (capacity - allocatable)
+
+    @property
+    def blocks_probes(self) -> bool:
+        """No probe pod can be placed on the node at all (a busy node still takes smaller asks)."""
+        return self.state in (NOT_READY, CORDONED, TAINTED, UNPLACEABLE)
+
+    def held(self, resource: str) -> int:
+        return sum(h.gpus for h in self.holders if h.resource == resource)
+
+    @property
+    def holders_text(self) -> str:
+        return _named(self.holders)
+
+
+def _since(when: str | None, now: datetime | None) -> str:
+    if not when:
+        return ""
+    if now is None:
+        return f" since {when}"
+    try:
+        then = datetime.fromisoformat(when.replace("Z", "+00:00"))
+    except ValueError:
+        return f" since {when}"
+    minutes = max(0, int((now - then).total_seconds() // 60))
+    ago = f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
+    return f" since {when} ({ago})"
+
+
+def _taint_text(taint: Mapping[str, Any]) -> str:
+    value = taint.get("value") or ""
+    return f"{taint.get('key')}{'=' + value if value else ''}:{taint.get('effect')}"
+
+
+def availability(node: Any, tolerations: Sequence[Mapping[str, Any]], holders: Sequence[GpuHolder] = (), *,
+                 now: datetime | None = None) -> Availability:
+    """``node`` (gpuconf.cluster.GpuNode) as the run's probe pods (with ``tolerations``) find it:
+    NotReady first (its pods would not start even if placed), then cordoned, then the first
+    NoSchedule/NoExecute taint they do not tolerate, then GPUs held by ``holders``."""
+    name = node.name
+    unhealthy = sum(max(0, count - node.gpu_allocatable.get(resource, 0))
+                    for resource, count in node.gpu_capacity.items())
+    ready = next((c for c in node.conditions if c.type == "Ready"), None)
+    if ready is None or ready.status != "True":
+        state = "never reported" if ready is None else {"False": "Ready=False", "Unknown": "Ready=Unknown: the "
+                                                          "kubelet stopped posting status"}.get(ready.status, ready.status)
+        detail = "" if ready is None else "; ".join(p for p in (ready.reason, ready.message) if p)
+        return Availability(NOT_READY, f"{name} is NotReady ({state}){_since(getattr(ready, 'since', None), now)}"
+                            + (f": {detail}" if detail else "") + ": no probe can run there until it is Ready again",
+                            tuple(holders), unhealthy)
+    unschedulable_taint = {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
+    if node.unschedulable and not any(tolerates(t, unschedulable_taint) for t in tolerations):
+        return Availability(CORDONED, f"{name} is cordoned (spec.unschedulable): the scheduler places no probe "
+                            "there; give --include-cordoned to test it before it is uncordoned", tuple(holders),
+                            unhealthy)
+    for taint in node.taints:
+        taint = {"key": taint.key, "value": taint.value, "effect": taint.effect}
+        if taint["effect"] not in ("NoSchedule", "NoExecute") or taint["key"] == UNSCHEDULABLE_TAINT:
+            continue  # the cordon's own taint: judged by spec.unschedulable above
+        if not any(tolerates(t, taint) for t in tolerations):
+            text = _taint_text(taint)
+            return Availability(TAINTED, f"{name} has the taint {text}, which the probe pods do not tolerate; give "
+                                f"--tolerate {text} to test it", tuple(holders), unhealthy)
+    if holders:
+        total = sum(h.gpus for h in holders)
+        return Availability(BUSY, f"{name} is busy: {total} GPU(s) held by {len(holders)} other pod(s): "
+                            f"{_named(holders)}", tuple(holders), unhealthy)
+    return Availability(None, "", (), unhealthy)
+
+
+#: The scheduler's per-node reasons (kube-scheduler's plugins' messages, as the FitError joins them:
+#: "0/2 nodes are available: 1 node(s) were unschedulable, 1 node(s) didn't match ...").
+_CORDON_MESSAGE = re.compile(r"node\(s\) were unschedulable")
+_TAINT_MESSAGE = re.compile(r"node\(s\) had untolerated taint(?:s)?(?:\(s\))? ?(\{[^}]*\})?")
+_INSUFFICIENT = re.compile(r"Insufficient (nvidia\.com/[\w.-]+)")
+
+
+def placement_blocker(node: str, message: str, holders: Sequence[GpuHolder] = ()) -> tuple[str, str] | None:
+    """Why a probe pinned to ``node`` stayed Pending, from the scheduler's ``message``, when the cause
+    is the node's state rather than the check's own pod: (state, the one line), or None. A GPU
+    shortage counts only when ``holders`` (pods outside the run) hold GPUs there: the run's own pods
+    competing is the check's business."""
+    if _CORDON_MESSAGE.search(message):
+        return CORDONED, (f"the probe pod stayed Pending on {node}: the node was cordoned during the run "
+                          f"(scheduler: {message.strip()}); give --include-cordoned to test it")
+    if taint := _TAINT_MESSAGE.search(message):
+        if taint.group(1) and ("node.kubernetes.io/not-ready" in taint.group(1)
+                               or "node.kubernetes.io/unreachable" in taint.group(1)):
+            return NOT_READY, (f"the probe pod stayed Pending on {node}: the node became NotReady during the run "
+                               f"(scheduler: {message.strip()})")
+        which = f" {taint.group(1)}" if taint.group(1) else ""
+        return TAINTED, (f"the probe pod stayed Pending on {node}: the node has a taint{which} the probe pods do "
+                         f"not tolerate (scheduler: {message.strip()})")
+    if _INSUFFICIENT.search(message) and holders:
+        return BUSY, (f"the probe pod stayed Pending on {node}: its GPUs were taken by other pods during the run: "
+                      f"{_named(holders)} (scheduler: {message.strip()})")
+    return None

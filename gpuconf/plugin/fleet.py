@@ -1,0 +1,129 @@
+"""Every GPU node accounted for: a node that cannot take the run's probes (NotReady, cordoned, a
+taint the probes do not tolerate, found before anything is launched; or a probe the scheduler
+refused there for the node's state, found when it said so) has its probe-reading checks NOT TESTED
+with that one reason, its API-only checks still judged; and the run's coverage ("N of M GPU nodes
+tested; K cordoned, ...") that the reports, the node sign-off and the exit status read.
+
+Exit status 15: nothing failed, but some selected GPU nodes could not be tested (README: exit
+statuses), so a nightly CI tells an incomplete sign-off from a clean pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from gpuconf.kit.state import SESSION, node_views
+
+#: Nothing failed, but not every selected GPU node was tested (the coverage line says which and why).
+EXIT_UNTESTED = 15
+#: The words in a failure that say the check's pod was never placed (the campaign's outcome).
+_UNPLACED_WORDS = ("Unschedulable", "Pending")
+
+
+def _reads(item: pytest.Item) -> str | None:
+    from gpuconf.verdict import checks
+
+    marker = item.get_closest_marker("check")
+    if marker is None or not marker.args or marker.args[0] not in checks():
+        return None
+    return checks()[marker.args[0]].reads
+
+
+def _node_of(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    node = callspec.params.get("gpu_node") if callspec is not None else None
+    return str(node) if node else None
+
+
+def untested_reason(config: pytest.Config, node: str, reads: str | None) -> str | None:
+    """Why a check reading ``reads`` cannot be tested on ``node`` because of the node's state, or None:
+    probe checks on a node that takes no probes (or where the scheduler refused one for the node's
+    state), node-served checks on a NotReady node."""
+    from gpuconf.nodes import NOT_READY
+
+    if reads not in ("probe", "node"):
+        return None
+    view = node_views(config).get(node)
+    if view is not None and view.availability.blocks_probes and (
+            reads == "probe" or view.availability.state == NOT_READY):
+        return view.availability.reason
+    run = config.stash[SESSION].run
+    if reads == "probe" and run is not None and node in run.unplaced:
+        return run.unplaced[node][1]
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _node_takes_probes(request: pytest.FixtureRequest) -> None:
+    """A per-node test whose check reads probes is NOT TESTED, before it launches anything, on a node
+    that takes none (the node view's availability), with that one reason."""
+    node = _node_of(request.node)
+    if node is None:
+        return
+    if (why := untested_reason(request.config, node, _reads(request.node))) is not None:
+        pytest.skip(why)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
+    """A probe check that failed because its pod was never placed, on a node whose state the scheduler
+    named when it refused it (cordoned, tainted or its GPUs taken by others after the run began), is
+    NOT TESTED with that reason: the node's state is not the check's failure."""
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    node = _node_of(item)
+    if node is None or not any(word in report.longreprtext for word in _UNPLACED_WORDS):
+        return
+    run = item.config.stash[SESSION].run
+    if _reads(item) != "probe" or run is None or node not in run.unplaced:
+        return
+    reason = run.unplaced[node][1]
+    report.outcome = "skipped"
+    report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {reason}")
+    item.user_properties[:] = [(k, v) for k, v in item.user_properties if k != "gpuconf.outcome"]
+    item.user_properties.append(("gpuconf.outcome", "not-tested"))
+    report.user_properties = list(item.user_properties)
+
+
+def run_coverage(config: pytest.Config) -> Any:
+    """The run's coverage (gpuconf.report.model.Coverage) over the selected GPU nodes: those whose
+    availability kept probes off them, those the scheduler refused a probe for the node's state, and
+    those with a GPU model gpuconf/data/gpus.yaml does not know (their checks ran, but a figure
+    judged against an unknown model is no sign-off); None for a run without a cluster."""
+    from gpuconf.report.model import UNKNOWN_HARDWARE, Coverage, UntestedNode
+
+    state = config.stash.get(SESSION, None)
+    if state is None or state.inventory is None or state.views is None:
+        return None
+    untested: dict[str, UntestedNode] = {}
+    for name, view in state.views.items():
+        if view.availability.state is not None:
+            untested[name] = UntestedNode(name, view.availability.state, view.availability.reason)
+        elif state.run is not None and name in state.run.unplaced:
+            untested[name] = UntestedNode(name, *state.run.unplaced[name])
+        elif (unknown := unknown_model(view)) is not None:
+            untested[name] = UntestedNode(name, UNKNOWN_HARDWARE, unknown)
+    return Coverage(tuple(n.name for n in state.inventory.gpu_nodes), tuple(untested.values()))
+
+
+def unknown_model(view: Any) -> str | None:
+    """Why the node's GPU model is unknown to gpuconf/data/gpus.yaml (by GFD's product label or the DRA
+    driver's productName), or None: known, or not named at all (other checks say that)."""
+    import re
+
+    from gpuconf.compat.tables import find_gpu
+
+    product = view.facts.product.value
+    if not product:
+        return None
+    base = re.sub(r"-MIG-.*$", "", str(product))
+    if find_gpu(base) is not None or find_gpu(base.replace("-", " ")) is not None:
+        return None
+    return (f"{view.name}'s GPU model {product} is not in gpuconf/data/gpus.yaml: its checks ran, but the figures "
+            "they judge against (memory, bandwidth, compatibility class) are unknown for it; add the model to "
+            "the table")
