@@ -9,10 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BUSY", "CLUSTER", "CORDONED", "METRIC_PREFIX", "NOT_READY", "SERIES_PREFIX", "TAINTED", "UNKNOWN_HARDWARE",
-           "UNPLACEABLE", "UNTESTED_STATES", "CheckResult", "Coverage", "OUTCOMES", "RunRecord", "Series",
-           "UntestedNode", "cluster_verdict", "format_metric", "from_test_report", "node_verdicts", "not_tested_kind",
-           "parse_metrics", "parse_series", "remediation", "result_remediation", "worst"]
+__all__ = ["BUSY", "CLUSTER", "CORDONED", "METRIC_PREFIX", "NOT_READY", "SERIES_PREFIX", "STATE_WORDS", "TAINTED",
+           "UNKNOWN_HARDWARE", "UNPLACEABLE", "UNTESTED_STATES", "CheckResult", "Coverage", "OUTCOMES", "RunRecord",
+           "Series", "UntestedNode", "cluster_verdict", "format_metric", "from_test_report", "node_verdicts",
+           "not_tested_kind", "parse_metrics", "parse_series", "remediation", "result_remediation", "worst"]
 
 PASS, DEGRADED, FAIL, NOT_TESTED = "pass", "degraded", "fail", "not-tested"
 OUTCOMES = (PASS, DEGRADED, FAIL, NOT_TESTED)
@@ -37,7 +37,7 @@ CORDONED, TAINTED, BUSY, NOT_READY, UNKNOWN_HARDWARE, UNPLACEABLE = (
     "cordoned", "tainted", "busy", "not-ready", "unknown-hardware", "unplaceable")
 UNTESTED_STATES = (CORDONED, TAINTED, BUSY, NOT_READY, UNKNOWN_HARDWARE, UNPLACEABLE)
 #: Each state as the coverage line says it (NotReady as kubectl shows the node's condition).
-_STATE_WORDS = {CORDONED: "cordoned", TAINTED: "tainted", BUSY: "busy", NOT_READY: "NotReady",
+STATE_WORDS = {CORDONED: "cordoned", TAINTED: "tainted", BUSY: "busy", NOT_READY: "NotReady",
                 UNKNOWN_HARDWARE: "unknown hardware", UNPLACEABLE: "unplaceable"}
 
 
@@ -78,7 +78,7 @@ class Coverage:
         head = f"{self.tested} of {total} GPU node{'' if total == 1 else 's'} tested"
         states = [u.state for u in self.missing().values()]
         order = list(UNTESTED_STATES) + sorted({s for s in states if s not in UNTESTED_STATES})
-        parts = [f"{states.count(s)} {_STATE_WORDS.get(s, s)}" for s in order if s in states]
+        parts = [f"{states.count(s)} {STATE_WORDS.get(s, s)}" for s in order if s in states]
         return head + ("; " + ", ".join(parts) if parts else "")
 
     def reason(self, node: str) -> str | None:
