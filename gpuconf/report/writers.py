@@ -190,8 +190,9 @@ def _node_word(verdict: str, node: str, coverage: Coverage | None) -> str:
 
 
 def write_markdown(run: RunRecord, results: Sequence[CheckResult], path: Path) -> Path:
-    """The CI summary: the cluster verdict, each failure once with its remedy, the node verdicts, and
-    the NOT TESTED reasons, each distinct reason once."""
+    """The CI summary: the cluster verdict, the coverage line, each failure once with its remedy, the
+    GPU nodes not tested with their reasons, the node verdicts, and the NOT TESTED reasons, each
+    distinct reason once."""
     c = counts(results)
     verdict = cluster_verdict(run, results)
     lines = [f"# {_cell(_title(run))}", "",
