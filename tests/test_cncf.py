@@ -8,6 +8,7 @@ import ast
 import json
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -252,3 +253,25 @@ def test_a_run_that_cannot_start_still_writes_the_evidence_all_skipped(pytester:
     assert all(r["reason"].startswith("the run could not start: ") for r in doc["requirements"])
     assert "not YAML" in doc["error"]
     assert (pytester.path / "evidence" / "e2e.log").read_text().count("the run could not start") >= 2
+
+
+def test_the_evidence_says_which_gpu_nodes_were_tested(tmp_path: Path):
+    """Issue 25: each file names the nodes left out and why; a requirement is still judged on its checks."""
+    from gpuconf.report.model import CORDONED, Coverage, UntestedNode
+
+    why = "n1 is cordoned (spec.unschedulable): give --include-cordoned to test it"
+    run = replace(RUN, coverage=Coverage(("n0", "n1"), (UntestedNode("n1", CORDONED, why),)))
+    evidence = [cncf.CncfResult((SECURE,), result("isolation.no-request-sees-no-gpu", "pass", "n0"))]
+    statuses = cncf.write_evidence(run, evidence, tmp_path, options={})
+    assert [s.status for s in statuses if s.requirement.id == SECURE] == ["pass"]
+    log = (tmp_path / "e2e.log").read_text().splitlines()
+    assert log[2:4] == ["coverage: 1 of 2 GPU nodes tested; 1 cordoned", f"not tested: n1 (cordoned): {why}"]
+    (suite,) = ET.parse(tmp_path / "junit.xml").getroot().iter("testsuite")
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert properties["gpuconf.coverage"] == "1 of 2 GPU nodes tested; 1 cordoned"
+    assert properties["gpuconf.untested.n1"] == f"cordoned: {why}"
+    doc = json.loads((tmp_path / "results.json").read_text())
+    assert run.coverage is not None and doc["coverage"] == run.coverage.as_json()
+    cncf.write_evidence(RUN, evidence, tmp_path / "plain", options={})
+    assert json.loads((tmp_path / "plain" / "results.json").read_text())["coverage"] is None
+    assert "coverage:" not in (tmp_path / "plain" / "e2e.log").read_text()

@@ -166,7 +166,7 @@ def test_json_carries_every_group_and_the_exit_status(reports: Pair) -> None:
                                     "message": "h100-0 allocatable nvidia.com/gpu is 7, capacity 8"}]
     assert [(c["check"], c["old"], c["new"]) for c in doc["fixed"]] == [(NVML, "degraded", "pass")]
     assert doc["checks_appeared"] == [{"check": TRANSPORT, "outcomes": {"pass": 2}}]
-    assert doc["node_changes"] == [{"node": "h100-0", "old": "degraded", "new": "fail"}]
+    assert doc["node_changes"] == [{"node": "h100-0", "old": "degraded", "new": "fail", "reason": None}]
     assert doc["metric_regressions"] == [{"check": BUSBW, "node": "h100-0", "metric": "busbw >= 1 GiB",
                                           "unit": "GB/s", "old": 365.0, "new": 292.0, "change": -0.2}]
     assert doc["tolerance"] == 0.1 and doc["metrics_compared"] == 2
@@ -193,6 +193,30 @@ def test_a_run_that_could_not_start_says_so_in_its_line(tmp_path: Path) -> None:
     assert out.splitlines()[1] == (f"new: {new}, run r, kubeconfig:/k, 2023-11-14T22:13:20Z, "
                                    "NOT STARTED: cluster unreachable: connection refused")
     assert f"  {ALLOC}: was 1 pass" in out.splitlines()
+
+
+def test_a_node_the_new_run_left_untested_is_named_with_its_reason(tmp_path: Path) -> None:
+    """Issue 25: the new run's coverage reaches the diff: its line, and why a node lost its verdict."""
+    from dataclasses import replace
+
+    from gpuconf.report.model import CORDONED, Coverage, UntestedNode
+
+    why = "h100-1 is cordoned (spec.unschedulable): give --include-cordoned to test it"
+    coverage = Coverage(("h100-0", "h100-1"), (UntestedNode("h100-1", CORDONED, why),))
+    both = [result(ALLOC, "h100-0", "pass"), result(ALLOC, "h100-1", "pass")]
+    old = write_json(replace(record("a"), coverage=Coverage(("h100-0", "h100-1"))), both, tmp_path / "a.json")
+    new = write_json(replace(record("b"), coverage=coverage), both[:1], tmp_path / "b.json")
+    status, out, _ = cli(old, new)
+    lines = out.splitlines()
+    assert status == 0 and lines[0] == f"old: {old}, run a, simulated:healthy-h100, 2023-11-14T22:13:20Z"
+    assert lines[1] == f"new: {new}, run b, simulated:healthy-h100, 2023-11-14T22:13:20Z, " + coverage.line()
+    assert f"  ABSENT h100-1 {ALLOC} (was PASS): {why}" in lines
+    assert f"  h100-1: PASS -> NOT-TESTED ({why})" in lines
+    doc = json.loads(cli(old, new, "--json")[1])
+    assert doc["new"]["coverage"] == coverage.as_json() and doc["old"]["coverage"]["line"] == "2 of 2 GPU nodes tested"
+    assert doc["node_changes"] == [{"node": "h100-1", "old": "pass", "new": "not-tested", "reason": why}]
+    assert load_report(new).coverage == coverage
+    assert load_report(write_json(record("c"), both, tmp_path / "c.json")).coverage is None  # a report without it
 
 
 def test_a_run_directory_is_read_as_its_report_json(reports: Pair) -> None:

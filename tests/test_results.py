@@ -461,3 +461,32 @@ def test_the_reader_role_grants_exactly_what_the_command_uses(sim: tuple[Simulat
     assert [str(g) for g in unused_grants(policy, namespaced, {})] == []
     # Outside the namespace only what connecting does (the same check a suite run makes).
     assert {(r.verb, r.resource) for r in requests if not r.namespace} <= {("list", "nodes")}
+
+
+def test_a_run_that_left_gpu_nodes_untested_is_listed_incomplete_with_its_coverage(
+        sim: tuple[SimulatedCluster, Path], volume: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25: a run whose nodes passed but that left a selected GPU node untested is not a PASS in
+    the listing; its coverage line says what is missing."""
+    from gpuconf.report.model import CORDONED, CheckResult, Coverage, RunRecord, UntestedNode
+    from gpuconf.report.writers import write_json
+
+    why = "h100-1 is cordoned (spec.unschedulable): give --include-cordoned to test it"
+    record = RunRecord("kubeconfig:/k", 1_800_000_100.0, 1_800_000_200.0, 0, run_id="r-cov",
+                       coverage=Coverage(("h100-0", "h100-1"), (UntestedNode("h100-1", CORDONED, why),)))
+    report = write_json(record, [CheckResult("inventory.gpu-count", "h100-0", "pass", "t::x[h100-0]")],
+                        volume / "gpuconf-cov12" / "report.json")
+    os.utime(report, (1_900_000_000, 1_900_000_000))
+    code, out = reader("list", volume)
+    runs = parse_listing(out)
+    assert (runs[0].name, runs[0].verdict, runs[0].coverage) == (
+        "gpuconf-cov12", "incomplete", "1 of 2 GPU nodes tested; 1 cordoned")
+    assert runs[0].report is not None and runs[0].report["coverage"] == {
+        "selected": 2, "tested": 1, "line": "1 of 2 GPU nodes tested; 1 cordoned"}
+    assert (runs[1].verdict, runs[1].coverage) == ("fail", None)  # a report without coverage, as before
+    simulate_output(monkeypatch, out, code)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    assert main(["results", "list", "--kubeconfig", str(sim[1]), "--timeout", "60"], stdout=stdout,
+                stderr=stderr) == 0, stderr.getvalue()
+    row = stdout.getvalue().splitlines()[1]
+    assert row.split()[:4] == ["gpuconf-cov12", "2027-01-15T08:03:20Z", "0", "incomplete"]
+    assert row.endswith("1 pass, 1 not-tested (1 of 2 GPU nodes tested; 1 cordoned)")

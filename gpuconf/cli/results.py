@@ -93,7 +93,9 @@ def add_results_parser(sub: Any) -> None:
                                      parser_class=type(results))
     ls = actions.add_parser("list", help="the runs on the volume, newest first, with their verdicts",
                             description="The runs on the results volume, newest first: directory, when it "
-                            "finished, the suite's exit status and the node verdicts from its report.json.")
+                            "finished, the suite's exit status and the node verdicts from its report.json (with its "
+                            "coverage line when some selected GPU node was not tested; the run is then "
+                            "incomplete unless something failed).")
     _common(ls)
     ls.add_argument("--json", action="store_true", help="print the runs as one JSON array")
     ls.set_defaults(func=_cmd_list)
@@ -147,8 +149,9 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         runs: list[RunInfo] = list_runs(cluster, **_options(args))
         if args.json:
             stdout.write(json.dumps([{"run": r.name, "time": _iso(r.mtime), "verdict": r.verdict,
-                                      "verdicts": dict(r.verdicts), "files": list(r.files), "report": r.report,
-                                      "report_error": r.report_error} for r in runs], indent=2) + "\n")
+                                      "coverage": r.coverage, "verdicts": dict(r.verdicts), "files": list(r.files),
+                                      "report": r.report, "report_error": r.report_error} for r in runs],
+                                    indent=2) + "\n")
             return EXIT_OK
         if not runs:
             stdout.write(f"no runs on {args.namespace}/{args.pvc}\n")
@@ -159,7 +162,7 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             finished = str(report.get("finished") or _iso(r.mtime))
             status = report.get("exit_status")
             rows.append((r.name, finished, "-" if status is None else str(status), r.verdict,
-                         _verdicts(dict(r.verdicts))))
+                         _verdicts(dict(r.verdicts)) + (f" ({r.coverage})" if r.coverage else "")))
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         for row in rows:
             stdout.write("  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True))

@@ -86,10 +86,14 @@ def summary(path):
     for verdict in (meta.get("nodes") or {}).values():
         verdicts[str(verdict)] = verdicts.get(str(verdict), 0) + 1
     counts = ((doc.get("results") or {}).get("summary")) or {}
+    coverage = meta.get("coverage")
+    if isinstance(coverage, dict):
+        coverage = {k: coverage.get(k) for k in ("selected", "tested", "line")}
     return {"run_id": meta.get("run_id"), "started": meta.get("started"), "finished": meta.get("finished"),
             "exit_status": meta.get("exit_status"), "interrupted": meta.get("interrupted"),
             "error": meta.get("error"), "verdicts": verdicts,
-            "counts": {k: counts.get(k) for k in ("tests", "passed", "failed", "skipped")}}
+            "counts": {k: counts.get(k) for k in ("tests", "passed", "failed", "skipped")},
+            "coverage": coverage if isinstance(coverage, dict) else None}
 
 
 def runs():
@@ -191,16 +195,29 @@ class RunInfo:
         return dict((self.report or {}).get("verdicts") or {})
 
     @property
+    def coverage(self) -> str | None:
+        """The report's coverage line ("1 of 2 GPU nodes tested; 1 cordoned") when some selected GPU
+        node was not tested; None when every one was, or the report has no coverage."""
+        coverage = (self.report or {}).get("coverage")
+        if not isinstance(coverage, dict) or not isinstance(coverage.get("line"), str):
+            return None
+        selected, tested = coverage.get("selected"), coverage.get("tested")
+        if isinstance(selected, int) and isinstance(tested, int) and tested >= selected:
+            return None
+        return str(coverage["line"])
+
+    @property
     def verdict(self) -> str:
-        """The run's worst node verdict (fail > degraded > pass > not-tested), or why there is none."""
+        """The run's worst node verdict (fail > degraded > pass > not-tested), or why there is none;
+        "incomplete" for a run without failures that left selected GPU nodes untested (issue 25)."""
         if self.report is None:
             return "no report.json" if self.report_error is None else "unreadable report.json"
         if self.report.get("error"):
             return "not started"
         for verdict in ("fail", "degraded", "pass", "not-tested"):
             if self.verdicts.get(verdict):
-                return verdict
-        return "no results"
+                return "incomplete" if verdict in ("pass", "not-tested") and self.coverage else verdict
+        return "incomplete" if self.coverage else "no results"
 
 
 @dataclass(frozen=True)

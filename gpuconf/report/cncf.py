@@ -16,6 +16,10 @@ What the files are:
 * ``results.json``: per requirement its id, level, status and the checks and nodes behind it. The
   layout is gpuconf's own (schema ``gpuconf.cncf-evidence/1``): the reference suite's results.json is
   ``go test -json`` output, which we do not imitate.
+* All three say which selected GPU nodes the run tested (issue 25): e2e.log a ``coverage:`` line and
+  one ``not tested:`` line per node left out, junit.xml the ``gpuconf.coverage`` and
+  ``gpuconf.untested.<node>`` suite properties, results.json a ``coverage`` object (null without
+  the accounting). A requirement's status is still its checks' (the nodes left out are named, not judged).
 """
 
 from __future__ import annotations
@@ -170,6 +174,9 @@ def e2e_log(run: RunRecord, results: Sequence[CncfResult], statuses: Sequence[Re
              f"finished {_iso(run.finished)}; exit status {run.exit_status}"]
     if run.error:
         lines.append(f"the run could not start: {run.error}")
+    if run.coverage is not None:
+        lines.append(f"coverage: {run.coverage.line()}")
+        lines += [f"not tested: {node} ({u.state}): {u.reason}" for node, u in run.coverage.missing().items()]
     lines.append("")
     for r in results:
         c = r.result
@@ -209,7 +216,8 @@ def junit_xml(run: RunRecord, statuses: Sequence[RequirementStatus]) -> bytes:
                             [case(s) for s in statuses if not s.requirement.retired_in],
                             time=run.finished - run.started, timestamp=_iso(run.started),
                             properties=(("gpuconf.provenance", run.provenance or ""),
-                                        ("gpuconf.run_id", run.run_id or "")))
+                                        ("gpuconf.run_id", run.run_id or ""),
+                                        *junit.junit_coverage_properties(run.coverage)))
 
 
 def results_json(run: RunRecord, statuses: Sequence[RequirementStatus]) -> dict[str, Any]:
@@ -223,7 +231,7 @@ def results_json(run: RunRecord, statuses: Sequence[RequirementStatus]) -> dict[
 
     return {"schema": RESULTS_SCHEMA, "version": version(), "provenance": run.provenance, "run_id": run.run_id,
             "started": _iso(run.started), "finished": _iso(run.finished), "exit_status": run.exit_status,
-            "error": run.error,
+            "error": run.error, "coverage": run.coverage.as_json() if run.coverage is not None else None,
             "requirements": [entry(s) for s in statuses if not s.requirement.retired_in],
             "retired": [dict(entry(s), removed_in=s.requirement.retired_in)
                         for s in statuses if s.requirement.retired_in]}

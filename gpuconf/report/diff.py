@@ -7,7 +7,9 @@ Markdown. The diff covers what report.json holds: outcomes per check and node, p
 NCCL busbw curves and the measured figures of :data:`METRICS` (``extra.metrics``: the smoke check's
 slowest-GPU kernel time, the whole-node probe pod's image pull time and time to Running, the bandwidth
 check's slowest-GPU host-device copy bandwidth), each
-compared in the direction that is worse, beyond a relative tolerance and an absolute floor.
+compared in the direction that is worse, beyond a relative tolerance and an absolute floor. A run's
+coverage (``extra.gpuconf.coverage``: which selected GPU nodes it tested) is read when present: a run
+that left nodes untested says so in its line, and a node the new run did not test carries its reason.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuconf.errors import EXIT_OK, EXIT_REJECTED, UsageError
-from gpuconf.report.model import CLUSTER, DEGRADED, FAIL, NOT_TESTED, PASS, worst
+from gpuconf.report.model import CLUSTER, DEGRADED, FAIL, NOT_TESTED, PASS, Coverage, worst
 
 __all__ = ["ABSENT", "FAIL_ON", "LARGE_MESSAGE", "METRICS", "NOT_COMPARED", "Change", "CheckCount", "MetricChange",
            "MetricSpec", "NodeChange", "Report", "ReportDiff", "diff_reports", "exit_status", "large_message_busbw",
@@ -93,10 +95,13 @@ class Report:
     error: str | None = None  # why the run could not start (then it holds no results)
     interrupted: bool = False
     metrics: Mapping[Key, Mapping[str, float]] = field(default_factory=dict)  # extra.metrics by (check, node)
+    #: Which selected GPU nodes the run tested (extra.gpuconf.coverage); None in a report without it.
+    coverage: Coverage | None = None
 
     @property
     def label(self) -> str:
-        state = (f"NOT STARTED: {self.error}" if self.error else None, "INTERRUPTED" if self.interrupted else None)
+        state = (f"NOT STARTED: {self.error}" if self.error else None, "INTERRUPTED" if self.interrupted else None,
+                 self.coverage.line() if self.coverage is not None and self.coverage.missing() else None)
         parts = [self.source] + [p for p in (self.run_id and f"run {self.run_id}", self.provenance, self.started,
                                              *state) if p]
         return ", ".join(" ".join(p.split()) for p in parts)
@@ -126,6 +131,7 @@ class NodeChange:
     node: str
     old: str
     new: str
+    reason: str | None = None  # why the new run did not test the node (its coverage), if it did not
 
 
 @dataclass(frozen=True)
@@ -248,7 +254,8 @@ def parse_report(doc: Any, *, source: str) -> Report:
                   started=_text(meta.get("started")), outcomes={k: worst(v) for k, v in seen.items()},
                   messages=messages, curves=curves,
                   nodes={str(k): str(v) for k, v in nodes.items()} if isinstance(nodes, dict) else {},
-                  error=_text(meta.get("error")), interrupted=meta.get("interrupted") is True, metrics=metrics)
+                  error=_text(meta.get("error")), interrupted=meta.get("interrupted") is True, metrics=metrics,
+                  coverage=Coverage.from_json(meta.get("coverage")))
 
 
 def _text(value: Any) -> str | None:
@@ -288,7 +295,7 @@ def diff_reports(old: Report, new: Report, *, tolerance: float = 0.1) -> ReportD
     old_checks, new_checks = {c for c, _ in old.outcomes}, {c for c, _ in new.outcomes}
     for key in sorted(set(old.outcomes) | set(new.outcomes), key=lambda k: (k[1], k[0])):
         before, after = old.outcomes.get(key, ABSENT), new.outcomes.get(key, ABSENT)
-        change = Change(key[0], key[1], before, after, new.messages.get(key))
+        change = Change(key[0], key[1], before, after, new.messages.get(key) or _untested_reason(new, key[1]))
         if after in _FAILING:
             (out.still_failing if before in _FAILING else out.new_failures).append(change)
         elif before in _FAILING and after == PASS:
@@ -303,7 +310,7 @@ def diff_reports(old: Report, new: Report, *, tolerance: float = 0.1) -> ReportD
     for node in list(old.nodes) + [n for n in new.nodes if n not in old.nodes]:
         before, after = old.nodes.get(node, ABSENT), new.nodes.get(node, ABSENT)
         if before != after:
-            out.node_changes.append(NodeChange(node, before, after))
+            out.node_changes.append(NodeChange(node, before, after, _untested_reason(new, node)))
     compared = 0
     for key in sorted(set(old.curves) & set(new.curves), key=lambda k: (k[1], k[0])):
         if not key[0].startswith("nccl."):
@@ -330,6 +337,10 @@ def diff_reports(old: Report, new: Report, *, tolerance: float = 0.1) -> ReportD
                 out.regressions.append(MetricChange(key[0], key[1], name, spec.unit, was[name], now[name],
                                                     spec.digits))
     return replace(out, metrics_compared=compared, unknown_metrics=sorted(unknown))
+
+
+def _untested_reason(report: Report, node: str) -> str | None:
+    return report.coverage.reason(node) if report.coverage is not None else None
 
 
 def _worse(spec: MetricSpec, old: float, new: float, tolerance: float) -> bool:
@@ -381,7 +392,8 @@ def _groups(diff: ReportDiff) -> list[tuple[str, list[str]]]:
         ("no longer tested", [_change_line(c) for c in diff.no_longer_tested]),
         ("checks appeared", [_count_line(c) for c in diff.checks_appeared]),
         ("checks disappeared", [_count_line(c, "was ") for c in diff.checks_disappeared]),
-        ("node verdicts changed", [f"{n.node}: {_o(n.old)} -> {_o(n.new)}" for n in diff.node_changes]),
+        ("node verdicts changed", [f"{n.node}: {_o(n.old)} -> {_o(n.new)}" + (f" ({n.reason})" if n.reason else "")
+                                   for n in diff.node_changes]),
         (f"metric regressions (tolerance {tol})", [_metric_line(m) for m in diff.regressions]),
     ]
 
@@ -427,7 +439,8 @@ def _change_json(c: Change) -> dict[str, Any]:
 def render_json(diff: ReportDiff, *, fail_on: str = "any") -> dict[str, Any]:
     def run(r: Report) -> dict[str, Any]:
         return {"source": r.source, "run_id": r.run_id, "provenance": r.provenance, "started": r.started,
-                "error": r.error, "interrupted": r.interrupted}
+                "error": r.error, "interrupted": r.interrupted,
+                "coverage": r.coverage.as_json() if r.coverage is not None else None}
 
     return {
         "old": run(diff.old), "new": run(diff.new), "tolerance": diff.tolerance,
@@ -437,7 +450,7 @@ def render_json(diff: ReportDiff, *, fail_on: str = "any") -> dict[str, Any]:
         "no_longer_tested": [_change_json(c) for c in diff.no_longer_tested],
         "checks_appeared": [{"check": c.check, "outcomes": dict(c.outcomes)} for c in diff.checks_appeared],
         "checks_disappeared": [{"check": c.check, "outcomes": dict(c.outcomes)} for c in diff.checks_disappeared],
-        "node_changes": [{"node": n.node, "old": n.old, "new": n.new} for n in diff.node_changes],
+        "node_changes": [{"node": n.node, "old": n.old, "new": n.new, "reason": n.reason} for n in diff.node_changes],
         "metrics_compared": diff.metrics_compared,
         "metric_regressions": [{"check": m.check, "node": m.node, "metric": m.metric, "unit": m.unit, "old": m.old,
                                 "new": m.new, "change": round(m.change, 6) if math.isfinite(m.change) else None}

@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Case", "testsuites"]
+from gpuconf.report.model import Coverage
+
+__all__ = ["COVERAGE_PROPERTY", "UNTESTED_PREFIX", "Case", "junit_coverage_properties", "testsuites"]
+
+#: The testsuite properties that carry a run's coverage (issue 25): the line, and per untested node
+#: ``gpuconf.untested.<node>`` = "<state>: <reason>".
+COVERAGE_PROPERTY = "gpuconf.coverage"
+UNTESTED_PREFIX = "gpuconf.untested."
 
 #: What XML 1.0 cannot hold (control characters, lone surrogates from undecodable paths): written as
 #: ``#xHH``, as pytest's own junit.xml does, so a message with an escape sequence still parses.
@@ -39,6 +46,16 @@ class Case:
     type: str | None = None
     detail: str | None = None
     system_out: str | None = None
+
+
+def junit_coverage_properties(coverage: Coverage | None) -> list[tuple[str, str]]:
+    """The testsuite-level properties saying which selected GPU nodes were tested: ``gpuconf.coverage``
+    = the coverage line, then one ``gpuconf.untested.<node>`` = "<state>: <reason>" per untested node
+    in selection order. None (no accounting): no properties."""
+    if coverage is None:
+        return []
+    return [(COVERAGE_PROPERTY, coverage.line())] + [(f"{UNTESTED_PREFIX}{node}", f"{u.state}: {u.reason}")
+                                                     for node, u in coverage.missing().items()]
 
 
 def testsuites(name: str, cases: Sequence[Case], *, time: float, timestamp: str,

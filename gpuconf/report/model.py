@@ -9,9 +9,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CLUSTER", "METRIC_PREFIX", "SERIES_PREFIX", "CheckResult", "OUTCOMES", "RunRecord", "Series",
-           "cluster_verdict", "format_metric", "from_test_report", "node_verdicts", "not_tested_kind", "parse_metrics",
-           "parse_series", "remediation", "result_remediation", "worst"]
+__all__ = ["BUSY", "CLUSTER", "CORDONED", "METRIC_PREFIX", "NOT_READY", "SERIES_PREFIX", "STATE_WORDS", "TAINTED",
+           "UNKNOWN_HARDWARE", "UNPLACEABLE", "UNTESTED_STATES", "CheckResult", "Coverage", "OUTCOMES", "RunRecord",
+           "Series", "UntestedNode", "cluster_verdict", "format_metric", "from_test_report", "node_verdicts",
+           "not_tested_kind", "parse_metrics", "parse_series", "remediation", "result_remediation", "worst"]
 
 PASS, DEGRADED, FAIL, NOT_TESTED = "pass", "degraded", "fail", "not-tested"
 OUTCOMES = (PASS, DEGRADED, FAIL, NOT_TESTED)
@@ -30,6 +31,83 @@ NOT_STARTED, INCOMPLETE = "not-started", "incomplete"
 #: Why a check was not tested: the capability is absent here (MIG on a node without MIG, a tier not
 #: asked for), or the check could not run (its probe or a permission failed, the run stopped).
 NOT_APPLICABLE, COULD_NOT_RUN = "not-applicable", "could-not-run"
+#: Why a selected GPU node was not tested, in the order the coverage line names them (issue 25): a
+#: fleet's nodes the probes cannot reach are counted, not passed over.
+CORDONED, TAINTED, BUSY, NOT_READY, UNKNOWN_HARDWARE, UNPLACEABLE = (
+    "cordoned", "tainted", "busy", "not-ready", "unknown-hardware", "unplaceable")
+UNTESTED_STATES = (CORDONED, TAINTED, BUSY, NOT_READY, UNKNOWN_HARDWARE, UNPLACEABLE)
+#: Each state as the coverage line says it (NotReady as kubectl shows the node's condition).
+STATE_WORDS = {CORDONED: "cordoned", TAINTED: "tainted", BUSY: "busy", NOT_READY: "NotReady",
+                UNKNOWN_HARDWARE: "unknown hardware", UNPLACEABLE: "unplaceable"}
+
+
+@dataclass(frozen=True)
+class UntestedNode:
+    """A selected GPU node the run did not test, and why: ``state`` one of UNTESTED_STATES, ``reason``
+    one line naming the node, the cause and what would get it tested."""
+
+    node: str
+    state: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Which of the run's selected GPU nodes were tested. A selected node not tested is never PASS
+    (node_verdicts) and keeps the run from PASS (cluster_verdict): a sign-off covers what it tested."""
+
+    selected: tuple[str, ...]
+    untested: tuple[UntestedNode, ...] = ()  # at most one entry per node
+
+    def missing(self) -> dict[str, UntestedNode]:
+        """The untested selected nodes by name, in selection order (an entry for a node not selected,
+        or a second one for a node, is not counted)."""
+        by_node: dict[str, UntestedNode] = {}
+        for u in self.untested:
+            by_node.setdefault(u.node, u)
+        return {n: by_node[n] for n in dict.fromkeys(self.selected) if n in by_node}
+
+    @property
+    def tested(self) -> int:
+        return len(dict.fromkeys(self.selected)) - len(self.missing())
+
+    def line(self) -> str:
+        """"3 of 8 GPU nodes tested; 2 cordoned, 1 tainted, 1 busy, 1 NotReady": the nonzero states
+        in UNTESTED_STATES order (a state this version does not know last, by its own name)."""
+        total = len(dict.fromkeys(self.selected))
+        head = f"{self.tested} of {total} GPU node{'' if total == 1 else 's'} tested"
+        states = [u.state for u in self.missing().values()]
+        order = list(UNTESTED_STATES) + sorted({s for s in states if s not in UNTESTED_STATES})
+        parts = [f"{states.count(s)} {STATE_WORDS.get(s, s)}" for s in order if s in states]
+        return head + ("; " + ", ".join(parts) if parts else "")
+
+    def reason(self, node: str) -> str | None:
+        """Why ``node`` was not tested, or None when it was (or is not a node of this run)."""
+        return next((u.reason for u in self.untested if u.node == node), None)
+
+    def state(self, node: str) -> str | None:
+        return next((u.state for u in self.untested if u.node == node), None)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"selected": len(dict.fromkeys(self.selected)), "tested": self.tested, "line": self.line(),
+                "untested": [{"node": u.node, "state": u.state, "reason": u.reason} for u in self.untested],
+                "nodes": list(self.selected)}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Coverage | None:
+        """A Coverage from its JSON form (as_json()); None for anything malformed (a report.json is
+        read back whatever wrote it; ``selected``, ``tested`` and ``line`` are recomputed)."""
+        if not isinstance(doc, Mapping) or not isinstance(doc.get("nodes"), list):
+            return None
+        untested = doc.get("untested", [])
+        if not isinstance(untested, list) or not all(isinstance(n, str) for n in doc["nodes"]):
+            return None
+        entries = []
+        for u in untested:
+            if not isinstance(u, Mapping) or not all(isinstance(u.get(k), str) for k in ("node", "state", "reason")):
+                return None
+            entries.append(UntestedNode(u["node"], u["state"], u["reason"]))
+        return cls(tuple(doc["nodes"]), tuple(entries))
 
 
 @dataclass(frozen=True)
@@ -41,6 +119,9 @@ class RunRecord:
     interrupted: bool = False
     run_id: str | None = None
     error: str | None = None  # why the run could not start (bad kubeconfig, unreachable, ...); no checks ran
+    #: Which selected GPU nodes were tested; None for a run without the accounting (one that never
+    #: started, a report from before it).
+    coverage: Coverage | None = None
 
     @property
     def simulated(self) -> bool:
@@ -140,22 +221,33 @@ def worst(outcomes: Iterable[str]) -> str:
     return max(ranked, key=_RANK.__getitem__) if ranked else NOT_TESTED
 
 
-def node_verdicts(results: Sequence[CheckResult]) -> dict[str, str]:
-    """Each node's verdict: the worst of its checks, nodes in first-seen order."""
+def node_verdicts(results: Sequence[CheckResult], coverage: Coverage | None = None) -> dict[str, str]:
+    """Each node's verdict: the worst of its checks, nodes in first-seen order. With ``coverage``, a
+    node it lists as untested is NOT TESTED unless a check failed or degraded there (a label check
+    can still fail on a cordoned node), and an untested selected node without results is listed too."""
     by_node: dict[str, list[str]] = {}
     for r in results:
         by_node.setdefault(r.node_key, []).append(r.outcome)
-    return {node: worst(outcomes) for node, outcomes in by_node.items()}
+    verdicts = {node: worst(outcomes) for node, outcomes in by_node.items()}
+    if coverage is None:
+        return verdicts
+    untested = {u.node for u in coverage.untested}
+    for node in coverage.missing():
+        verdicts.setdefault(node, NOT_TESTED)
+    return {node: NOT_TESTED if node in untested and v == PASS else v for node, v in verdicts.items()}
 
 
 def cluster_verdict(run: RunRecord, results: Sequence[CheckResult]) -> str:
     """The run's one word: NOT STARTED when no check could run, FAIL > DEGRADED over every check
-    (cluster-wide ones too), INCOMPLETE for an interrupted run without either, PASS when something
-    passed, NOT TESTED when everything skipped."""
+    (cluster-wide ones too), INCOMPLETE for an interrupted run or one that left selected GPU nodes
+    untested (run.coverage) without either, PASS when something passed and every selected node was
+    tested, NOT TESTED when everything skipped."""
     if run.error:
         return NOT_STARTED
     verdict = worst(r.outcome for r in results)
-    if run.interrupted and verdict not in (FAIL, DEGRADED):
+    if verdict in (FAIL, DEGRADED):
+        return verdict
+    if run.interrupted or (run.coverage is not None and run.coverage.missing()):
         return INCOMPLETE
     return verdict
 

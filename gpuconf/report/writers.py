@@ -18,7 +18,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from gpuconf.report.junit import Case, testsuites
+from gpuconf.report.junit import Case, junit_coverage_properties, testsuites
 from gpuconf.report.model import (
     CLUSTER,
     COULD_NOT_RUN,
@@ -29,7 +29,9 @@ from gpuconf.report.model import (
     NOT_STARTED,
     NOT_TESTED,
     PASS,
+    STATE_WORDS,
     CheckResult,
+    Coverage,
     RunRecord,
     Series,
     cluster_verdict,
@@ -143,7 +145,9 @@ def ctrf_document(run: RunRecord, results: Sequence[CheckResult]) -> dict[str, A
         "extra": {"gpuconf": {"provenance": run.provenance, "simulated": run.simulated, "run_id": run.run_id,
                               "started": _iso(run.started), "finished": _iso(run.finished),
                               "exit_status": run.exit_status, "interrupted": run.interrupted, "error": run.error,
-                              "verdict": cluster_verdict(run, results), "nodes": node_verdicts(results)}},
+                              "verdict": cluster_verdict(run, results),
+                              "nodes": node_verdicts(results, run.coverage),
+                              "coverage": run.coverage.as_json() if run.coverage is not None else None}},
     }
 
 
@@ -170,13 +174,31 @@ _WORDS = {PASS: "PASS", FAIL: "FAIL", DEGRADED: "DEGRADED", NOT_TESTED: "NOT TES
           INCOMPLETE: "INCOMPLETE"}
 
 
+def _untested(run: RunRecord) -> list[dict[str, str]]:
+    """The selected GPU nodes the run did not test, in selection order: node, state (as the coverage
+    line words it), reason."""
+    missing = run.coverage.missing() if run.coverage is not None else {}
+    return [{"node": node, "state": STATE_WORDS.get(u.state, u.state), "reason": u.reason}
+            for node, u in missing.items()]
+
+
+def _node_word(verdict: str, node: str, coverage: Coverage | None) -> str:
+    """A node's verdict for the reader; an untested node says why: NOT TESTED (cordoned)."""
+    state = coverage.state(node) if coverage is not None else None
+    word = _WORDS.get(verdict, verdict.upper())
+    return f"{word} ({STATE_WORDS.get(state, state)})" if state and verdict == NOT_TESTED else word
+
+
 def write_markdown(run: RunRecord, results: Sequence[CheckResult], path: Path) -> Path:
-    """The CI summary: the cluster verdict, each failure once with its remedy, the node verdicts, and
-    the NOT TESTED reasons, each distinct reason once."""
+    """The CI summary: the cluster verdict, the coverage line, each failure once with its remedy, the
+    GPU nodes not tested with their reasons, the node verdicts, and the NOT TESTED reasons, each
+    distinct reason once."""
     c = counts(results)
     verdict = cluster_verdict(run, results)
     lines = [f"# {_cell(_title(run))}", "",
              f"**{_WORDS.get(verdict, verdict.upper())}**: {_cell(_headline(run, verdict, results))}", ""]
+    if run.coverage is not None:
+        lines += [f"**Coverage**: {_cell(run.coverage.line())}", ""]
     if run.interrupted:
         lines += ["**INTERRUPTED**: the run was stopped; these are the results collected so far.", ""]
     lines += [f"{c['tests']} checks: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
@@ -192,11 +214,16 @@ def write_markdown(run: RunRecord, results: Sequence[CheckResult], path: Path) -
             if view["remediation"]:
                 lines.append(f"  - remedy: {_cell(view['remediation'])}")
         lines.append("")
-    verdicts = node_verdicts(results)
+    untested = _untested(run)
+    if untested:
+        lines += ["## Not tested nodes", ""]
+        lines += [f"- {_cell(u['node'])} ({_cell(u['state'])}): {_cell(u['reason'])}" for u in untested]
+        lines.append("")
+    verdicts = node_verdicts(results, run.coverage)
     if verdicts:
         lines += ["| node | verdict |", "|---|---|"]
         lines += [f"| {_cell('cluster-wide checks' if node == CLUSTER else node)} | "
-                  f"{_WORDS.get(v, v.upper())} |" for node, v in verdicts.items()]
+                  f"{_cell(_node_word(v, node, run.coverage))} |" for node, v in verdicts.items()]
         lines.append("")
     for kind, heading in ((COULD_NOT_RUN, "Could not run"), (NOT_APPLICABLE, "Not applicable here")):
         items = _not_tested(results)[kind]
@@ -214,10 +241,13 @@ def capability(r: CheckResult) -> str:
     return stem.removeprefix("test_") or r.check.split(".", 1)[0]
 
 
-def _cell_label(results: Sequence[CheckResult]) -> tuple[str, str]:
+def _cell_label(results: Sequence[CheckResult], *, untested: bool = False) -> tuple[str, str]:
     """(css class, label) of a nodes x capabilities cell: its worst outcome; an all-skipped cell says
-    whether something could not run or nothing applied."""
+    whether something could not run or nothing applied. On a node the run did not test (``untested``)
+    a passing cell is NOT TESTED, as its node is (node_verdicts): a failure there still shows."""
     outcome = worst(r.outcome for r in results)
+    if untested and outcome in (PASS, NOT_TESTED):
+        return NOT_TESTED, "NOT TESTED"
     if outcome != NOT_TESTED:
         return outcome, outcome.upper()
     if any(not_tested_kind(r) == COULD_NOT_RUN for r in results):
@@ -225,15 +255,18 @@ def _cell_label(results: Sequence[CheckResult]) -> tuple[str, str]:
     return NOT_APPLICABLE, "N/A"
 
 
-def _grid(results: Sequence[CheckResult]) -> dict[str, Any]:
-    """Nodes (cluster-wide checks apart) x capabilities, each cell its results."""
+def _grid(results: Sequence[CheckResult], coverage: Coverage | None = None) -> dict[str, Any]:
+    """Nodes (cluster-wide checks apart, untested selected nodes included) x capabilities, each cell
+    its results."""
     caps: dict[str, None] = {}
     cells: dict[tuple[str, str], list[CheckResult]] = {}
     for r in results:
         caps.setdefault(capability(r))
         cells.setdefault((r.node_key, capability(r)), []).append(r)
-    nodes = [n for n in node_verdicts(results) if n != CLUSTER]
-    out = {key: {"results": rs, "css": _cell_label(rs)[0], "label": _cell_label(rs)[1],
+    nodes = [n for n in node_verdicts(results, coverage) if n != CLUSTER]
+    untested = {u.node for u in coverage.untested} if coverage is not None else set()
+    labels = {key: _cell_label(rs, untested=key[0] in untested) for key, rs in cells.items()}
+    out = {key: {"results": rs, "css": labels[key][0], "label": labels[key][1],
                  "counts": f"{sum(r.outcome == PASS for r in rs)}/{len(rs)}"} for key, rs in cells.items()}
     return {"nodes": nodes, "capabilities": list(caps), "cells": out,
             "cluster": [r for r in results if r.node is None]}
@@ -279,17 +312,43 @@ def failure_view(r: CheckResult) -> dict[str, Any]:
             "capability": capability(r)}
 
 
+#: How many untested nodes the headline names with their reasons; the rest are in "Not tested nodes".
+_HEADLINE_UNTESTED = 3
+
+
+def _coverage_gap(coverage: Coverage) -> str:
+    """The coverage line with the untested nodes and their reasons: "1 of 2 GPU nodes tested; 1
+    cordoned: h100-1 (h100-1 is cordoned ...)"."""
+    missing = list(coverage.missing().values())
+    named = ", ".join(f"{u.node} ({u.reason})" for u in missing[:_HEADLINE_UNTESTED])
+    more = f" and {len(missing) - _HEADLINE_UNTESTED} more (see Not tested nodes)" if (
+        len(missing) > _HEADLINE_UNTESTED) else ""
+    return f"{coverage.line()}: {named}{more}"
+
+
 def _headline(run: RunRecord, verdict: str, results: Sequence[CheckResult]) -> str:
-    nodes = node_verdicts(results)
+    coverage = run.coverage
+    nodes = node_verdicts(results, coverage)
     node_count = len([n for n in nodes if n != CLUSTER])
+    gap = coverage is not None and bool(coverage.missing())
     if verdict == NOT_STARTED:
         return "No check ran: " + (run.error or "the run could not start")
     if verdict == INCOMPLETE:
-        return "The run was stopped before it finished: no failure so far, but not every check ran"
+        stopped = "The run was stopped before it finished: no failure so far, but not every check ran"
+        if not gap or coverage is None:
+            return stopped
+        after = ("No GPU node could be tested; none can be handed over until tested." if coverage.tested == 0 else
+                 "The tested nodes passed every check that applied; the others cannot be handed over until tested.")
+        return (f"{stopped}. " if run.interrupted else "") + f"{_coverage_gap(coverage)}. {after}"
     if verdict == NOT_TESTED:
         return f"Nothing was tested: every check on {node_count} node(s) skipped (see Not tested)"
     if verdict == PASS:
+        if coverage is not None:
+            total = len(dict.fromkeys(coverage.selected))
+            return (f"All {coverage.tested} of {total} GPU node{'' if total == 1 else 's'} tested and passed every "
+                    "check that applied: they can be handed over")
         return f"All {node_count} node(s) passed every check that applied: they can be handed over"
+
     def named(names: list[str]) -> str:
         return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
 
@@ -302,6 +361,8 @@ def _headline(run: RunRecord, verdict: str, results: Sequence[CheckResult]) -> s
         parts.append(f"{len(degraded)} of {node_count} node(s) degraded: {named(degraded)}")
     if nodes.get(CLUSTER) in (FAIL, DEGRADED):
         parts.append(f"cluster-wide checks {'fail' if nodes[CLUSTER] == FAIL else 'are degraded'}")
+    if gap and coverage is not None:
+        return "; ".join(parts) + f". {_coverage_gap(coverage)}"
     return "; ".join(parts)
 
 
@@ -312,16 +373,19 @@ def render_html(run: RunRecord, results: Sequence[CheckResult]) -> str:
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["word"] = lambda outcome: _WORDS.get(str(outcome), str(outcome).upper())
     verdict = cluster_verdict(run, results)
+    verdicts = node_verdicts(results, run.coverage)
     failures = [failure_view(r) for r in _failures(results)]
     failures.sort(key=lambda f: 0 if f["result"].outcome == FAIL else 1)  # FAIL first, run order within
     series = [{"result": r, "series": s, "svg": series_svg(s)} for r in results for s in r.series
               if len(s.points) >= (1 if s.x_scale == "category" else 2)]
     return env.get_template("signoff.html.j2").render(
         title=_title(run), run=run, verdict=verdict, headline=_headline(run, verdict, results),
-        counts=counts(results), verdicts=node_verdicts(results), grid=_grid(results), failures=failures,
+        counts=counts(results), verdicts=verdicts, grid=_grid(results, run.coverage), failures=failures,
         not_tested=_not_tested(results), series=series, started=_iso(run.started), finished=_iso(run.finished),
         capabilities=sorted({capability(r) for r in results if r.outcome != NOT_TESTED}),
-        nodes_tested=len([n for n, v in node_verdicts(results).items() if n != CLUSTER and v != NOT_TESTED]),
+        nodes_tested=len([n for n, v in verdicts.items() if n != CLUSTER and v != NOT_TESTED]),
+        coverage=run.coverage.line() if run.coverage is not None else None, untested=_untested(run),
+        node_word=lambda v, node: _node_word(v, node, run.coverage),
         could_not_run=COULD_NOT_RUN, not_applicable=NOT_APPLICABLE, cluster_key=CLUSTER)
 
 
@@ -423,7 +487,8 @@ def write_not_started_junit(run: RunRecord, path: Path) -> Path:
     wall = run.finished - run.started
     case = Case("run could not start", "gpuconf", wall, "error", run.error or "the run could not start",
                 type=f"exit status {run.exit_status}")
-    return _atomic_write(path, testsuites("gpuconf", [case], time=wall, timestamp=_iso(run.started)).decode())
+    return _atomic_write(path, testsuites("gpuconf", [case], time=wall, timestamp=_iso(run.started),
+                                          properties=junit_coverage_properties(run.coverage)).decode())
 
 
 def write_reports(run: RunRecord, results: Sequence[CheckResult], directory: Path) -> list[Path]:
