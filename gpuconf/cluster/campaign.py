@@ -794,8 +794,14 @@ def run_campaign(ctx: RunContext, pods: Sequence[Obj], *, timeout: float, schedu
     with contextlib.ExitStack() as watching:
         if record_claims:  # before the creates: a claim can come and go while a create waits out a Retry-After
             claims = watching.enter_context(ClaimWatch(cluster, ctx.namespace))
+        for pod in prepared:  # a node the scheduler already refused for its own state: nothing to wait for
+            if (node := _pinned_node(pod)) in ctx.unplaced:
+                rejected[pod["metadata"]["name"]] = replace(
+                    make_rejected_outcome(pod["metadata"]["name"], "Unschedulable", ctx.unplaced[node][1]),
+                    phase="Pending", unschedulable=True)
+        creating = [p for p in prepared if p["metadata"]["name"] not in rejected]
         with ThreadPoolExecutor(max_workers=max(1, parallel_creates)) as pool:
-            for pod, refused in zip(prepared, pool.map(lambda p: _create_pod(cluster, p), prepared), strict=True):
+            for pod, refused in zip(creating, pool.map(lambda p: _create_pod(cluster, p), creating), strict=True):
                 name = pod["metadata"]["name"]
                 if refused is not None:
                     rejected[name] = refused

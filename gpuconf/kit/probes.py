@@ -16,14 +16,15 @@ if TYPE_CHECKING:
     from gpuconf.nodes import GpuRequest, NodeView
     from gpuconf.probe_pods import ClaimRequest
 
-__all__ = ["WholeNodeProbes", "claim_template", "cuda_probe_pod", "native_probe_cuda", "parsed_probe", "probe_block", "probe_report"]
+__all__ = ["WholeNodeProbes", "claim_template", "cuda_probe_pod", "native_probe_cuda", "parsed_probe", "probe_block",
+           "probe_report"]
 
 class WholeNodeProbes(dict[str, PodOutcome]):
     """The whole-node probes by node, and for each GPU node without one the node view's reason why
     (``why``: the NOT TESTED line of every check that reads it)."""
 
-    def __init__(self, outcomes: Mapping[str, PodOutcome] = (), why: Mapping[str, str] | None = None) -> None:
-        super().__init__(outcomes)
+    def __init__(self, outcomes: Mapping[str, PodOutcome] | None = None, why: Mapping[str, str] | None = None) -> None:
+        super().__init__(outcomes or {})
         self.why: dict[str, str] = dict(why or {})
 
 

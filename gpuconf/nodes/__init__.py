@@ -21,7 +21,7 @@ from gpuconf.nodes.facts import Fact, NodeFacts, Source
 from gpuconf.nodes.offers import GpuRequest, Unavailable, Via, Why
 from gpuconf.nodes.view import NVIDIA_HANDLER, NodeView, RuntimeClassRef, build_views, gpu_runtime_class
 
-__all__ = ["BUSY", "CORDONED", "NOT_READY", "TAINTED", "UNPLACEABLE", "UNSCHEDULABLE_TAINT", "Availability", "GpuHolder", "TolerationError",
-           "gpu_holders", "parse_toleration", "placement_blocker", "GPU_CLASS", "GPU_DRIVER", "MIG_CLASS", "NVIDIA_HANDLER", "Fact", "GpuRequest", "NodeFacts", "NodeView",
-           "RuntimeClassRef", "SliceDevice", "Source", "Unavailable", "Via", "Why", "build_views", "gpu_runtime_class",
-           "slice_devices"]
+__all__ = ["Availability", "BUSY", "CORDONED", "Fact", "GPU_CLASS", "GPU_DRIVER", "GpuHolder", "GpuRequest",
+           "MIG_CLASS", "NOT_READY", "NVIDIA_HANDLER", "NodeFacts", "NodeView", "RuntimeClassRef", "SliceDevice",
+           "Source", "TAINTED", "TolerationError", "UNPLACEABLE", "UNSCHEDULABLE_TAINT", "Unavailable", "Via", "Why",
+           "build_views", "gpu_holders", "gpu_runtime_class", "parse_toleration", "placement_blocker", "slice_devices"]

@@ -91,7 +91,8 @@ def _is_gpu_resource(name: str) -> bool:
     return name.startswith(("nvidia.com/gpu", "nvidia.com/mig-"))
 
 
-def gpu_holders(pods: Iterable[Mapping[str, Any]], *, exclude_namespace: str | None = None) -> dict[str, list[GpuHolder]]:
+def gpu_holders(pods: Iterable[Mapping[str, Any]], *,
+                exclude_namespace: str | None = None) -> dict[str, list[GpuHolder]]:
     """Unfinished pods (API objects) bound to a node and holding GPU extended resources, by node;
     ``exclude_namespace`` (the run's own) left out. A container's GPUs are its limits (extended
     resources have requests equal to limits); init containers hold theirs only while they run and
@@ -176,8 +177,8 @@ def availability(node: Any, tolerations: Sequence[Mapping[str, Any]], holders: S
                     for resource, count in node.gpu_capacity.items())
     ready = next((c for c in node.conditions if c.type == "Ready"), None)
     if ready is None or ready.status != "True":
-        state = "never reported" if ready is None else {"False": "Ready=False", "Unknown": "Ready=Unknown: the "
-                                                          "kubelet stopped posting status"}.get(ready.status, ready.status)
+        words = {"False": "Ready=False", "Unknown": "Ready=Unknown: the kubelet stopped posting status"}
+        state = "never reported" if ready is None else words.get(ready.status, ready.status)
         detail = "" if ready is None else "; ".join(p for p in (ready.reason, ready.message) if p)
         return Availability(NOT_READY, f"{name} is NotReady ({state}){_since(getattr(ready, 'since', None), now)}"
                             + (f": {detail}" if detail else "") + ": no probe can run there until it is Ready again",

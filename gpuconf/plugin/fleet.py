@@ -127,3 +127,18 @@ def unknown_model(view: Any) -> str | None:
     return (f"{view.name}'s GPU model {product} is not in gpuconf/data/gpus.yaml: its checks ran, but the figures "
             "they judge against (memory, bandwidth, compatibility class) are unknown for it; add the model to "
             "the table")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The coverage in pytest's own junit.xml (testsuite properties), before pytest writes it."""
+    from _pytest.junitxml import xml_key
+
+    from gpuconf.report.junit import junit_coverage_properties
+
+    xml = session.config.stash.get(xml_key, None)
+    coverage = run_coverage(session.config)
+    if xml is None or coverage is None:
+        return
+    for name, value in junit_coverage_properties(coverage):
+        xml.add_global_property(name, value)

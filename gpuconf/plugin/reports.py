@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from gpuconf.kit.state import SESSION
+from gpuconf.plugin.fleet import EXIT_UNTESTED, run_coverage
 from gpuconf.plugin.signoff import sign_off_nodes
 
 _WORSE = {"passed": 0, "skipped": 1, "failed": 2}
@@ -88,13 +89,18 @@ class ReportCollector:
             from gpuconf.cluster.errors import EXIT_UNREACHABLE
 
             exitstatus = EXIT_UNREACHABLE
+        coverage = run_coverage(self.config)
+        if coverage is not None and coverage.untested and int(exitstatus) == int(pytest.ExitCode.OK):
+            exitstatus = EXIT_UNTESTED  # nothing failed, but not every selected GPU node was tested
         exitstatus = session.exitstatus = sign_off_nodes(self.config, [from_test_report(
             nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"]) for nodeid, t in self.tests.items()],
-            int(exitstatus), self.config.pluginmanager.get_plugin("terminalreporter"))  # before the cluster closes
+            int(exitstatus), self.config.pluginmanager.get_plugin("terminalreporter"),
+            coverage)  # before the cluster closes
         run = RunRecord(provenance=handle.provenance if handle is not None else None, started=self.started,
                         finished=time.time(), exit_status=int(exitstatus),
                         interrupted=int(exitstatus) == int(pytest.ExitCode.INTERRUPTED),
-                        run_id=state.run.run_id if state is not None and state.run is not None else None)
+                        run_id=state.run.run_id if state is not None and state.run is not None else None,
+                        coverage=coverage)
         by_nodeid = {nodeid: from_test_report(nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"])
                      for nodeid, t in self.tests.items()}
         results = list(by_nodeid.values())
@@ -108,6 +114,10 @@ class ReportCollector:
             return
         if reporter is not None:
             reporter.write("\n")
+            if coverage is not None:
+                reporter.write_line(f"gpuconf: {coverage.line()}", yellow=bool(coverage.untested))
+                for missing in coverage.untested:
+                    reporter.write_line(f"gpuconf:   not tested: {missing.reason}", yellow=True)
             reporter.write_line(f"gpuconf: reports in {self.report_dir}")
             if self.config.getoption("--cncf-evidence"):
                 reporter.write_line(f"gpuconf: CNCF evidence in {self.config.getoption('--cncf-evidence')}")

@@ -10,7 +10,8 @@ import pytest
 from gpuconf.kit.state import SESSION
 
 
-def sign_off_nodes(config: pytest.Config, results: list[Any], exitstatus: int, reporter: Any) -> int:
+def sign_off_nodes(config: pytest.Config, results: list[Any], exitstatus: int, reporter: Any,
+                   coverage: Any = None) -> int:
     """--label-nodes/--taint-failed: sign off each node of the run's inventory that has a check result
     (gpuconf.cluster.signoff). Only a run that finished (all passed, or some failed) signs off; the
     exit status becomes 12/11 when RBAC refused the patches or the API server was gone."""
@@ -31,13 +32,15 @@ def sign_off_nodes(config: pytest.Config, results: list[Any], exitstatus: int, r
             reporter.ensure_newline()
             reporter.write_line(line, red=red)
 
-    if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+    from gpuconf.plugin.fleet import EXIT_UNTESTED
+
+    if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED, EXIT_UNTESTED):
         say(f"gpuconf: nodes not signed off: the run did not finish (exit status {exitstatus})", red=True)
         return exitstatus
     tested = {n.name for n in state.inventory.gpu_nodes} if state.inventory is not None else set()
     signoffs = [NodeSignOff(node, verdict, tuple(r.check for r in results
                                                  if r.node == node and r.outcome in (FAIL, DEGRADED)))
-                for node, verdict in node_verdicts(results).items() if node in tested]
+                for node, verdict in node_verdicts(results, coverage).items() if node in tested]
     done = sign_off(state.handle.cluster, signoffs, run_id=state.run.run_id if state.run is not None else None,
                     when=datetime.now(UTC), taint_failed=taint)
     say("gpuconf: nodes signed off: " + (", ".join(
@@ -46,6 +49,6 @@ def sign_off_nodes(config: pytest.Config, results: list[Any], exitstatus: int, r
     for r in done:
         if r.error is not None:
             say(f"gpuconf: {r.node} not signed off: {r.error}", red=True)
-            if isinstance(r.error, ForbiddenError | UnreachableError) and exitstatus in (0, 1):
+            if isinstance(r.error, ForbiddenError | UnreachableError) and exitstatus in (0, 1, EXIT_UNTESTED):
                 exitstatus = access_exit_status(r.error) or exitstatus
     return exitstatus
