@@ -18,7 +18,8 @@
 ``SwapNodeControllerTaint`` stamps every taint it adds with ``timeAdded``; so does this.
 Not simulated: the health monitor itself (the lease-based switch to Unknown after
 node-monitor-grace-period: a simulated node is marked Unknown by whoever sets its condition),
-and evicting the pods a NoExecute taint repels.
+marking the pods of a NotReady node not Ready (MarkPodsNotReady), and evicting the pods a
+NoExecute taint repels.
 """
 
 from __future__ import annotations
