@@ -29,8 +29,12 @@ PROFILES = ROOT / "gpuconf" / "data" / "sim_profiles"
 HEALTHY = ["healthy-h100", "a100-mig-mixed", "h100-mig-single", "t4-timeslicing", "a100-mps", "h200-dra-only",
            "plugin-and-dra", "mixed-driver-570", "multi-pool", "geforce-workstation"]
 
+#: Fleet states no check fails for (severity not-tested): a cordoned, tainted, NotReady or busy node.
+# issue 25: the suite reports these NOT TESTED (tests/test_fleet_states.py)
+NOT_TESTED = {f.id for f in fault_catalog().values() if f.severity == "not-tested"}
 #: Faults whose named check lives in a suite that exists (the others belong to suites still to come).
-FAULTS = [f for f in fault_catalog().values() if f.check in checks() and (ROOT / checks()[f.check].suite).exists()]
+FAULTS = [f for f in fault_catalog().values() if f.check in checks() and (ROOT / checks()[f.check].suite).exists()
+          and f.id not in NOT_TESTED]
 
 #: Checks a fault legitimately breaks besides its own, with the reason. Anything else failing is a bug
 #: (a check that cannot tell its fault from another's).
@@ -126,6 +130,8 @@ def test_a_healthy_profile_passes_every_suite(pytester: pytest.Pytester, profile
 def test_the_matrix_covers_every_fault_of_the_existing_suites():
     covered = {f.id for f in FAULTS}
     for f in fault_catalog().values():
+        if f.id in NOT_TESTED:
+            continue
         assert (f.id in covered) == (ROOT / f.suite).exists(), f"{f.id}: catalog suite {f.suite}"
         assert f.suite == checks()[f.check].suite if f.check in checks() else True, f.id
 

@@ -52,6 +52,7 @@ from gpuconf.sim import exporter
 from gpuconf.sim.agent_io import MERGE, AgentApi, WorkQueue
 from gpuconf.sim.agent_logs import LogEndpoint, LogStore, NoSuchContainer
 from gpuconf.sim.agent_model import (
+    admin_spec,
     cluster_policy_status,
     kubelet_version,
     kubelet_wording,
@@ -66,9 +67,10 @@ from gpuconf.sim.agent_model import (
     pod_ip,
 )
 from gpuconf.sim.agent_pods import Kubelet, NodeRuntime, PodRun, Timings, rfc3339
-from gpuconf.sim.node_facts import resource_slices
+from gpuconf.sim.node_facts import node_resources, resource_slices
 from gpuconf.sim.profile import SimCluster, SimNode
 from gpuconf.sim.server import FakeApiServer, LogProvider, LogRequest, LogUnavailable
+from gpuconf.sim.tenants import make_tenant_namespace, make_tenant_pod
 
 __all__ = ["DEFAULT_LEASE_RATE", "NodeAgents", "default_lease_interval"]
 
@@ -77,6 +79,7 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 LEASE_NAMESPACE = "kube-node-lease"
+GPU_RESOURCE = "nvidia.com/gpu"
 #: Lease renewals per second the agents allow themselves by default (the kubelet renews every
 #: 10 s, NodeLeaseDurationSeconds 40, pkg/kubelet/nodelease).
 DEFAULT_LEASE_RATE = 18.0
@@ -87,8 +90,8 @@ def default_lease_interval(nodes: int, rate: float = DEFAULT_LEASE_RATE) -> floa
     return max(10.0, nodes / rate)
 
 
-def _now_micro() -> str:
-    t = time.time()
+def _now_micro(t: float | None = None) -> str:
+    t = time.time() if t is None else t
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}Z"
 
 
@@ -136,6 +139,7 @@ class NodeAgents:
         self._seen: str | None = None  # the last resourceVersion the pod watch delivered
         self._failures: dict[str, int] = {}
         self._runtime_classes: dict[str, tuple[float, str | None]] = {}
+        self._ready: dict[str, tuple[float, tuple[str, str]]] = {}  # node -> (read at, its Ready condition)
         self._event_ns = 0
         self._event_lock = threading.Lock()
         self._servers: list[tuple[FakeApiServer, LogProvider]] = []
@@ -295,7 +299,8 @@ class NodeAgents:
         api = self._api
         runtime = self._runtimes[node.name]
         body = make_node(node, runtime.index)
-        status = make_node_status(node, kubelet=self.kubelet_version, port=self.log_port, now=rfc3339(time.time()),
+        now = time.time()
+        status = make_node_status(node, kubelet=self.kubelet_version, port=self.log_port, now=now,
                                   address=self.address)
         created = api.ignoring((409,), api.core.create_node, body)
         if created is None:  # adopt the existing Node: our labels over its own, our status in place of its
@@ -303,6 +308,7 @@ class NodeAgents:
             meta = existing.setdefault("metadata", {})
             meta["labels"] = {**(meta.get("labels") or {}), **body["metadata"]["labels"]}
             meta["annotations"] = {**(meta.get("annotations") or {}), **body["metadata"]["annotations"]}
+            _add_admin_spec(existing.setdefault("spec", {}), admin_spec(node))
             created = api.call(api.core.replace_node, node.name, existing)
             created["status"] = status
             created = api.call(api.core.replace_node_status, node.name, created)
@@ -310,8 +316,12 @@ class NodeAgents:
             created = api.call(api.core.patch_node_status, node.name, {"status": status}, _content_type=MERGE)
         uid = str(created.get("metadata", {}).get("uid", ""))
         self._node_uids[node.name] = uid
-        lease = make_lease(node.name, uid, duration=self.lease_duration, now_micro=_now_micro())
-        if api.ignoring((409,), api.coordination.create_namespaced_lease, LEASE_NAMESPACE, lease) is None:
+        # A kubelet that stopped posting (node-not-ready, Unknown) last renewed its lease when it stopped.
+        dead = node.ready == "Unknown"
+        renewed = _now_micro(now - node.ready_since_s if dead else now)
+        lease = make_lease(node.name, uid, duration=self.lease_duration, now_micro=renewed)
+        if api.ignoring((409,), api.coordination.create_namespaced_lease, LEASE_NAMESPACE, lease) is None \
+                and not dead:
             self._renew(node.name)
         for rs in resource_slices(node):
             meta = cast(Obj, rs["metadata"])
@@ -322,6 +332,16 @@ class NodeAgents:
                 meta["resourceVersion"] = existing["metadata"]["resourceVersion"]
                 api.call(api.resource.replace_resource_slice, meta["name"], rs)
         self._register_exporter(node)
+        self._register_tenants(node)
+
+    def _register_tenants(self, node: SimNode) -> None:
+        """The tenant pods already running on the node (gpus-busy), bound to it like any pod the
+        scheduler placed; the pod watch then runs them (their GPUs held while they sleep)."""
+        api = self._api
+        for tenant in node.tenant_pods:
+            gpus = tenant.gpus if tenant.gpus is not None else int(node_resources(node)[1].get(GPU_RESOURCE, "0"))
+            api.ignoring((409,), api.core.create_namespace, make_tenant_namespace(tenant.namespace))
+            api.ignoring((409,), api.core.create_namespaced_pod, tenant.namespace, make_tenant_pod(node, tenant, gpus))
 
     def _register_exporter_service(self) -> None:
         """The DCGM exporter's namespace and Service (its pods come with each node)."""
@@ -358,7 +378,7 @@ class NodeAgents:
             api.ignoring((409,), api.coordination.create_namespaced_lease, LEASE_NAMESPACE, lease)
 
     def _lease_loop(self) -> None:
-        names = [n.name for n in self.cluster.nodes]
+        names = [n.name for n in self.cluster.nodes if n.ready != "Unknown"]  # a dead kubelet renews nothing
         start, interval = time.monotonic(), self.lease_interval
         # Spread: node i first renews at (i + 1) / n of the interval, then every interval.
         due = [(start + interval * (i + 1) / len(names), i) for i in range(len(names))]
@@ -538,8 +558,30 @@ class NodeAgents:
         self._runtime_classes[name] = (time.monotonic(), handler)
         return handler
 
+    def node_ready(self, name: str) -> tuple[str, str]:
+        cached = self._ready.get(name)
+        if cached is not None and time.monotonic() - cached[0] < 1.0:
+            return cached[1]
+        node = self._api.ignoring((404,), self._api.core.read_node, name) or {}
+        ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"),
+                     {"status": "True"})  # not posted yet: this kubelet is up
+        answer = (str(ready.get("status")), str(ready.get("message") or ""))
+        self._ready[name] = (time.monotonic(), answer)
+        return answer
+
     def read_claim(self, namespace: str, name: str) -> Obj | None:
         return self._api.ignoring((404,), self._api.resource.read_namespaced_resource_claim, name, namespace)
+
+
+def _add_admin_spec(spec: Obj, wanted: Obj) -> None:
+    """Put a profile's cordon and taints on an adopted Node, keeping whatever else it has."""
+    if wanted.get("unschedulable"):
+        spec["unschedulable"] = True
+    taints = list(spec.get("taints") or [])
+    for taint in wanted.get("taints", []):
+        taints = [t for t in taints if (t.get("key"), t.get("effect")) != (taint["key"], taint["effect"])] + [taint]
+    if taints:
+        spec["taints"] = taints
 
 
 def _lines(resp: Any) -> Iterator[str]:

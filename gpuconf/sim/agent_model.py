@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,9 +40,12 @@ from gpuconf.sim.profile import Profile, Sharing, SimCluster, SimNode
 __all__ = [
     "MIG_PARTED_CONFIG",
     "MPS_PIPE_DIRECTORY",
+    "NETWORK_NOT_READY",
     "OPERATOR_NAMESPACE",
+    "STATUS_UNKNOWN",
     "AdmissionError",
     "DeviceBook",
+    "admin_spec",
     "as_visible",
     "cluster_policy_status",
     "make_mig_parted_config",
@@ -62,6 +66,7 @@ __all__ = [
     "make_node",
     "make_node_status",
     "make_runtime_class",
+    "node_conditions",
     "pod_ip",
 ]
 
@@ -466,6 +471,34 @@ _CONDITIONS = (
     ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
 )
 CONTAINER_RUNTIME = "containerd://2.1.4"
+#: Ready False as a live kubelet reports it when the CNI plugin is not up (kubelet_node_status.go
+#: via runtimeState.runtimeErrors/networkErrors; the containerd text of a node without a CNI config).
+NETWORK_NOT_READY = ("container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady "
+                     "message:Network plugin returns error: cni plugin not initialized")
+#: What the node lifecycle controller writes into every condition of a node whose kubelet stopped
+#: posting (node_lifecycle_controller.go tryUpdateNodeHealth).
+STATUS_UNKNOWN = ("NodeStatusUnknown", "Kubelet stopped posting node status.")
+
+
+def _rfc3339(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def node_conditions(node: SimNode, now: float) -> list[Obj]:
+    """The conditions a registered node shows: the kubelet's, or, on a NotReady node (node-not-ready),
+    Ready False since ``ready_since_s`` (a live kubelet without pod network), or every condition
+    Unknown since then (the controller's verdict on a kubelet that stopped posting at that moment)."""
+    since = _rfc3339(now - node.ready_since_s)
+    out = []
+    for kind, status, reason, message in _CONDITIONS:
+        heartbeat = transition = _rfc3339(now)
+        if node.ready == "Unknown":
+            status, (reason, message), heartbeat, transition = "Unknown", STATUS_UNKNOWN, since, since
+        elif kind == "Ready" and node.ready == "False":
+            status, reason, message, transition = "False", "KubeletNotReady", NETWORK_NOT_READY, since
+        out.append({"type": kind, "status": status, "reason": reason, "message": message,
+                    "lastHeartbeatTime": heartbeat, "lastTransitionTime": transition})
+    return out
 
 
 #: Simulated pod networks are in loopback (127.0.0.0/8, all of it routed to ``lo`` on Linux): an API
@@ -494,11 +527,23 @@ def make_node(node: SimNode, index: int) -> Obj:
         "metadata": {"name": node.name, "labels": labels, "annotations": {
             "node.alpha.kubernetes.io/ttl": "0", "volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
         "spec": {"podCIDR": pod_cidr(index), "podCIDRs": [pod_cidr(index)],
-                 "providerID": f"gpuconf-sim://{node.name}"},
+                 "providerID": f"gpuconf-sim://{node.name}", **admin_spec(node)},
     }
 
 
-def make_node_status(node: SimNode, *, kubelet: str, port: int, now: str, address: str = "127.0.0.1") -> Obj:
+def admin_spec(node: SimNode) -> Obj:
+    """What an administrator set on the Node (node-cordoned, node-tainted): ``kubectl cordon`` and
+    ``kubectl taint``'s fields. The lifecycle taints that follow are the controller's to add."""
+    spec: Obj = {}
+    if node.unschedulable:
+        spec["unschedulable"] = True
+    if node.taints:
+        spec["taints"] = [{"key": k, "value": v, "effect": e} if v else {"key": k, "effect": e}
+                          for k, v, e in node.taints]
+    return spec
+
+
+def make_node_status(node: SimNode, *, kubelet: str, port: int, now: float, address: str = "127.0.0.1") -> Obj:
     """status: capacity/allocatable (cpu, memory, pods + the device plugin's resources),
     conditions, addresses, daemonEndpoints (the agents' log endpoint) and nodeInfo."""
     gpus = max(1, len(node.gpus))
@@ -511,8 +556,7 @@ def make_node_status(node: SimNode, *, kubelet: str, port: int, now: str, addres
     return {
         "capacity": {**base, "memory": f"{memory_ki}Ki", **extended_capacity},
         "allocatable": {**base, "memory": f"{memory_ki - 102400}Ki", **extended_allocatable},
-        "conditions": [{"type": t, "status": s, "reason": r, "message": m, "lastHeartbeatTime": now,
-                        "lastTransitionTime": now} for t, s, r, m in _CONDITIONS],
+        "conditions": node_conditions(node, now),
         "addresses": [{"type": "InternalIP", "address": address}, {"type": "Hostname", "address": node.name}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
         "nodeInfo": {"machineID": ident[:32], "systemUUID": f"{ident[:8]}-{ident[8:12]}-{ident[12:16]}-"

@@ -16,6 +16,10 @@ for their compile init container, and for anything else the test hooks in annota
 * ``gpuconf.io/sim-run-seconds``: wall-clock seconds an app container runs (default: a second
   of simulated time; with restartPolicy Always, until the pod is deleted).
 
+A container whose command is ``sleep`` (:func:`parse_sleep`) runs that long in real time and
+exits 0; ``sleep infinity`` runs until the pod is deleted. On a NotReady node the kubelet starts
+nothing (see ``Kubelet._node_down``).
+
 Not simulated: container restarts (a container that exits non-zero under restartPolicy
 Always/OnFailure is shown waiting in CrashLoopBackOff, its exit in lastState), probes
 (readiness/liveness), volumes (a missing ConfigMap does not block the pod), CPU/memory admission.
@@ -52,7 +56,7 @@ from gpuconf.sim.node_facts import AdvertisedDevice
 from gpuconf.sim.profile import SimNode
 
 __all__ = ["ANNOTATION_EXIT_CODE", "ANNOTATION_LOGS", "ANNOTATION_RUN_SECONDS", "Kubelet", "KubeletApi",
-           "NodeRuntime", "PodRun", "Timings"]
+           "NodeRuntime", "PodRun", "Sleep", "Timings", "parse_sleep"]
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,10 @@ class KubeletApi(Protocol):
     def runtime_handler(self, name: str) -> str | None: ...
 
     def read_claim(self, namespace: str, name: str) -> Obj | None: ...
+
+    def node_ready(self, name: str) -> tuple[str, str]:
+        """The node's Ready condition as the API shows it: (status, message)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -195,6 +203,7 @@ class Kubelet:
         self.timings = timings
         self.clock = clock
         self._runs: dict[str, PodRun] = {}
+        self._network_reported: set[str] = set()  # pods told NetworkNotReady (uids)
         self._lock = threading.Lock()
         #: Multi-process nccl-probe jobs, by --id-addr, across every node of the cluster.
         self.rendezvous = nccl_world.Rendezvous(speed=timings.speed, run_seconds=timings.nccl_probe_seconds,
@@ -214,6 +223,9 @@ class Kubelet:
             if pod is None or not self.owns(pod):
                 return None
             run = None
+        down = self._node_down(pod, first=run is None)
+        if down is not None:
+            return down
         if pod["metadata"].get("deletionTimestamp"):
             self._stop(pod, run)
             return None
@@ -226,6 +238,22 @@ class Kubelet:
         wake = self._advance(run, pod)
         self._flush(run, pod)
         return wake
+
+    def _node_down(self, pod: Obj, *, first: bool) -> float | None:
+        """When to look again at a pod of a NotReady node, or None to go on. Ready Unknown: the
+        kubelet is gone; nothing starts, nothing is reported, a deleted pod stays Terminating until
+        it is force-deleted. Ready False (the pod network is down): a new pod is not started and
+        gets the kubelet's NetworkNotReady event (kubelet.go SyncPod), once."""
+        node = str(pod["spec"]["nodeName"])
+        status, message = self.api.node_ready(node)
+        if status == "True" or (status == "False" and (not first or pod["metadata"].get("deletionTimestamp"))):
+            return None
+        now = self.clock()
+        uid = str(pod["metadata"].get("uid"))
+        if status == "False" and uid not in self._network_reported:
+            self._network_reported.add(uid)
+            self._event_for(pod, node, "Warning", "NetworkNotReady", f"network is not ready: {message}", now)
+        return now + self.timings.sandbox_retry_seconds
 
     def forget(self, key: str) -> None:
         with self._lock:
@@ -508,8 +536,9 @@ class Kubelet:
                 code, out = dcgm.dcgm_diag_run(node, visible=visible, level=level)
                 return code, out, t.scaled(t.cuda_probe_seconds)
         annotations = meta.get("annotations") or {}
+        slept = parse_sleep([str(a) for a in (c.spec.get("command") or []) + (c.spec.get("args") or [])])
         if c.init:
-            return 0, "", t.scaled(t.plain_seconds)
+            return 0, "", t.scaled(t.plain_seconds) if slept is None else slept.seconds
         output = str(annotations.get(ANNOTATION_LOGS, ""))
         try:
             code = int(annotations.get(ANNOTATION_EXIT_CODE, "0"))
@@ -518,6 +547,8 @@ class Kubelet:
             return 1, f"gpuconf simulation: bad {ANNOTATION_EXIT_CODE}/{ANNOTATION_RUN_SECONDS}: {e}\n", 0.0
         if run_for is not None:
             return code, output, run_for
+        if slept is not None:  # sleep runs in real time, whatever the speed: someone may be waiting on it
+            return code, output, slept.seconds
         if run.restart_policy == "Always" and ANNOTATION_EXIT_CODE not in annotations:
             return code, output, None  # a service: runs until the pod is deleted
         return code, output, t.scaled(t.plain_seconds)
@@ -575,6 +606,9 @@ class Kubelet:
                now: float) -> None:
         self.api.emit_event(pod, node=run.node.sim.name, field_path=c.field_path if c else None, type_=type_,
                             reason=reason, message=message, when=now)
+
+    def _event_for(self, pod: Obj, node: str, type_: str, reason: str, message: str, now: float) -> None:
+        self.api.emit_event(pod, node=node, field_path=None, type_=type_, reason=reason, message=message, when=now)
 
     def _flush(self, run: PodRun, pod: Obj) -> None:
         status = self.status(run)
@@ -677,6 +711,38 @@ class Kubelet:
         else:
             out["state"] = {"waiting": {"reason": c.waiting}}
         return out
+
+
+_SHELLS = {"sh", "bash", "ash", "dash"}
+_SLEEP_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_SLEEP_OPERAND = re.compile(r"^(?:(inf|infinity)|(\d+(?:\.\d*)?|\.\d+)([smhd]?))$")
+
+
+@dataclass(frozen=True)
+class Sleep:
+    seconds: float | None  # None: ``sleep infinity``, until the container is stopped
+
+
+def parse_sleep(argv: list[str]) -> Sleep | None:
+    """How long a container whose command is ``sleep`` runs, or None when the command is no plain
+    sleep. Understood: ``sleep N...`` (GNU coreutils: each
+    operand a number with an optional s/m/h/d suffix, the operands summed, ``inf``/``infinity``
+    forever) by name or path, and a shell running only that (``sh -c "sleep 3600"``, ``exec sleep``)."""
+    if len(argv) == 3 and argv[0].rsplit("/", 1)[-1] in _SHELLS and argv[1] == "-c":
+        argv = argv[2].split()
+        if argv[:1] == ["exec"]:
+            argv = argv[1:]
+    if len(argv) < 2 or argv[0].rsplit("/", 1)[-1] != "sleep":
+        return None
+    total = 0.0
+    for operand in argv[1:]:
+        match = _SLEEP_OPERAND.match(operand)
+        if match is None:
+            return None  # sleep prints its usage and exits 1: left to the default program
+        if match.group(1):
+            return Sleep(None)
+        total += float(match.group(2)) * _SLEEP_UNITS[match.group(3)]
+    return Sleep(total)
 
 
 def _count_arg(args: list[str], flag: str, default: int) -> int:

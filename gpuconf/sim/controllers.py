@@ -7,6 +7,9 @@ them with the scheduler against one :class:`~gpuconf.sim.store.Store`.
   is gone is deleted (the garbage collector's part, done here).
 * :class:`JobController` (``pkg/controller/job``): NonIndexed and Indexed Jobs, with the pods,
   labels, annotations, hostnames and status fields a real 1.3x Job gets.
+* :class:`NodeLifecycleController` (``pkg/controller/nodelifecycle``): the taints that follow a
+  Node's ``spec.unschedulable`` and conditions, written into its ``spec.taints``
+  (:mod:`.node_lifecycle` decides which).
 
 Each controller is event-driven: store subscriptions put keys on a work queue, one worker thread
 syncs a key from fresh reads of the store (a resync only happens when asked for, e.g. a deadline).
@@ -35,10 +38,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuconf.sim.node_lifecycle import is_ready, lifecycle_taints
 from gpuconf.sim.scheduler import CLAIM_FINALIZER, EventRecorder, Scheduler, informer
 from gpuconf.sim.store import ApiError, Store, Subscription, clone
 
-__all__ = ["ControlPlane", "JobController", "ResourceClaimController", "POD_CLAIM_NAME_ANNOTATION"]
+__all__ = ["ControlPlane", "JobController", "NodeLifecycleController", "ResourceClaimController",
+           "POD_CLAIM_NAME_ANNOTATION"]
 
 log = logging.getLogger(__name__)
 
@@ -615,11 +620,54 @@ class JobController(_Controller):
 
 
 # ---------------------------------------------------------------------------------------------------
+# Node lifecycle taints
+
+
+class NodeLifecycleController(_Controller):
+    """Keeps each Node's lifecycle taints (unschedulable, not-ready, unreachable, pressure) in its
+    spec.taints, whoever changed the Node: a profile's agent, ``kubectl cordon``, a status patch."""
+
+    name = "node-lifecycle-controller"
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self._ready: dict[str, bool] = {}  # node -> Ready True, for the disruption count
+        self._disrupted = False  # no node Ready: master disruption mode
+
+    def _subscribe(self) -> list[Subscription]:
+        return [informer(self.store, "nodes", self._on_node)]
+
+    def _on_node(self, kind: str, node: Obj) -> None:
+        name = node["metadata"]["name"]
+        if kind == "DELETED":
+            self._ready.pop(name, None)
+        else:
+            self._ready[name] = is_ready(node)
+        disrupted = bool(self._ready) and not any(self._ready.values())
+        if disrupted != self._disrupted:  # every node's NoExecute taints change with the mode
+            self._disrupted = disrupted
+            for other in self._ready:
+                self._worker.add(other)
+        elif kind != "DELETED" and lifecycle_taints(node, now="", disrupted=disrupted) is not None:
+            self._worker.add(name)
+
+    def _dispatch(self, key: str) -> None:
+        node = _ignore_not_found(lambda: self.store.get("nodes", key))
+        if node is None:
+            return
+        taints = lifecycle_taints(node, now=_now_rfc3339(time.time()), disrupted=self._disrupted)
+        if taints is None:
+            return
+        node.setdefault("spec", {})["taints"] = taints
+        self.store.update("nodes", node)  # a Conflict (someone wrote in between) retries from a fresh read
+
+
+# ---------------------------------------------------------------------------------------------------
 # The control plane
 
 
 class ControlPlane:
-    """The scheduler, the ResourceClaim controller and the Job controller on one store.
+    """The scheduler, the ResourceClaim, Job and node lifecycle controllers on one store.
 
     ``ControlPlane(server.store).start()`` ... ``.stop()``, or ``with ControlPlane(server.store):``.
     ``scheduler`` lets a caller pass a configured :class:`Scheduler` (backoff, KEP-5501 reporting).
@@ -630,8 +678,10 @@ class ControlPlane:
         self.scheduler = scheduler or Scheduler(store)
         self.claims = ResourceClaimController(store)
         self.jobs = JobController(store)
+        self.nodes = NodeLifecycleController(store)
 
     def start(self) -> ControlPlane:
+        self.nodes.start()
         self.claims.start()
         self.jobs.start()
         self.scheduler.start()
@@ -641,6 +691,7 @@ class ControlPlane:
         self.scheduler.stop()
         self.jobs.stop()
         self.claims.stop()
+        self.nodes.stop()
 
     def __enter__(self) -> ControlPlane:
         return self.start()

@@ -55,6 +55,7 @@ __all__ = [
     "SimGpu",
     "SimMigInstance",
     "SimNode",
+    "TenantPod",
     "Toolkit",
     "effective_mode",
     "expand",
@@ -618,6 +619,10 @@ def _fault_checks(fault: FaultDef, pool: NodePool | None, gpu: int | None,
             return "model", f"is the pool's own model {pool.gpu.name}: nothing is mixed"
         if pool.device_plugin.mig.enabled:
             return "pool", f"pool {pool.name!r} has a MIG layout: a mixed-model MIG node is not simulated"
+    if fid == "gpus-busy":
+        return _busy_problem(pool, params)
+    if fid == "node-not-ready" and params["since_s"] < 1:
+        return "since_s", "must be >= 1 (seconds since the node turned NotReady)"
     if fid == "dra-prepares-wrong-device" and params["shift"] % pool.gpus_per_node == 0:
         return "shift", f"a shift of {params['shift']} on {pool.gpus_per_node} GPUs prepares the allocated GPU"
     if fid == "nccl-nvls-unavailable" and not (pool.interconnect.nvlink and pool.gpu.architecture in
@@ -638,6 +643,21 @@ def _fault_checks(fault: FaultDef, pool: NodePool | None, gpu: int | None,
         if rule != "none":
             return "toolkit_version", (f"toolkit {params['toolkit_version']} still selects cuda-compat in "
                                        f"{mode.value} mode (rule {rule!r}); pick one whose rule is 'none'")
+    return None
+
+
+def _busy_problem(pool: NodePool, params: dict[str, Any]) -> tuple[str, str] | None:
+    """gpus-busy: the tenant asks for nvidia.com/gpu, so the pool's plugin must advertise that name."""
+    plugin = pool.device_plugin
+    if plugin.mig.strategy == "mixed" and plugin.mig.enabled:
+        return "pool", (f"pool {pool.name!r} advertises MIG instances as nvidia.com/mig-<profile> "
+                        "(strategy mixed): a tenant holding nvidia.com/gpu is not simulated there")
+    if plugin.sharing.rename_by_default:
+        return "pool", f"pool {pool.name!r} advertises nvidia.com/gpu.shared (renameByDefault), not nvidia.com/gpu"
+    if params["gpus"] is not None and params["gpus"] < 1:
+        return "gpus", "must be >= 1 (leave it out for every GPU of the node)"
+    if params["duration_s"] is not None and params["duration_s"] < 1:
+        return "duration_s", "must be >= 1 (leave it out for sleep infinity)"
     return None
 
 
@@ -780,6 +800,17 @@ class SimGpu:
 
 
 @dataclass(frozen=True, slots=True)
+class TenantPod:
+    """A tenant's workload already running on a node when the suite arrives (gpus-busy): a training
+    worker holding GPUs through the device plugin, its container running ``sleep``."""
+
+    namespace: str
+    name: str
+    gpus: int | None  # nvidia.com/gpu it requests; None: every one the node advertises
+    duration_s: int | None  # how long its ``sleep`` runs; None: ``sleep infinity``
+
+
+@dataclass(frozen=True, slots=True)
 class SimNode:
     """One simulated node: the declared pool plus the effective facts, faults applied."""
 
@@ -803,6 +834,16 @@ class SimNode:
     #: the device plugin's Allocate answers a MIG instance with that instance and its next sibling on
     #: the same GPU (mig-sibling-visible)
     mig_sibling_visible: bool = False
+    #: spec.unschedulable: an administrator cordoned the node (node-cordoned)
+    unschedulable: bool = False
+    #: spec.taints an administrator set, (key, value, effect) (node-tainted); the node lifecycle
+    #: controller's own taints follow from unschedulable and the conditions, not from here
+    taints: tuple[tuple[str, str, str], ...] = ()
+    #: the Ready condition: True, False (the kubelet reports its runtime network down) or Unknown
+    #: (the kubelet stopped posting; the node lifecycle controller marked it) (node-not-ready)
+    ready: str = "True"
+    ready_since_s: int = 0  # how long ago the Ready condition last changed
+    tenant_pods: tuple[TenantPod, ...] = ()  # tenant workloads bound to the node (gpus-busy)
     faults: tuple[str, ...] = ()  # ids of the faults applied here (provenance)
 
     @property
@@ -905,6 +946,15 @@ def _slow_link(node: SimNode, f: FaultSpec) -> SimNode:
     return replace(node, interconnect=replace(node.interconnect, **{attr: value * f.param("factor")}))
 
 
+def _busy(node: SimNode, f: FaultSpec) -> SimNode:
+    pod = TenantPod(TENANT_NAMESPACE, f"train-{node.name}-{len(node.tenant_pods)}", f.param("gpus"),
+                    f.param("duration_s"))
+    return replace(node, tenant_pods=(*node.tenant_pods, pod))
+
+
+#: Where gpus-busy puts its tenant's training pods.
+TENANT_NAMESPACE = "tenant-a"
+
 _NODE_FAULTS: dict[str, _NodeFault] = {
     "gpu-lost": lambda n, f: _gpu(n, cast(int, f.gpu), present=False),
     "gpu-unhealthy": lambda n, f: _gpu(n, cast(int, f.gpu), health="Unhealthy"),
@@ -949,6 +999,12 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
                                           memory_mib=f.param("model").memory_mib),
     "mig-strategy-mismatch": lambda n, f: replace(n, device_plugin=replace(
         n.device_plugin, mig=replace(n.device_plugin.mig, strategy=f.param("plugin_strategy")))),
+    "node-cordoned": lambda n, f: replace(n, unschedulable=True),
+    "node-tainted": lambda n, f: replace(n, taints=(
+        *[t for t in n.taints if (t[0], t[2]) != (f.param("key"), f.param("effect"))],
+        (f.param("key"), f.param("value"), f.param("effect")))),
+    "node-not-ready": lambda n, f: replace(n, ready=f.param("status"), ready_since_s=f.param("since_s")),
+    "gpus-busy": _busy,
 }
 
 

@@ -48,6 +48,7 @@ from typing import Any, Literal
 
 from gpuconf.sim.cel import CelError, parse_quantity
 from gpuconf.sim.dra import AllocationError, allocate
+from gpuconf.sim.node_lifecycle import CONDITION_TAINTS, UNSCHEDULABLE
 from gpuconf.sim.store import ApiError, Store, Subscription
 
 __all__ = [
@@ -98,16 +99,6 @@ FILTER_ERROR = 'running "DynamicResources" filter plugin: '
 
 #: The finalizer the scheduler puts on a claim it allocates (resource.k8s.io/v1 ``Finalizer``).
 CLAIM_FINALIZER = "resource.kubernetes.io/delete-protection"
-
-# The taints the node lifecycle controller (TaintNodesByCondition) keeps on a node whose condition says so.
-_CONDITION_TAINTS: Mapping[tuple[str, str], str] = {
-    ("Ready", "False"): "node.kubernetes.io/not-ready",
-    ("Ready", "Unknown"): "node.kubernetes.io/unreachable",
-    ("MemoryPressure", "True"): "node.kubernetes.io/memory-pressure",
-    ("DiskPressure", "True"): "node.kubernetes.io/disk-pressure",
-    ("PIDPressure", "True"): "node.kubernetes.io/pid-pressure",
-    ("NetworkUnavailable", "True"): "node.kubernetes.io/network-unavailable",
-}
 
 
 def _now_rfc3339(t: float) -> str:
@@ -177,13 +168,14 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
 
 
 def effective_taints(node: Mapping[str, Any]) -> list[Obj]:
-    """spec.taints plus the NoSchedule taints the node lifecycle controller derives from conditions."""
+    """spec.taints plus the NoSchedule taints the node lifecycle controller derives from conditions
+    (:mod:`.node_lifecycle` writes them into spec.taints; this covers the moment before it has)."""
     taints = [dict(t) for t in (node.get("spec") or {}).get("taints") or []]
     conditions = {c.get("type"): c.get("status") for c in (node.get("status") or {}).get("conditions") or []}
     if "Ready" not in conditions:
         conditions["Ready"] = "False"  # a node that never reported is registered with the not-ready taint
     present = {(t.get("key"), t.get("effect")) for t in taints}
-    for (ctype, cstatus), key in _CONDITION_TAINTS.items():
+    for (ctype, cstatus), key in CONDITION_TAINTS.items():
         if conditions.get(ctype) == cstatus and (key, "NoSchedule") not in present:
             taints.append({"key": key, "effect": "NoSchedule"})
     return taints
@@ -968,7 +960,7 @@ class Scheduler:
     def _filter(self, pod: Obj, cycle: _Cycle) -> tuple[dict[str, NodeStatus], dict[str, list[Obj]]]:
         spec = pod.get("spec") or {}
         tolerations = spec.get("tolerations") or []
-        unschedulable_taint = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+        unschedulable_taint = {"key": UNSCHEDULABLE, "effect": "NoSchedule"}
         request = pod_requests(spec)
         statuses: dict[str, NodeStatus] = {}
         feasible: dict[str, list[Obj]] = {}

@@ -47,6 +47,7 @@ from typing import Any
 import yaml
 
 from gpuconf.sim.faults import Fault, FaultMode, FaultPlan, RequestInfo
+from gpuconf.sim.printers import NODE_COLUMNS, node_cells
 from gpuconf.sim.resources import ResourceType
 from gpuconf.sim.store import ApiError, Store, Watcher, WatcherClosed
 
@@ -414,7 +415,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif verb == "get" and sub == "proxy":
             self._serve_proxy(route)
         elif verb == "get":
-            self._send_json(200, store.get(rt, info.name, namespace=ns, copy=False))
+            got = store.get(rt, info.name, namespace=ns, copy=False)
+            as_table = "as=Table" in self._header("accept") and not sub
+            self._send_json(200, _table(rt, [got], {"resourceVersion": got["metadata"].get("resourceVersion", "")})
+                            if as_table else got)
         elif verb == "list":
             self._serve_list(rt, ns, query)
         elif verb == "watch":
@@ -647,14 +651,18 @@ def _openapi_document(table: Any, gv: str) -> dict[str, Any]:
 
 
 def _table(rt: ResourceType, items: list[dict[str, Any]], meta: Mapping[str, Any]) -> dict[str, Any]:
-    """The default server-side table (Name, Created At) kubectl asks for in ``kubectl get``."""
+    """The server-side table kubectl asks for in ``kubectl get``: the Node printer's for nodes, else
+    the default one (Name, Created At)."""
     columns = [
         {"name": "Name", "type": "string", "format": "name", "priority": 0,
          "description": "Name must be unique within a namespace."},
         {"name": "Created At", "type": "date", "format": "", "priority": 0,
          "description": "CreationTimestamp is a timestamp representing the server time when this object was created."},
     ]
-    rows = [{"cells": [o["metadata"]["name"], o["metadata"].get("creationTimestamp")],
+    nodes = rt.kind == "Node" and rt.group == ""
+    if nodes:
+        columns = NODE_COLUMNS
+    rows = [{"cells": node_cells(o) if nodes else [o["metadata"]["name"], o["metadata"].get("creationTimestamp")],
              "object": {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": o["metadata"]}}
             for o in items]
     return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": dict(meta), "columnDefinitions": columns,

@@ -66,6 +66,7 @@ def test_shipped_profile_loads_and_expands(name):
         assert all(g.present and g.health == "Healthy" and not g.xids and g.ecc_uncorrected == 0 for g in node.gpus)
         assert node.driver == node.kernel_driver == node.pool.driver and node.uvm and node.device_plugin_registered
         assert node.faults == () and node.label_overrides == ()
+        assert not node.unschedulable and node.taints == () and node.ready == "True" and node.tenant_pods == ()
 
 
 @pytest.mark.parametrize("name", SMALL, ids=[f"{n}: GPU and MIG uuids are unique and stable across loads"
@@ -156,6 +157,11 @@ def test_catalog_has_every_fault_the_issue_lists():
     assert set(ISSUE_FAULTS) <= set(fault_catalog())
     ids = [row["id"] for row in catalog_doc()["faults"]]
     assert len(ids) == len(set(ids))
+
+
+def test_the_fleet_states_of_issue_25_are_not_tested_states():
+    states = {f.id: f.severity for f in fault_catalog().values() if f.severity == "not-tested"}
+    assert states == dict.fromkeys(["node-cordoned", "node-tainted", "node-not-ready", "gpus-busy"], "not-tested")
 
 
 FAULTS = sorted(fault_catalog().values(), key=lambda f: f.id)
@@ -455,6 +461,38 @@ def test_with_faults_errors(fault, expected):
     with pytest.raises(ProfileError) as info:
         with_faults(load_profile("healthy-h100"), [fault])
     assert str(info.value) == f"with_faults(healthy-h100): {expected}"
+
+
+@pytest.mark.parametrize("profile, fault, expected", [
+    ("h200-dra-only", {"id": "gpus-busy"}, "faults[0].id: gpus-busy needs device-plugin: pool 'h200' has no device "
+                                           "plugin"),
+    ("a100-mig-mixed", {"id": "gpus-busy"}, "faults[0].id: pool: pool 'a100' advertises MIG instances as "
+                                            "nvidia.com/mig-<profile> (strategy mixed): a tenant holding "
+                                            "nvidia.com/gpu is not simulated there"),
+    ("healthy-h100", {"id": "gpus-busy", "gpus": 0}, "faults[0].gpus: must be >= 1 (leave it out for every GPU of "
+                                                     "the node)"),
+    ("healthy-h100", {"id": "node-not-ready", "status": "True"}, "faults[0].status: 'True' is not one of Unknown, "
+                                                                 "False"),
+    ("healthy-h100", {"id": "node-tainted", "effect": "NoWay"}, "faults[0].effect: 'NoWay' is not one of "
+                                                                "NoSchedule, PreferNoSchedule, NoExecute"),
+], ids=["gpus-busy on a DRA-only pool: the tenant needs the device plugin",
+        "gpus-busy on a MIG mixed pool: no nvidia.com/gpu to hold", "gpus-busy holding no GPU",
+        "node-not-ready with Ready True", "node-tainted with an effect Kubernetes has not"])
+def test_fleet_state_errors(profile, fault, expected):
+    with pytest.raises(ProfileError) as info:
+        with_faults(load_profile(profile), [fault])
+    assert str(info.value) == f"with_faults({profile}): {expected}"
+
+
+def test_fleet_states_take_their_parameters():
+    faulty = with_faults(load_profile("healthy-h100"), [
+        {"id": "node-tainted", "node": 1, "key": "nvidia.com/gpu", "value": "", "effect": "NoExecute"},
+        {"id": "node-not-ready", "node": 1, "status": "False", "since_s": 30},
+        {"id": "gpus-busy", "gpus": 2, "duration_s": 60}])
+    busy, down = expand(faulty).nodes
+    assert down.taints == (("nvidia.com/gpu", "", "NoExecute"),) and (down.ready, down.ready_since_s) == ("False", 30)
+    (tenant,) = busy.tenant_pods
+    assert (tenant.namespace, tenant.name, tenant.gpus, tenant.duration_s) == ("tenant-a", "train-h100-0-0", 2, 60)
 
 
 def test_no_runtimeclass_needs_a_runtimeclass(tmp_path):
