@@ -19,13 +19,16 @@ from typing import Any
 
 import pytest
 from kubernetes import client, config
-from serving import Served, pytest_subprocess, run_suites, serve
+import forked
+from serving import NO_HYPOTHESIS, Served, pytest_subprocess, run_suites, serve
 
 pytest_plugins = ["pytester"]
 
 pytestmark = pytest.mark.xdist_group("fleet-states")
 
 NODE, OTHER = "h100-1", "h100-0"
+ROOT = Path(__file__).resolve().parents[1]
+HEALTHY = ROOT / "gpuconf" / "data" / "sim_profiles" / "healthy-h100.yaml"
 EXIT_UNTESTED = 15
 
 
@@ -71,7 +74,7 @@ def clean(served: Served, tmp_path_factory: pytest.TempPathFactory) -> tuple[flo
 
 
 def assert_untested(clean: tuple[float, dict[str, Any]], code: int, wall: float, doc: dict[str, Any], state: str,
-                    word: str, cause: str) -> None:
+                    word: str, cause: str, *, at_least: int = 20) -> None:
     clean_wall, clean_doc = clean
     assert wall <= 3 * clean_wall + 30, f"{wall:.1f} s against a clean run's {clean_wall:.1f} s"
     assert code == EXIT_UNTESTED, doc["results"]["summary"]
@@ -81,7 +84,7 @@ def assert_untested(clean: tuple[float, dict[str, Any]], code: int, wall: float,
     assert mine.keys() == by_node(clean_doc, NODE).keys()
     assert "failed" not in mine.values(), [m for m in messages(doc, NODE) if m]
     skipped_for_cause = [m for m in messages(doc, NODE) if cause in m]
-    assert len(skipped_for_cause) >= 20, messages(doc, NODE)  # every probe check names the one cause
+    assert len(skipped_for_cause) >= at_least, messages(doc, NODE)  # the probe checks name the one cause
     gpuconf = doc["extra"]["gpuconf"]
     assert gpuconf["coverage"]["line"] == f"1 of 2 GPU nodes tested; 1 {word}"
     assert [u["node"] for u in gpuconf["coverage"]["untested"]] == [NODE]
@@ -128,6 +131,88 @@ def test_a_tainted_node_is_not_tested_in_seconds_and_tested_with_tolerate(
         core.patch_node(NODE, {"spec": {"taints": None}})
 
 
+def test_a_busy_node_is_not_tested_naming_the_holder(served: Served, core: client.CoreV1Api,
+                                                    clean: tuple[float, dict[str, Any]], tmp_path: Path) -> None:
+    """A tenant's training pod holding every GPU of the node (it sleeps until deleted): the whole-node
+    checks are NOT TESTED naming it; the checks that ask for fewer GPUs than are free still run."""
+    core.create_namespace({"metadata": {"name": "tenant-a"}})
+    core.create_namespaced_pod("tenant-a", {"metadata": {"name": "train-0"}, "spec": {
+        "nodeSelector": {"kubernetes.io/hostname": NODE}, "restartPolicy": "Never",
+        "containers": [{"name": "trainer", "image": "busybox:1.36", "command": ["sleep", "infinity"],
+                        "resources": {"limits": {"nvidia.com/gpu": "8"}}}]}})
+    try:
+        for _ in range(100):
+            if core.read_namespaced_pod("train-0", "tenant-a").status.phase == "Running":
+                break
+            time.sleep(0.1)
+        code, wall, doc = suite_run(served, tmp_path / "busy")
+        assert_untested(clean, code, wall, doc, "busy", "busy",
+                        f"{NODE} is busy: 8 GPU(s) held by 1 other pod(s): tenant-a/train-0 holds 8 nvidia.com/gpu",
+                        at_least=10)
+    finally:
+        core.delete_namespace("tenant-a")
+
+
+def test_a_not_ready_node_is_not_tested_and_its_exporter_checks_too(
+        served: Served, core: client.CoreV1Api, clean: tuple[float, dict[str, Any]], tmp_path: Path) -> None:
+    ready = {"type": "Ready", "status": "False", "reason": "KubeletNotReady",
+             "message": "container runtime network not ready: NetworkReady=false"}
+    core.patch_node_status(NODE, {"status": {"conditions": [ready]}})
+    try:
+        code, wall, doc = suite_run(served, tmp_path / "not-ready")
+        assert_untested(clean, code, wall, doc, "not-ready", "NotReady", f"{NODE} is NotReady (Ready=False) since ")
+        exporter = [t for t in doc["results"]["tests"] if (t.get("extra") or {}).get("node") == NODE
+                    and t["extra"]["check"] == "metrics.recommended-metrics-present"]
+        assert exporter and exporter[0]["status"] == "skipped" and "is NotReady" in exporter[0]["message"]
+    finally:
+        core.patch_node_status(NODE, {"status": {"conditions": [{**ready, "status": "True", "reason": "KubeletReady",
+                                                                  "message": "kubelet is posting ready status"}]}})
+
+
+#: Each fleet state as a profile fault on the second node (gpuconf/data/faults.yaml): what the coverage
+#: line counts it as, and the words of its reason.
+PROFILE_STATES = {
+    "node-cordoned": ("cordoned", "cordoned", f"{NODE} is cordoned (spec.unschedulable)"),
+    "node-tainted": ("tainted", "tainted", "has the taint dedicated=training:NoSchedule"),
+    "node-not-ready": ("not-ready", "NotReady", f"{NODE} is NotReady (Ready=Unknown: the kubelet stopped posting"),
+    "gpus-busy": ("busy", "busy", f"{NODE} is busy: 8 GPU(s) held by 1 other pod(s): tenant-a/train-{NODE}-0 holds"),
+}
+
+
+@pytest.fixture(scope="module")
+def clean_simulated(tmp_path_factory: pytest.TempPathFactory) -> tuple[float, dict[str, Any]]:
+    base = tmp_path_factory.mktemp("clean-sim")
+    started = time.monotonic()
+    done = forked.run_pytest(suite_args_simulated("healthy-h100", base / "reports"), cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:]
+    return time.monotonic() - started, json.loads((base / "reports" / "report.json").read_text())
+
+
+def suite_args_simulated(profile: str | Path, report_dir: Path, *options: str) -> list[str]:
+    return [*NO_HYPOTHESIS, "suites/", "-p", "gpuconf.plugin", "--simulate", str(profile), "--report-dir",
+            str(report_dir), "-q", "-p", "no:cacheprovider", *options]
+
+
+@pytest.mark.parametrize("fault", PROFILE_STATES)
+def test_each_state_as_a_profile_fault(fault: str, clean_simulated: tuple[float, dict[str, Any]],
+                                       tmp_path: Path) -> None:
+    state, word, cause = PROFILE_STATES[fault]
+    profile = tmp_path / "healthy-h100.yaml"
+    profile.write_text(HEALTHY.read_text().replace("faults: []", f"faults:\n  - {{id: {fault}, node: 1}}\n"))
+    started = time.monotonic()
+    done = forked.run_pytest(suite_args_simulated(profile, tmp_path / "reports"), cwd=ROOT, timeout=600)
+    wall = time.monotonic() - started
+    doc = json.loads((tmp_path / "reports" / "report.json").read_text())
+    assert_untested(clean_simulated, done.returncode, wall, doc, state, word, cause,
+                    at_least=10 if state == "busy" else 20)
+    if fault in ("node-cordoned", "node-tainted"):  # tested with the option, it passes as a clean node
+        option = ["--include-cordoned"] if fault == "node-cordoned" else ["--tolerate", "dedicated=training"]
+        done = forked.run_pytest(suite_args_simulated(profile, tmp_path / "tested", *option), cwd=ROOT, timeout=600)
+        assert done.returncode == 0, done.stdout[-2000:]
+        doc = json.loads((tmp_path / "tested" / "report.json").read_text())
+        assert by_node(doc, NODE) == by_node(clean_simulated[1], NODE)
+
+
 #: A conftest for a run whose node is cordoned after the run judged it available (between the node
 #: view and the first probe): the scheduler's refusal is what tells.
 CORDON_LATER = """
@@ -146,10 +231,9 @@ def test_a_node_cordoned_after_the_view_is_not_tested_with_the_schedulers_reason
         pytester: pytest.Pytester, tmp_path: Path) -> None:
     """The whole-node probe stays Pending (the scheduler: node(s) were unschedulable): its checks are
     NOT TESTED with the scheduler's words, not FAIL; the later campaigns create nothing there."""
-    root = Path(__file__).resolve().parents[1]
     suites = pytester.mkdir("suites")
     for suite in ("test_smoke.py", "test_health.py", "test_isolation.py"):
-        (suites / suite).write_text((root / "suites" / suite).read_text())
+        (suites / suite).write_text((ROOT / "suites" / suite).read_text())
     (suites / "conftest.py").write_text(CORDON_LATER)
     with serve(tmp_path / "served", "healthy-h100") as s:
         reports = pytester.path / "reports"
