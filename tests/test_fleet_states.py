@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import forked
 import pytest
 from kubernetes import client, config
-import forked
 from serving import NO_HYPOTHESIS, Served, pytest_subprocess, run_suites, serve
 
 pytest_plugins = ["pytester"]
