@@ -201,21 +201,36 @@ BUSY_MESSAGE = ("0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(
                 "pod, 1 Preemption is not helpful for scheduling.")
 
 
-def test_the_schedulers_refusal_names_the_nodes_state() -> None:
-    state, reason = placement_blocker("h100-1", CORDONED_MESSAGE)  # type: ignore[misc]
-    assert state == CORDONED and "the node was cordoned during the run" in reason and CORDONED_MESSAGE in reason
-    state, reason = placement_blocker("h100-1", TAINT_MESSAGE)  # type: ignore[misc]
-    assert state == TAINTED and "a taint {dedicated: training} the probe pods do not tolerate" in reason
-    assert placement_blocker("h100-1", NOT_READY_MESSAGE)[0] == NOT_READY  # type: ignore[index]
-    holders = gpu_holders([pod("train-0", "h100-1", 8)])["h100-1"]
-    state, reason = placement_blocker("h100-1", BUSY_MESSAGE, holders)  # type: ignore[misc]
-    assert state == BUSY and "taken by other pods during the run: tenant-a/train-0 holds 8 nvidia.com/gpu" in reason
+def test_the_refusal_is_judged_from_the_node_as_it_is_now() -> None:
+    cordoned = availability(gpu_node(node(unschedulable=True)), DEFAULT_TOLERATIONS)
+    state, reason = placement_blocker("h100-1", CORDONED_MESSAGE, cordoned)  # type: ignore[misc]
+    assert state == CORDONED and reason.startswith("the probe pod stayed Pending on h100-1, which changed during the "
+                                                   "run: h100-1 is cordoned (spec.unschedulable)")
+    assert reason.endswith(f"(scheduler: {CORDONED_MESSAGE})")
+    tainted = availability(gpu_node(node(taints=[{"key": "dedicated", "value": "training", "effect": "NoSchedule"}])),
+                           DEFAULT_TOLERATIONS)
+    assert placement_blocker("h100-1", TAINT_MESSAGE, tainted)[0] == TAINTED  # type: ignore[index]
+    not_ready = availability(gpu_node(node(ready="Unknown")), DEFAULT_TOLERATIONS, now=NOW)
+    assert placement_blocker("h100-1", NOT_READY_MESSAGE, not_ready)[0] == NOT_READY  # type: ignore[index]
+    busy = availability(gpu_node(node()), DEFAULT_TOLERATIONS, gpu_holders([pod("train-0", "h100-1", 8)])["h100-1"])
+    state, reason = placement_blocker("h100-1", BUSY_MESSAGE, busy)  # type: ignore[misc]
+    assert state == BUSY and "tenant-a/train-0 holds 8 nvidia.com/gpu" in reason
+
+
+def test_another_nodes_cordon_in_the_message_is_not_this_nodes_state() -> None:
+    """The scheduler's message sums every node: a pod pinned to an idle, schedulable node waiting for
+    its GPUs, beside a cordoned node, reads "1 node(s) were unschedulable"; the node itself is fine."""
+    idle = availability(gpu_node(node()), DEFAULT_TOLERATIONS)
+    beside_a_cordon = "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) were unschedulable."
+    assert placement_blocker("h100-1", beside_a_cordon, idle) is None
 
 
 def test_a_shortage_without_outside_holders_or_another_cause_is_the_checks_business() -> None:
-    assert placement_blocker("h100-1", BUSY_MESSAGE) is None  # the run's own pods compete: not the node's state
+    idle = availability(gpu_node(node()), DEFAULT_TOLERATIONS)
+    assert placement_blocker("h100-1", BUSY_MESSAGE, idle) is None  # the run's own pods compete
+    busy = availability(gpu_node(node()), DEFAULT_TOLERATIONS, gpu_holders([pod("train-0", "h100-1", 2)])["h100-1"])
     assert placement_blocker("h100-1", "0/2 nodes are available: 1 cannot allocate all claims, 1 node(s) didn't "
-                             "match Pod's node affinity/selector.") is None
+                             "match Pod's node affinity/selector.", busy) is None  # refused for another reason
 
 
 # --- what each check reads -------------------------------------------------------------------------

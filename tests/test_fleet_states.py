@@ -248,7 +248,8 @@ def test_a_node_cordoned_after_the_view_is_not_tested_with_the_schedulers_reason
     assert mine and all(t["status"] != "failed" for t in mine), [t.get("message") for t in mine]
     smoke = next(t for t in mine if t["extra"]["check"] == "smoke.vector-add-every-gpu")
     assert smoke["status"] == "skipped"
-    assert "the node was cordoned during the run" in smoke["message"] and "were unschedulable" in smoke["message"]
+    assert "which changed during the run: h100-1 is cordoned (spec.unschedulable)" in smoke["message"]
+    assert "were unschedulable" in smoke["message"]  # the scheduler's words, quoted
     coverage = doc["extra"]["gpuconf"]["coverage"]
     assert coverage["line"] == "1 of 2 GPU nodes tested; 1 cordoned"
     assert all(t["status"] == "passed" for t in doc["results"]["tests"] if (t.get("extra") or {}).get("node") == OTHER

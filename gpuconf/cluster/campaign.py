@@ -457,26 +457,31 @@ def _pinned_node(pod: Obj) -> str | None:
 
 
 def _record_unplaced(ctx: RunContext, prepared: Sequence[Obj], outcomes: Mapping[str, PodOutcome]) -> None:
-    """Pinned pods the scheduler refused for the node's own state (cordoned, tainted, GPUs taken by
-    other pods) mark the node untested in ``ctx.unplaced``; one pod list names the GPU holders."""
-    from gpuconf.cluster.inventory import list_active_pods
-    from gpuconf.nodes.availability import gpu_holders, placement_blocker
+    """Pinned pods the scheduler refused for the node's own state (cordoned, tainted, NotReady, its
+    GPUs taken by other pods: judged from the node re-read now and one pod list) mark the node
+    untested in ``ctx.unplaced``."""
+    from gpuconf.cluster.inventory import build_inventory, list_active_pods
+    from gpuconf.nodes.availability import availability, gpu_holders, placement_blocker
 
-    refused = [(node, outcomes[name].message or "") for p in prepared
-               if (name := p["metadata"]["name"]) in outcomes and outcomes[name].reason == "Unschedulable"
-               and (node := _pinned_node(p)) is not None and node not in ctx.unplaced]
+    refused = {node: (pod, outcomes[name].message or "") for pod in prepared
+               if (name := pod["metadata"]["name"]) in outcomes and outcomes[name].reason == "Unschedulable"
+               and (node := _pinned_node(pod)) is not None and node not in ctx.unplaced}
     if not refused:
         return
-    holders: dict[str, list[Any]] = {}
-    if any("Insufficient" in message for _, message in refused):
-        try:
-            holders = gpu_holders(list_active_pods(ctx.cluster), exclude_namespace=ctx.namespace)
-        except ClusterError:
-            holders = {}
-    for node, message in refused:
-        found = placement_blocker(node, message, holders.get(node, ()))
-        if found is not None:
-            ctx.unplaced.setdefault(node, found)
+    try:
+        holders = gpu_holders(list_active_pods(ctx.cluster), exclude_namespace=ctx.namespace)
+        nodes = {name: ctx.cluster.call_json(f"read node {name}", ctx.cluster.core.read_node, name)
+                 for name in refused}
+    except ClusterError:
+        return  # the refusals stand as the checks' own outcomes
+    for name, (pod, message) in refused.items():
+        found = build_inventory([nodes[name]], [], [], [], None).gpu_nodes
+        if not found:
+            continue
+        now = availability(found[0], (pod.get("spec") or {}).get("tolerations") or (), holders.get(name, ()),
+                           now=datetime.now(UTC))
+        if (blocker := placement_blocker(name, message, now)) is not None:
+            ctx.unplaced[name] = blocker
 
 
 def needed_source_configmaps(pods: Sequence[Obj]) -> list[str]:

@@ -203,30 +203,19 @@ def availability(node: Any, tolerations: Sequence[Mapping[str, Any]], holders: S
     return Availability(None, "", (), unhealthy)
 
 
-#: The scheduler's per-node reasons (kube-scheduler's plugins' messages, as the FitError joins them:
-#: "0/2 nodes are available: 1 node(s) were unschedulable, 1 node(s) didn't match ...").
-_CORDON_MESSAGE = re.compile(r"node\(s\) were unschedulable")
-_TAINT_MESSAGE = re.compile(r"node\(s\) had untolerated taint(?:s)?(?:\(s\))? ?(\{[^}]*\})?")
+#: The scheduler's words for a pod refused for want of a GPU resource.
 _INSUFFICIENT = re.compile(r"Insufficient (nvidia\.com/[\w.-]+)")
 
 
-def placement_blocker(node: str, message: str, holders: Sequence[GpuHolder] = ()) -> tuple[str, str] | None:
-    """Why a probe pinned to ``node`` stayed Pending, from the scheduler's ``message``, when the cause
-    is the node's state rather than the check's own pod: (state, the one line), or None. A GPU
-    shortage counts only when ``holders`` (pods outside the run) hold GPUs there: the run's own pods
-    competing is the check's business."""
-    if _CORDON_MESSAGE.search(message):
-        return CORDONED, (f"the probe pod stayed Pending on {node}: the node was cordoned during the run "
-                          f"(scheduler: {message.strip()}); give --include-cordoned to test it")
-    if taint := _TAINT_MESSAGE.search(message):
-        if taint.group(1) and ("node.kubernetes.io/not-ready" in taint.group(1)
-                               or "node.kubernetes.io/unreachable" in taint.group(1)):
-            return NOT_READY, (f"the probe pod stayed Pending on {node}: the node became NotReady during the run "
-                               f"(scheduler: {message.strip()})")
-        which = f" {taint.group(1)}" if taint.group(1) else ""
-        return TAINTED, (f"the probe pod stayed Pending on {node}: the node has a taint{which} the probe pods do "
-                         f"not tolerate (scheduler: {message.strip()})")
-    if _INSUFFICIENT.search(message) and holders:
-        return BUSY, (f"the probe pod stayed Pending on {node}: its GPUs were taken by other pods during the run: "
-                      f"{_named(holders)} (scheduler: {message.strip()})")
-    return None
+def placement_blocker(node: str, message: str, found: Availability) -> tuple[str, str] | None:
+    """Why a probe pinned to ``node`` stayed Pending when the cause is the node's state, judged from
+    the node as it is now (``found``: :func:`availability` of the node re-read after the refusal, with
+    the pod's tolerations and the GPU holders now): (state, the one line, quoting the scheduler's
+    ``message``), or None. The scheduler's message alone cannot tell: it sums every node's reason
+    ("1 Insufficient nvidia.com/gpu, 1 node(s) were unschedulable" names another node's cordon for a
+    pod pinned here). A node busy with other pods counts only when the refusal was for GPUs: the run's
+    own pods queueing on a node is the check's business."""
+    if found.state is None or (found.state == BUSY and not _INSUFFICIENT.search(message)):
+        return None
+    return found.state, (f"the probe pod stayed Pending on {node}, which changed during the run: {found.reason} "
+                         f"(scheduler: {message.strip()})")
