@@ -247,7 +247,8 @@ def test_real_gfd_label_sets_give_the_requests_their_nodes_take():
 def test_real_slices_make_a_dra_only_node_claimable_and_its_facts_read_from_attributes(name, node, gpus, product,
                                                                                        driver, cuda):
     slice_ = next(iter(yaml.safe_load_all((REAL / "dra" / name).read_text())))
-    bare = {"metadata": {"name": node, "labels": {}}, "spec": {}, "status": {"capacity": {"cpu": "8"}}}
+    bare = {"metadata": {"name": node, "labels": {}}, "spec": {}, "status": {
+        "capacity": {"cpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}}
     view = build_views(build_inventory([bare], [], [{"metadata": {"name": "gpu.nvidia.com"}}], [slice_], None))[node]
     assert shape(view.whole_node()) == ("CLAIM", gpus, 1, None, False)
     facts = view.facts
