@@ -135,6 +135,9 @@ SUITE_CASES: list[tuple[str, Build, int, str]] = [
      4, "give either --simulate or --kubeconfig, not both"),
     ("--node-selector", lambda d, r, s: ["--simulate", "healthy-h100", "--node-selector", "a=b,,c"], 4,
      "--node-selector 'a=b,,c':"),
+    ("--tolerate", lambda d, r, s: ["--simulate", "healthy-h100", "--tolerate", "dedicated=training:NoSchedul"], 4,
+     "--tolerate 'dedicated=training:NoSchedul': the effect 'NoSchedul' is not one of NoSchedule, PreferNoSchedule, "
+     "NoExecute"),
     ("--namespace", lambda d, r, s: ["--simulate", "healthy-h100", "--namespace", "Not_A_Name"], 4,
      "--namespace 'Not_A_Name': not a namespace name"),
     ("--registry", lambda d, r, s: ["--simulate", "healthy-h100", "--registry", "https://registry.example.com"], 4,

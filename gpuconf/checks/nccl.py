@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from gpuconf.compat import tables
 from gpuconf.compat.tables import NcclFloor
+from gpuconf.nodes.availability import GpuHolder, gpu_holders
 from gpuconf.probes.nccl import NcclProbeReport
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
@@ -27,15 +28,6 @@ __all__ = ["BURN_IN_TOLERANCE", "PEER_TOLERANCE", "BurnInRound", "GpuHolder", "J
 #: Parts that come on 8-GPU NVSwitch boards (HGX/DGX) when a node has eight of them.
 _NVSWITCH_PARTS = ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200",
                    "NVIDIA B200")
-
-
-@dataclass(frozen=True)
-class GpuHolder:
-    """A pod outside this run holding GPUs on a node."""
-
-    namespace: str
-    name: str
-    gpus: int
 
 
 def evaluate_preflight(node: str, *, capacity: int, allocatable: int, holders: Sequence[GpuHolder],
@@ -149,25 +141,9 @@ def evaluate_transport(node: str, report: NcclProbeReport, floor: NcclFloor | No
 
 def holders_by_node(pods: Sequence[Mapping[str, object]], *, exclude_namespace: str) -> dict[str, list[GpuHolder]]:
     """Pods (API objects, not finished) holding nvidia.com/gpu, by node; the run's own excluded."""
-    out: dict[str, list[GpuHolder]] = {}
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        spec = pod.get("spec") or {}
-        if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
-            continue
-        node = spec.get("nodeName")
-        if not node or meta.get("namespace") == exclude_namespace:
-            continue
-        gpus = 0
-        for c in spec.get("containers") or []:
-            limits = ((c.get("resources") or {}).get("limits") or {}) if isinstance(c, Mapping) else {}
-            try:
-                gpus += int(str(limits.get("nvidia.com/gpu", "0")))
-            except ValueError:
-                continue
-        if gpus:
-            out.setdefault(str(node), []).append(GpuHolder(str(meta.get("namespace")), str(meta.get("name")), gpus))
-    return out
+    held = gpu_holders(pods, exclude_namespace=exclude_namespace)
+    return {node: mine for node, holders in held.items()
+            if (mine := [h for h in holders if h.resource == "nvidia.com/gpu"])}
 
 
 # -------------------------------------------------------------------------------------------------

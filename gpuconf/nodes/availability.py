@@ -133,7 +133,6 @@ class Availability:
     state: str | None = None  # NOT_READY, CORDONED, TAINTED, BUSY or UNPLACEABLE
     reason: str = ""  # the one line every probe-based check on the node says as NOT TESTED
     holders: tuple[GpuHolder, ...] = ()  # pods outside the run holding GPUs there
-    unhealthy: int = 0  # GPUs the device plugin advertises but does not offer (capacity - allocatable)
 
     @property
     def blocks_probes(self) -> bool:
@@ -173,8 +172,6 @@ def availability(node: Any, tolerations: Sequence[Mapping[str, Any]], holders: S
     NotReady first (its pods would not start even if placed), then cordoned, then the first
     NoSchedule/NoExecute taint they do not tolerate, then GPUs held by ``holders``."""
     name = node.name
-    unhealthy = sum(max(0, count - node.gpu_allocatable.get(resource, 0))
-                    for resource, count in node.gpu_capacity.items())
     ready = next((c for c in node.conditions if c.type == "Ready"), None)
     if ready is None or ready.status != "True":
         words = {"False": "Ready=False", "Unknown": "Ready=Unknown: the kubelet stopped posting status"}
@@ -182,12 +179,11 @@ def availability(node: Any, tolerations: Sequence[Mapping[str, Any]], holders: S
         detail = "" if ready is None else "; ".join(p for p in (ready.reason, ready.message) if p)
         return Availability(NOT_READY, f"{name} is NotReady ({state}){_since(getattr(ready, 'since', None), now)}"
                             + (f": {detail}" if detail else "") + ": no probe can run there until it is Ready again",
-                            tuple(holders), unhealthy)
+                            tuple(holders))
     unschedulable_taint = {"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}
     if node.unschedulable and not any(tolerates(t, unschedulable_taint) for t in tolerations):
         return Availability(CORDONED, f"{name} is cordoned (spec.unschedulable): the scheduler places no probe "
-                            "there; give --include-cordoned to test it before it is uncordoned", tuple(holders),
-                            unhealthy)
+                            "there; give --include-cordoned to test it before it is uncordoned", tuple(holders))
     for taint in node.taints:
         taint = {"key": taint.key, "value": taint.value, "effect": taint.effect}
         if taint["effect"] not in ("NoSchedule", "NoExecute") or taint["key"] == UNSCHEDULABLE_TAINT:
@@ -195,12 +191,12 @@ def availability(node: Any, tolerations: Sequence[Mapping[str, Any]], holders: S
         if not any(tolerates(t, taint) for t in tolerations):
             text = _taint_text(taint)
             return Availability(TAINTED, f"{name} has the taint {text}, which the probe pods do not tolerate; give "
-                                f"--tolerate {text} to test it", tuple(holders), unhealthy)
+                                f"--tolerate {text} to test it", tuple(holders))
     if holders:
         total = sum(h.gpus for h in holders)
         return Availability(BUSY, f"{name} is busy: {total} GPU(s) held by {len(holders)} other pod(s): "
-                            f"{_named(holders)}", tuple(holders), unhealthy)
-    return Availability(None, "", (), unhealthy)
+                            f"{_named(holders)}", tuple(holders))
+    return Availability(None, "", ())
 
 
 #: The scheduler's words for a pod refused for want of a GPU resource.

@@ -17,7 +17,8 @@ from gpuconf.plugin.options import validate_options
 from gpuconf.plugin.reports import ReportCollector, configure_reports
 
 #: Exit statuses beyond pytest's own (0-5), one per reason a run cannot start (README: exit statuses);
-#: 10-12 (kubeconfig, unreachable, forbidden) are every cluster command's, from gpuconf.cluster.errors.
+#: 10-12 (kubeconfig, unreachable, forbidden) are every cluster command's, from gpuconf.cluster.errors;
+#: 15 (finished, nothing failed, GPU nodes left untested) is gpuconf.plugin.fleet's.
 EXIT_NO_GPU_NODES = 13
 EXIT_BAD_EXPECT = 14
 
