@@ -254,3 +254,10 @@ def test_a_node_cordoned_after_the_view_is_not_tested_with_the_schedulers_reason
     assert coverage["line"] == "1 of 2 GPU nodes tested; 1 cordoned"
     assert all(t["status"] == "passed" for t in doc["results"]["tests"] if (t.get("extra") or {}).get("node") == OTHER
                and t["extra"]["check"] == "smoke.vector-add-every-gpu")
+
+
+def test_every_not_tested_fault_of_the_catalog_is_run_here() -> None:
+    """The fault matrix leaves the fleet states (severity not-tested) to this file: each is run above."""
+    from gpuconf.sim.profile import fault_catalog
+
+    assert set(PROFILE_STATES) == {f.id for f in fault_catalog().values() if f.severity == "not-tested"}
