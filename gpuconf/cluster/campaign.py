@@ -470,12 +470,14 @@ def _record_unplaced(ctx: RunContext, prepared: Sequence[Obj], outcomes: Mapping
         return
     try:
         holders = gpu_holders(list_active_pods(ctx.cluster), exclude_namespace=ctx.namespace)
-        nodes = {name: ctx.cluster.call_json(f"read node {name}", ctx.cluster.core.read_node, name)
+        # a list by name, not a get: the runner's ClusterRole lists nodes and gets none
+        nodes = {name: (ctx.cluster.call_json(f"list node {name}", ctx.cluster.core.list_node,
+                                              field_selector=f"metadata.name={name}").get("items") or [{}])[0]
                  for name in refused}
     except ClusterError:
         return  # the refusals stand as the checks' own outcomes
     for name, (pod, message) in refused.items():
-        found = build_inventory([nodes[name]], [], [], [], None).gpu_nodes
+        found = build_inventory([nodes[name]], [], [], [], None).gpu_nodes if nodes[name] else ()
         if not found:
             continue
         now = availability(found[0], (pod.get("spec") or {}).get("tolerations") or (), holders.get(name, ()),

@@ -71,24 +71,36 @@ class ClaimWatch:
         self._stop.set()
         self._thread.join(timeout=30)
 
+    #: Attempts at the last watch after the stop: one the server cuts is tried again from the last
+    #: resourceVersion (what the server sent meanwhile is the allocation of the campaign's last pods).
+    DRAIN_ATTEMPTS = 5
+
     def _run(self) -> None:
         # After the stop, one more short watch takes in what the server sent meanwhile.
-        draining = False
-        while not draining:
-            draining = self._stop.is_set()
+        drains = 0
+        while drains < self.DRAIN_ATTEMPTS:
+            if self._stop.is_set():
+                drains += 1
             try:
                 if not self._rv:
                     self._list()
                 self._watch_once()
+                if drains:
+                    return  # drained
             except (urllib3.exceptions.HTTPError, OSError) as e:  # a cut stream: resume from the last rv
                 if isinstance(e, urllib3.exceptions.MaxRetryError | urllib3.exceptions.NewConnectionError):
                     self.error = f"watching resourceclaims in {self.namespace}: {e}"
-                if self._stop.wait(0.2):
-                    return
+                    if drains:
+                        return
+                self._stop.wait(0.2)
             except (ClusterError, ValueError) as e:
                 self.error = f"watching resourceclaims in {self.namespace}: {e}"
-                if self._stop.wait(0.5):
+                if drains:
                     return
+                self._stop.wait(0.5)
+        if drains >= self.DRAIN_ATTEMPTS:
+            self.error = (f"watching resourceclaims in {self.namespace}: the last watch was cut "
+                          f"{self.DRAIN_ATTEMPTS} times after the campaign")
 
     def _watch_once(self) -> None:
         c = self.cluster

@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from kubernetes import client
 
-from gpuconf.cluster import Cluster, Inventory, PodOutcome, RetryPolicy, RunContext, connect, load_inventory
+from gpuconf.cluster import (
+    Cluster,
+    ClusterError,
+    Inventory,
+    PodOutcome,
+    RetryPolicy,
+    RunContext,
+    connect,
+    load_inventory,
+)
 
 if TYPE_CHECKING:
     from gpuconf.nodes import NodeView
@@ -132,8 +141,16 @@ def node_views(config: pytest.Config) -> dict[str, NodeView]:
         if inv is None:
             state.views = {}
             return state.views
-        holders = gpu_holders(list_active_pods(state.handle.cluster), exclude_namespace=config.getoption(
-            "--namespace")) if state.handle is not None and inv.gpu_nodes else {}
+        holders = {}
+        if state.handle is not None and inv.gpu_nodes:
+            try:
+                holders = gpu_holders(list_active_pods(state.handle.cluster),
+                                      exclude_namespace=config.getoption("--namespace"))
+            except ClusterError:
+                # Pods not readable now (throttled past --api-deadline, say): no node is judged busy
+                # up front; a probe the scheduler then refuses for GPUs held by others still says so
+                # (gpuconf.cluster.campaign records the node as it is at that moment).
+                holders = {}
         state.views = build_views(inv, tolerations=(*DEFAULT_TOLERATIONS, *probe_tolerations(config)),
                                   holders=holders, now=datetime.now(UTC))
     return state.views
