@@ -779,7 +779,10 @@ class FakeApiServer:
             "current-context": context,
         }
         target = Path(path)
-        target.write_text(yaml.safe_dump(config, sort_keys=False))
+        # whole or not at all: whoever waits for the file to appear (a script, a test) reads it complete
+        partial = target.with_name(f".{target.name}.partial")
+        partial.write_text(yaml.safe_dump(config, sort_keys=False))
+        partial.replace(target)
         return target
 
     # Faults and providers --------------------------------------------------------------------------
