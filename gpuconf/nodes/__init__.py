@@ -7,7 +7,6 @@ from gpuconf.nodes.availability import (
     CORDONED,
     NOT_READY,
     TAINTED,
-    UNPLACEABLE,
     UNSCHEDULABLE_TAINT,
     Availability,
     GpuHolder,
@@ -23,5 +22,5 @@ from gpuconf.nodes.view import NVIDIA_HANDLER, NodeView, RuntimeClassRef, build_
 
 __all__ = ["Availability", "BUSY", "CORDONED", "Fact", "GPU_CLASS", "GPU_DRIVER", "GpuHolder", "GpuRequest",
            "MIG_CLASS", "NOT_READY", "NVIDIA_HANDLER", "NodeFacts", "NodeView", "RuntimeClassRef", "SliceDevice",
-           "Source", "TAINTED", "TolerationError", "UNPLACEABLE", "UNSCHEDULABLE_TAINT", "Unavailable", "Via", "Why",
+           "Source", "TAINTED", "TolerationError", "UNSCHEDULABLE_TAINT", "Unavailable", "Via", "Why",
            "build_views", "gpu_holders", "gpu_runtime_class", "parse_toleration", "placement_blocker", "slice_devices"]

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-__all__ = ["BUSY", "CORDONED", "NOT_READY", "TAINTED", "UNPLACEABLE", "UNSCHEDULABLE_TAINT", "Availability",
+__all__ = ["BUSY", "CORDONED", "NOT_READY", "TAINTED", "UNSCHEDULABLE_TAINT", "Availability",
            "GpuHolder", "TolerationError", "availability", "gpu_holders", "parse_toleration", "placement_blocker",
            "tolerates"]
 
 #: The states a node that cannot be tested is in (the reports' coverage line counts them).
-NOT_READY, CORDONED, TAINTED, BUSY, UNPLACEABLE = "not-ready", "cordoned", "tainted", "busy", "unplaceable"
+NOT_READY, CORDONED, TAINTED, BUSY = "not-ready", "cordoned", "tainted", "busy"
 #: The taint the node lifecycle controller puts on a cordoned node; a pod tolerating it may be placed
 #: there (the NodeUnschedulable plugin): what --include-cordoned adds to the probe pods.
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
@@ -130,14 +130,14 @@ class Availability:
     """A node's availability to the run's probe pods. ``state`` None: it can take them (``holders``
     may still hold some GPUs: ``busy``, and the view offers only the free ones)."""
 
-    state: str | None = None  # NOT_READY, CORDONED, TAINTED, BUSY or UNPLACEABLE
+    state: str | None = None  # NOT_READY, CORDONED, TAINTED or BUSY
     reason: str = ""  # the one line every probe-based check on the node says as NOT TESTED
     holders: tuple[GpuHolder, ...] = ()  # pods outside the run holding GPUs there
 
     @property
     def blocks_probes(self) -> bool:
         """No probe pod can be placed on the node at all (a busy node still takes smaller asks)."""
-        return self.state in (NOT_READY, CORDONED, TAINTED, UNPLACEABLE)
+        return self.state in (NOT_READY, CORDONED, TAINTED)
 
     def held(self, resource: str) -> int:
         return sum(h.gpus for h in self.holders if h.resource == resource)
