@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
+from gpuconf.nodes.availability import tolerates  # core/v1 Toleration.ToleratesTaint, one place
 from gpuconf.sim.cel import CelError, parse_quantity
 from gpuconf.sim.dra import AllocationError, allocate
 from gpuconf.sim.node_lifecycle import CONDITION_TAINTS, UNSCHEDULABLE
@@ -179,20 +180,6 @@ def effective_taints(node: Mapping[str, Any]) -> list[Obj]:
         if conditions.get(ctype) == cstatus and (key, "NoSchedule") not in present:
             taints.append({"key": key, "effect": "NoSchedule"})
     return taints
-
-
-def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """core/v1 Toleration.ToleratesTaint: empty key with Exists tolerates everything."""
-    if toleration.get("effect") and toleration.get("effect") != taint.get("effect"):
-        return False
-    if toleration.get("key") and toleration.get("key") != taint.get("key"):
-        return False
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return True
-    if operator == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return False
 
 
 def untolerated_taint(tolerations: Sequence[Mapping[str, Any]], taints: Iterable[Mapping[str, Any]]) -> Obj | None:
