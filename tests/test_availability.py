@@ -187,14 +187,15 @@ def test_the_view_of_tests_is_available() -> None:
 
 # --- the scheduler's words, after launch -------------------------------------------------------------
 
-#: FitError messages as kube-scheduler v1.36 writes them for a pod pinned to one node of two.
+#: FitError messages as kube-scheduler v1.36.2 writes them for a pod pinned to one node of two (the
+#: taint wording as the real-control-plane tier saw it: tests/realk8s/test_node_states.py).
 CORDONED_MESSAGE = ("0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were "
                     "unschedulable. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
 TAINT_MESSAGE = ("0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had "
-                 "untolerated taint {dedicated: training}. preemption: 0/2 nodes are available: 2 Preemption is not "
+                 "untolerated taint(s). preemption: 0/2 nodes are available: 2 Preemption is not "
                  "helpful for scheduling.")
 NOT_READY_MESSAGE = ("0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had "
-                     "untolerated taint {node.kubernetes.io/not-ready: }. preemption: 0/2 nodes are available: 2 "
+                     "untolerated taint(s). preemption: 0/2 nodes are available: 2 "
                      "Preemption is not helpful for scheduling.")
 BUSY_MESSAGE = ("0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) didn't match Pod's node "
                 "affinity/selector. preemption: 0/2 nodes are available: 1 No preemption victims found for incoming "

@@ -10,7 +10,8 @@ Pending for a reason that arose after the check (a tenant pod that started in be
 The semantics are the scheduler's: NodeUnschedulable (``spec.unschedulable`` unless the pod
 tolerates ``node.kubernetes.io/unschedulable:NoSchedule``) and TaintToleration (every NoSchedule and
 NoExecute taint must be tolerated, core/v1 ``Toleration.ToleratesTaint``); the real-control-plane
-tier (tests/realk8s/test_fleet_states.py) runs the same states against kube-scheduler v1.36.2.
+tier (tests/realk8s/test_verdicts.py, test_node_states.py) runs the same states against kube-scheduler
+v1.36.2.
 """
 
 from __future__ import annotations
