@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from healthy_outcomes import load, mismatches, observed
 from serving import pytest_subprocess
 
 from gpuconf.sim.profile import FaultDef, fault_catalog, load_profile
@@ -121,6 +122,10 @@ def test_a_healthy_profile_passes_every_suite(pytester: pytest.Pytester, profile
     result, tests = run_suites(pytester, profile)
     assert not failures(tests), result.stdout.str()[-4000:]
     assert result.ret == 0 and sum(t["status"] == "passed" for t in tests) > 0
+    # Each check's outcome there is pinned (tests/healthy_outcomes.py): a check drifting to NOT TESTED fails here.
+    drift = mismatches(load(profile), observed(tests))
+    regenerate = f"after a deliberate change: .venv/bin/python tests/healthy_outcomes.py {profile}"
+    assert not drift, "\n".join([*drift, regenerate])
     for t in tests:  # the catalog says truly where each check lives
         check = (t.get("extra") or {}).get("check")
         if check:
