@@ -368,7 +368,9 @@ class PlannedPod:
 
 def plan_node(node: str, labels: Mapping[str, str], allocatable: Mapping[str, str]) -> tuple[PlannedPod, ...]:
     """The MIG pods for ``node``: an ``all`` and a ``one`` pod per advertised profile with an
-    allocatable instance."""
+    allocatable instance; none under a ``-MIG-INVALID`` product (the layout check judges that)."""
+    if mig_invalid(labels):  # GFD names no profile: what nvidia.com/gpu is there is no instance to ask for
+        return ()
     pods = []
     single = strategy(labels) == "single"
     for profile, n in sorted(advertised_layout(labels, allocatable).items()):
