@@ -8,6 +8,7 @@ GPUs and their MIG mode, /dev/nvidiaN."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from gpuconf.checks import mig as checks
 from gpuconf.checks.isolation import Sighting, sighting
 from gpuconf.cluster.outcomes import PodOutcome, make_outcome
+from gpuconf.compat import tables
 from gpuconf.compat.versions import parse_cuda
 from gpuconf.sim.agent_model import MIG_PARTED_CONFIG, DeviceBook, as_visible, make_mig_parted_config, plugin_env
 from gpuconf.sim.emulate import Visible, cuda_probe_run
@@ -378,11 +380,68 @@ def test_an_instance_with_the_wrong_memory_fails_and_an_unknown_model_is_not_jud
     seen = {**o.one_pods, "1g.10gb": Sighting(s.where, small)}
     v = checks.evaluate_instance_isolated("a100-0", seen, model="NVIDIA A100-SXM4-80GB")
     assert v.outcome is Outcome.FAIL
-    assert "has 5.00 GiB, outside 9.40-9.60 GiB (nvidia-smi mig -lgip 9.50 GiB +- 1%)" in v.summary
+    assert "has 5.00 GiB, outside 9.17-9.83 GiB (nvidia-smi mig -lgip 9.50 GiB +- 3.5%)" in v.summary
     unknown = checks.evaluate_instance_isolated("a100-0", o.one_pods, model="NVIDIA Made-Up GPU")
     assert unknown.outcome is Outcome.NOT_TESTED
     assert unknown.summary.startswith("instance memory not judged: GPU model NVIDIA Made-Up GPU has no MIG profile "
                                       "table in gpuconf/data/mig_profiles.yaml")
+
+
+REAL_MEMORY = Path(__file__).parent / "data" / "real" / "mig" / "instance-memory.csv"
+
+
+def real_memory() -> list[dict[str, str]]:
+    lines = [line for line in REAL_MEMORY.read_text().splitlines() if not line.startswith("#")]
+    return list(csv.DictReader(lines))
+
+
+@pytest.mark.parametrize("row", real_memory(), ids=lambda r: f"{r['gpu']} {r['profile']} at {r['gib']} GiB")
+def test_every_real_instance_memory_is_its_profile_s(row: dict[str, str]) -> None:
+    """Real figures of one profile differ by driver and host (RTX PRO 6000 1g.24gb: 23.12 and 23.62 GiB):
+    each is accepted, and none sits further from the table's lgip figure than LGIP_SPREAD allows."""
+    table = checks.mig_profiles(row["gpu"])
+    assert table is not None and row["profile"] in table, row
+    spec = table[row["profile"]]
+    low, high, _ = checks.memory_band(spec)
+    assert low <= float(row["gib"]) <= high, (row, low, high)
+    assert spec.lgip_gib is not None and abs(float(row["gib"]) / spec.lgip_gib - 1) <= (
+        checks.LGIP_SPREAD - checks.LGIP_MARGIN), row
+
+
+def test_the_two_real_instances_the_old_band_rejected_are_accepted() -> None:
+    for gpu, profile, gib in (("NVIDIA H100 NVL", "1g.12gb", 10.75),
+                              ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "1g.24gb", 23.12)):
+        table = checks.mig_profiles(gpu)
+        assert table is not None
+        low, high, _ = checks.memory_band(table[profile])
+        assert low <= gib <= high, (gpu, profile, low, high)
+
+
+def test_no_band_reaches_another_profile_s_memory_on_the_same_gpu() -> None:
+    """The fault the band exists for, an instance with a bigger (or smaller) profile's memory, stays
+    outside it for every profile set: distinct memories are at least 1.9 x apart (GB200's 1g.23gb and
+    1g.24gb are one size under two generations of names)."""
+    for row in tables.load("mig_profiles")["profile_sets"]:
+        table = checks.mig_profiles(row["gpus"][0])
+        assert table is not None
+        for spec in table.values():
+            low, high, _ = checks.memory_band(spec)
+            for other in table.values():
+                figure = other.lgip_gib or other.memory_gib
+                if max(other.memory_gib, spec.memory_gib) >= 1.5 * min(other.memory_gib, spec.memory_gib):
+                    assert not low <= figure <= high, (row["name"], spec.name, other.name)
+
+
+def test_an_instance_showing_a_bigger_profile_s_memory_fails() -> None:
+    o = observe(cluster(), "a100-0")
+    s = o.one_pods["1g.10gb"]
+    assert s.report is not None
+    bigger = dataclasses.replace(s.report, devices=tuple(
+        dataclasses.replace(d, total_memory_bytes=int(19.5 * (1 << 30))) for d in s.report.devices))
+    v = checks.evaluate_instance_isolated("a100-0", {**o.one_pods, "1g.10gb": Sighting(s.where, bigger)},
+                                          model="NVIDIA A100-SXM4-80GB")
+    assert v.outcome is Outcome.FAIL
+    assert "has 19.50 GiB, outside 9.17-9.83 GiB (nvidia-smi mig -lgip 9.50 GiB +- 3.5%)" in v.summary
 
 
 def test_a_pod_given_the_wrong_profile_fails() -> None:

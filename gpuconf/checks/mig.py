@@ -15,7 +15,7 @@ for the same instances. Three checks read the result:
   what was granted, with the one instance CUDA enumerates of the pod's profile).
 * ``mig.instance-isolated``: each ``one`` pod is given exactly one instance, of its profile, with
   that profile's memory (:func:`memory_band`: the real ``nvidia-smi mig -lgip`` figure of
-  gpuconf/data/mig_profiles.yaml within :data:`LGIP_MARGIN`, else a band below the name's GiB
+  gpuconf/data/mig_profiles.yaml within :data:`LGIP_SPREAD`, else a band below the name's GiB
   derived from every real figure), runs
   the kernel on it, and is given no other instance, no whole GPU and no GPU but the instance's
   parent, as NVIDIA_VISIBLE_DEVICES, NVML and /dev/nvidiaN show.
@@ -68,6 +68,7 @@ from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
 __all__ = [
     "LGIP_MARGIN",
+    "LGIP_SPREAD",
     "NAME_CEILING",
     "PROBES_VIEW",
     "Declared",
@@ -104,10 +105,17 @@ CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 INVALID_SUFFIX = "-MIG-INVALID"
 
-#: An instance's memory as CUDA reports it against the Memory column of ``nvidia-smi mig -lgip``
-#: (lgip_gib in mig_profiles.yaml): lgip prints GiB to two decimals, and the one real pairing found
-#: (RTX PRO 6000 1g.24gb: lgip 23.62, CUDA 24192 MiB = 23.625 GiB) agrees to that rounding.
+#: The rounding of ``nvidia-smi mig -lgip``'s Memory column (GiB to two decimals) and of CUDA's
+#: figure against it: the one real pairing found (RTX PRO 6000 1g.24gb: lgip 23.62, CUDA 24192 MiB =
+#: 23.625 GiB) agrees to that rounding.
 LGIP_MARGIN = 0.01
+#: How far one profile's memory strays from the lgip_gib in mig_profiles.yaml on another driver or
+#: host, as a fraction: real figures of one profile differ by up to 2.1 % (RTX PRO 6000 1g.24gb: 23.12
+#: GiB on 580.105.06, 23.62 elsewhere; H100 NVL 1g.12gb: 10.75 and 10.62; every reading with its source
+#: in tests/data/real/mig/instance-memory.csv), plus :data:`LGIP_MARGIN`, rounded up to half a percent.
+#: Profiles of different memory on one GPU are at least 1.9 x apart, so an instance showing a bigger
+#: profile's memory stays outside.
+LGIP_SPREAD = 0.035
 #: The upper bound of a profile without an lgip figure, as a fraction of the GiB in its name: CUDA
 #: never reports more than the name (every real lgip figure is below it).
 NAME_CEILING = 1.02
@@ -589,11 +597,11 @@ def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capa
 @cache
 def name_floor() -> float:
     """The lower bound of a profile without a real lgip figure, as a fraction of the GiB in its name:
-    the smallest lgip/name ratio of every real -lgip figure in mig_profiles.yaml (H100 NVL 1g.12gb:
-    10.62 of 12, 0.885), less the margin. A model's own lgip output replaces it."""
+    the smallest lgip/name ratio of every real -lgip figure in mig_profiles.yaml (GB200 1g.24gb:
+    20.00 of 24, 0.833), less :data:`LGIP_SPREAD`. A model's own lgip output replaces it."""
     ratios = [p.lgip_gib / p.memory_gib for profiles in _profile_sets().values() for p in profiles.values()
               if p.lgip_gib is not None and not p.lgip_guess]
-    return min(ratios) - LGIP_MARGIN
+    return min(ratios) * (1 - LGIP_SPREAD)
 
 
 def memory_band(profile: MigProfile) -> tuple[float, float, str]:
@@ -602,11 +610,11 @@ def memory_band(profile: MigProfile) -> tuple[float, float, str]:
     if profile.lgip_gib is None:
         return (*by_name, f"{name_floor():.3f}-{NAME_CEILING:.2f} x the {profile.memory_gib} GiB in its name, "
                 "no real nvidia-smi mig -lgip figure for this model")
-    low, high = profile.lgip_gib * (1 - LGIP_MARGIN), profile.lgip_gib * (1 + LGIP_MARGIN)
+    low, high = profile.lgip_gib * (1 - LGIP_SPREAD), profile.lgip_gib * (1 + LGIP_SPREAD)
     if profile.lgip_guess:  # not backed by an output yet: the guess or the name-based band, whichever is wider
         return (min(low, by_name[0]), max(high, by_name[1]),
                 f"a guessed lgip {profile.lgip_gib:g} GiB or the name-based band")
-    return low, high, f"nvidia-smi mig -lgip {profile.lgip_gib:.2f} GiB +- {LGIP_MARGIN:.0%}"
+    return low, high, f"nvidia-smi mig -lgip {profile.lgip_gib:.2f} GiB +- {LGIP_SPREAD:.1%}"
 
 
 def _tolerance(memory: int | None, profile: MigProfile) -> str | None:
