@@ -121,7 +121,8 @@ def test_layout_matches_config(gpu_node: str, gpu_inventory: Inventory, mig_run:
     node = gpu_inventory.node(gpu_node)
     configs, source = mig_parted
     reports = [s.report for s in mig_run.all_pods.get(gpu_node, {}).values()]
-    declared = checks.declared_layout(node.labels, configs, source=source, gpus=observed_gpus(mig_run, node),
+    gpus = checks.node_gpus(node.labels, observed_gpus(mig_run, node))
+    declared = checks.declared_layout(node.labels, configs, source=source, gpus=gpus,
                                       profiles=checks.mig_profiles(checks.gpu_model(node.labels, reports)))
     judge(checks.evaluate_layout_matches_config(gpu_node, labels=node.labels, capacity=node.capacity,
                                                 allocatable=node.allocatable, seen=mig_run.all_pods.get(gpu_node, {}),

@@ -177,6 +177,9 @@ def mig_skip_reason(node: str, labels: Mapping[str, str], capacity: Mapping[str,
     mig_resources = sorted(k for k in capacity if k.startswith(MIG_PREFIX) and (_int(capacity[k]) or 0) > 0)
     if mig_resources or _labelled_instances(labels) or mig_invalid(labels):
         return None
+    config = labels.get(CONFIG_LABEL)
+    if labels.get(CONFIG_STATE_LABEL) == "failed" or (config and _asks_by_name(config) is not False):
+        return None  # mig-manager was told to cut the GPUs: whether it did is the layout check's to judge
     capable = labels.get("nvidia.com/mig.capable", "unlabelled")
     if mode in ("single", "mixed"):
         return (f"{node} has no GPU with MIG enabled ({STRATEGY_LABEL}={mode} is the device plugin's configured "
@@ -293,6 +296,9 @@ class Declared:
     layout: dict[str, int] | None
     why: str
     state: str | None = None
+    #: whether the config asks for MIG instances on any GPU (None: cannot tell); known even where
+    #: ``layout`` counts no GPU to put them on
+    asks: bool | None = None
 
 
 def parse_mig_parted(text: str) -> dict[str, list[dict[str, Any]]]:
@@ -325,21 +331,23 @@ def declared_layout(labels: Mapping[str, str], configs: Mapping[str, list[dict[s
     name, state = labels.get(CONFIG_LABEL), labels.get(CONFIG_STATE_LABEL)
     if not name:
         return Declared(None, None, f"no {CONFIG_LABEL} label (mig-manager does not manage this node)", state)
+    by_name = _asks_by_name(name)
     if configs is None:
         return Declared(name, None, f"{CONFIG_LABEL}={name}, but its mig-parted config is unreadable: {source}",
-                        state)
+                        state, by_name)
     entries = configs.get(name)
     if entries is None:
         return Declared(name, None, f"{CONFIG_LABEL}={name} is not a config in {source} "
-                        f"(configs: {', '.join(sorted(configs)) or 'none'})", state)
+                        f"(configs: {', '.join(sorted(configs)) or 'none'})", state, by_name)
     applying = []
     for entry in entries:
         applies = _entry_applies(entry, profiles)
         if applies is None:
             return Declared(name, None, f"config {name} in {source} has device-filtered entries, and which applies "
-                            "to this node's GPU model cannot be told", state)
+                            "to this node's GPU model cannot be told", state, by_name)
         if applies:
             applying.append(entry)
+    asks = any(e.get("mig-enabled") and any(int(n) for n in (e.get("mig-devices") or {}).values()) for e in applying)
     indices = [int(i) for e in applying if isinstance(e.get("devices"), list) for i in e["devices"]]
     count = max([gpus, *(i + 1 for i in indices)])
     total: Counter[str] = Counter()
@@ -350,7 +358,29 @@ def declared_layout(labels: Mapping[str, str], configs: Mapping[str, list[dict[s
         if chosen is not None and chosen.get("mig-enabled"):
             for profile, n in (chosen.get("mig-devices") or {}).items():
                 total[str(profile)] += int(n)
-    return Declared(name, dict(total), f"{CONFIG_LABEL}={name} in {source}, over {count} GPUs", state)
+    return Declared(name, dict(total), f"{CONFIG_LABEL}={name} in {source}, over {count} GPUs", state, asks)
+
+
+#: mig-parted's default config names: all-disabled (MIG off) and all-enabled (MIG on, no instance)
+#: ask for none; all-balanced and all-<profile> ask for instances on every GPU.
+_NO_INSTANCES = ("all-disabled", "all-enabled")
+_ASKING = re.compile(r"^all-(?:balanced|\d+g\.\d+gb.*)$")
+
+
+def _asks_by_name(name: str) -> bool | None:
+    """Whether a config asks for MIG instances, by mig-parted's default names alone (None: cannot tell)."""
+    if name in _NO_INSTANCES:
+        return False
+    return True if _ASKING.match(name) else None
+
+
+def node_gpus(labels: Mapping[str, str], observed: int) -> int:
+    """The GPUs a ``devices: all`` config entry covers: those observed (MIG parents the probes saw
+    plus whole GPUs advertised), or GFD's ``nvidia.com/gpu.count`` under mixed, which counts every
+    physical GPU, MIG-enabled or not (tests/data/real/gfd/SOURCES.md), whichever is more: a GPU
+    that lost every instance is advertised as nothing and seen by no probe."""
+    counted = _int(labels.get("nvidia.com/gpu.count")) if strategy(labels) == "mixed" else None
+    return max(observed, counted or 0)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -494,6 +524,52 @@ def _no_output(cid: str, node: str, seen: Sighting, what: str) -> Verdict:
 # The checks
 
 
+def _instances_anywhere(labels: Mapping[str, str], capacity: Mapping[str, str], seen: Mapping[str, Sighting]) -> bool:
+    """Any MIG instance on the node in any view: GFD's labels, the plugin's capacity, the probes."""
+    advertised = advertised_layout(labels, capacity)
+    probes = any(mig_devices(s.report) or ((listed := listed_devices(s.report)) is not None and listed.mig)
+                 for s in seen.values() if s.report is not None)
+    return (any(n for p, n in advertised.items() if p != "?") or any((labelled_layout(labels) or {}).values())
+            or probes)
+
+
+def _requested_but_missing(node: str, labels: Mapping[str, str], capacity: Mapping[str, str],
+                           seen: Mapping[str, Sighting], declared: Declared) -> Verdict | None:
+    """The FAIL of a layout mig-manager was told to apply and did not: ``nvidia.com/mig.config.state``
+    failed, or a config asking for instances on a node where no view shows one (MIG mode on and no
+    instance: the device plugin advertises nothing, CUDA enumerates nothing); None otherwise.
+
+    GPUs without instances are named by count: a GPU with MIG mode on and no instance is advertised
+    as nothing, so no probe pod can be placed on it to read its UUID."""
+    cid = "mig.layout-matches-config"
+    config, state = labels.get(CONFIG_LABEL), declared.state
+    anywhere = _instances_anywhere(labels, capacity, seen)
+    # A -MIG-INVALID product hides instances that may exist (several profiles under single): the
+    # INVALID finding names that, unless mig-manager itself reports the apply failed.
+    if state != "failed" and (anywhere or not declared.asks or mig_invalid(labels)):
+        return None
+    counted = _int(labels.get("nvidia.com/gpu.count")) if strategy(labels) == "mixed" else None
+    gpus = f"no view shows a MIG instance on any of its {f'{counted} GPUs (GFD counts them)' if counted else 'GPUs'}"
+    offered = advertised_layout(labels, capacity)
+    shows = (f"GFD labels {PRODUCT_LABEL}={labels.get(PRODUCT_LABEL, 'unlabelled')} and the device plugin advertises "
+             f"{_fmt(offered) if any(n for p, n in offered.items() if p != '?') else 'no MIG instance'}")
+    wanted = _fmt(declared.layout) if declared.layout else "MIG instances"
+    if state == "failed":
+        summary = (f"mig-manager could not apply {CONFIG_LABEL}={config} ({CONFIG_STATE_LABEL}=failed)"
+                   + (f": {gpus} ({shows})" if not anywhere else f"; {shows}"))
+    else:
+        summary = (f"{CONFIG_LABEL}={config} asks for {wanted}, but {gpus} ({shows}"
+                   + (f", {CONFIG_STATE_LABEL}={state}" if state else "") + ")")
+    return Verdict(
+        cid, node, Outcome.FAIL,
+        summary + "; read the nvidia-mig-manager pod's log on the node for mig-parted's error, free the GPUs "
+        f"(no process may hold them) and re-apply {config} (relabel {CONFIG_LABEL})",
+        expected=f"{wanted} as {CONFIG_LABEL}={config} declares" + (f" ({declared.why})" if declared.layout else ""),
+        observed=("no MIG instance on any GPU" if not anywhere else "the layout below")
+        + (f", {CONFIG_STATE_LABEL}={state}" if state else ""),
+        evidence=(f"{CONFIG_LABEL}: {declared.why}", shows))
+
+
 def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capacity: Mapping[str, str],
                                    allocatable: Mapping[str, str], seen: Mapping[str, Sighting],
                                    declared: Declared) -> Verdict:
@@ -502,6 +578,14 @@ def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capa
     given exactly the instances it was granted, and CUDA enumerates one of its profile."""
     cid = "mig.layout-matches-config"
     config = labels.get(CONFIG_LABEL)
+    missing = _requested_but_missing(node, labels, capacity, seen, declared)
+    if missing is not None:
+        return missing
+    if not mig_invalid(labels) and not _instances_anywhere(labels, capacity, seen):
+        asks = ("asks for no MIG instance" if declared.asks is False
+                else f"may ask for MIG instances, which cannot be told ({declared.why})")
+        return not_tested(cid, node, f"{CONFIG_LABEL}={config} {asks}, and no GPU of {node} has one: no MIG layout "
+                          "to compare")
     # Both leave the node's MIG instances unusable as advertised: a FAIL, whatever a layout drift's
     # severity (the check's catalog severity, degraded) would be.
     if mig_invalid(labels):
@@ -708,6 +792,11 @@ def evaluate_not_also_full_gpu(node: str, *, labels: Mapping[str, str], capacity
     reports = [s.report for s in mig_seen if s.report is not None]
     parents = {p[0]: p for r in reports for p in _parents(r) if p[2] is not False}
     full = _int(capacity.get(GPU)) or 0
+    if not reports and (strategy(labels) == "single" or full == 0):
+        # Nothing handed out to look at (no instance advertised): "all 0 are instances" is no finding.
+        offered = _fmt(advertised_layout(labels, capacity))
+        return not_tested(cid, node, f"{node} hands out no MIG instance to look at ({offered} advertised, "
+                          f"{strategy(labels)} strategy): whether a MIG GPU is also handed out whole is not judged")
     if strategy(labels) == "single":
         whole: dict[str, list[str]] = {}
         for r in reports:

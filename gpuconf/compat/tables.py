@@ -7,7 +7,6 @@ code change. Loading is the only I/O the compatibility engine does.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
