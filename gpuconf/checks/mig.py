@@ -26,6 +26,14 @@ for the same instances. Three checks read the result:
 
 Decisions:
 
+* **Desired before actual**: a node whose ``nvidia.com/mig.config`` may ask for instances (any
+  config but mig-parted's ``all-disabled`` / ``all-enabled``) is judged even when no view shows an
+  instance; ``nvidia.com/mig.config.state=failed``, or a config asking for instances where GFD's
+  labels, the plugin's capacity and the probes show none (MIG mode on without instances: CUDA
+  enumerates nothing, the plugin advertises nothing), fails the layout check naming the config,
+  ahead of the ``-MIG-INVALID`` and strategy findings that follow from it. GPUs without instances
+  are named by count (GFD's ``gpu.count`` under mixed): nothing is advertised on them, so no probe
+  can read their UUIDs.
 * **GFD's count labels follow the real instances** (GFD enumerates them through NVML), so only
   mig-manager's ``nvidia.com/mig.config`` says what the layout should be. Without that label, or
   without a readable mig-parted config, the layout check compares the views it has and says the
