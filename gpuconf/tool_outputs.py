@@ -10,7 +10,8 @@ output through the same parsers.
 
 Recognised:
 
-* the default ``nvidia-smi`` table (its ``| NVIDIA-SMI ... Driver Version:`` header), also indented
+* the default ``nvidia-smi`` table (its ``| NVIDIA-SMI ... Driver Version:`` header, ``KMD Version:``
+  from R610 on), also indented
   as ``kubectl describe`` prints logs;
 * ``nvidia-smi -L`` lines;
 * ``nvidia-smi mig -lgip / -lgi / -lcip / -lci`` listings (by their titles);
@@ -38,7 +39,7 @@ from gpuconf.probes.nvidia_smi import (
 
 __all__ = ["ToolOutput", "read_outputs"]
 
-_SMI_HEADER = re.compile(r"^(\s*)\|\s*NVIDIA-SMI \S+\s+Driver Version:")
+_SMI_HEADER = re.compile(r"^(\s*)\|\s*NVIDIA-SMI \S+\s+(?:Driver|KMD) Version:")  # KMD: R610 onwards
 _TIMESTAMP = re.compile(r"^\s*\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\s*$")
 _BORDER = re.compile(r"^\s*\+-+\+\s*$")
 _MIG_TITLE = re.compile(r"^(\s*)\|\s*(GPU instance profiles|GPU instances|Compute instance profiles|"

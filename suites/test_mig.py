@@ -1,10 +1,10 @@
-"""MIG: on every node whose labels and resources show MIG instances, the layout is the declared
-one, each instance is isolated, and no MIG-enabled GPU is also advertised whole. Observation
-only: nothing here changes a MIG layout. One campaign launches, per MIG node and advertised
-profile, a pod holding every allocatable instance and a pod holding one; mig-manager's declared
-layouts are read from the GPU Operator's mig-parted ConfigMap. CUDA enumerates one MIG device
-per process, so what a pod holds is read from NVIDIA_VISIBLE_DEVICES, NVML and /dev/nvidiaN. The
-decisions are in gpuconf.checks.mig."""
+"""MIG: on every node whose labels and resources show MIG instances, or whose mig-manager was told
+to create some (``nvidia.com/mig.config``), the layout is the declared one, each instance is
+isolated, and no MIG-enabled GPU is also advertised whole. Observation only: nothing here changes a
+MIG layout. One campaign launches, per MIG node and advertised profile, a pod holding every
+allocatable instance and a pod holding one; mig-manager's declared layouts are read from the GPU
+Operator's mig-parted ConfigMap. CUDA enumerates one MIG device per process, so what a pod holds is
+read from NVIDIA_VISIBLE_DEVICES, NVML and /dev/nvidiaN. The decisions are in gpuconf.checks.mig."""
 
 from __future__ import annotations
 
@@ -121,7 +121,8 @@ def test_layout_matches_config(gpu_node: str, gpu_inventory: Inventory, mig_run:
     node = gpu_inventory.node(gpu_node)
     configs, source = mig_parted
     reports = [s.report for s in mig_run.all_pods.get(gpu_node, {}).values()]
-    declared = checks.declared_layout(node.labels, configs, source=source, gpus=observed_gpus(mig_run, node),
+    gpus = checks.node_gpus(node.labels, observed_gpus(mig_run, node))
+    declared = checks.declared_layout(node.labels, configs, source=source, gpus=gpus,
                                       profiles=checks.mig_profiles(checks.gpu_model(node.labels, reports)))
     judge(checks.evaluate_layout_matches_config(gpu_node, labels=node.labels, capacity=node.capacity,
                                                 allocatable=node.allocatable, seen=mig_run.all_pods.get(gpu_node, {}),

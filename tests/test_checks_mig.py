@@ -8,6 +8,7 @@ GPUs and their MIG mode, /dev/nvidiaN."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,7 +18,9 @@ import pytest
 from gpuconf.checks import mig as checks
 from gpuconf.checks.isolation import Sighting, sighting
 from gpuconf.cluster.outcomes import PodOutcome, make_outcome
+from gpuconf.compat import tables
 from gpuconf.compat.versions import parse_cuda
+from gpuconf.probes.cuda import parse_cuda_probe
 from gpuconf.sim.agent_model import MIG_PARTED_CONFIG, DeviceBook, as_visible, make_mig_parted_config, plugin_env
 from gpuconf.sim.emulate import Visible, cuda_probe_run
 from gpuconf.sim.node_facts import advertised_devices, node_labels, node_resources
@@ -84,7 +87,7 @@ def observe(c: SimCluster, name: str) -> Observed:
     reports = [s.report for s in all_pods.values()]
     parents = {g.uuid for r in reports if r for g in r.nvml_gpus}
     declared = checks.declared_layout(labels, configs, source=f"ConfigMap gpu-operator/{MIG_PARTED_CONFIG}",
-                                      gpus=len(parents) + len(whole),
+                                      gpus=checks.node_gpus(labels, len(parents) + len(whole)),
                                       profiles=checks.mig_profiles(checks.gpu_model(labels, reports)))
     return Observed(n, labels, capacity, allocatable, all_pods, one_pods, full, declared)
 
@@ -378,11 +381,68 @@ def test_an_instance_with_the_wrong_memory_fails_and_an_unknown_model_is_not_jud
     seen = {**o.one_pods, "1g.10gb": Sighting(s.where, small)}
     v = checks.evaluate_instance_isolated("a100-0", seen, model="NVIDIA A100-SXM4-80GB")
     assert v.outcome is Outcome.FAIL
-    assert "has 5.00 GiB, outside 9.40-9.60 GiB (nvidia-smi mig -lgip 9.50 GiB +- 1%)" in v.summary
+    assert "has 5.00 GiB, outside 9.17-9.83 GiB (nvidia-smi mig -lgip 9.50 GiB +- 3.5%)" in v.summary
     unknown = checks.evaluate_instance_isolated("a100-0", o.one_pods, model="NVIDIA Made-Up GPU")
     assert unknown.outcome is Outcome.NOT_TESTED
     assert unknown.summary.startswith("instance memory not judged: GPU model NVIDIA Made-Up GPU has no MIG profile "
                                       "table in gpuconf/data/mig_profiles.yaml")
+
+
+REAL_MEMORY = Path(__file__).parent / "data" / "real" / "mig" / "instance-memory.csv"
+
+
+def real_memory() -> list[dict[str, str]]:
+    lines = [line for line in REAL_MEMORY.read_text().splitlines() if not line.startswith("#")]
+    return list(csv.DictReader(lines))
+
+
+@pytest.mark.parametrize("row", real_memory(), ids=lambda r: f"{r['gpu']} {r['profile']} at {r['gib']} GiB")
+def test_every_real_instance_memory_is_its_profile_s(row: dict[str, str]) -> None:
+    """Real figures of one profile differ by driver and host (RTX PRO 6000 1g.24gb: 23.12 and 23.62 GiB):
+    each is accepted, and none sits further from the table's lgip figure than LGIP_SPREAD allows."""
+    table = checks.mig_profiles(row["gpu"])
+    assert table is not None and row["profile"] in table, row
+    spec = table[row["profile"]]
+    low, high, _ = checks.memory_band(spec)
+    assert low <= float(row["gib"]) <= high, (row, low, high)
+    assert spec.lgip_gib is not None and abs(float(row["gib"]) / spec.lgip_gib - 1) <= (
+        checks.LGIP_SPREAD - checks.LGIP_MARGIN), row
+
+
+def test_the_two_real_instances_the_old_band_rejected_are_accepted() -> None:
+    for gpu, profile, gib in (("NVIDIA H100 NVL", "1g.12gb", 10.75),
+                              ("NVIDIA RTX PRO 6000 Blackwell Server Edition", "1g.24gb", 23.12)):
+        table = checks.mig_profiles(gpu)
+        assert table is not None
+        low, high, _ = checks.memory_band(table[profile])
+        assert low <= gib <= high, (gpu, profile, low, high)
+
+
+def test_no_band_reaches_another_profile_s_memory_on_the_same_gpu() -> None:
+    """The fault the band exists for, an instance with a bigger (or smaller) profile's memory, stays
+    outside it for every profile set: distinct memories are at least 1.9 x apart (GB200's 1g.23gb and
+    1g.24gb are one size under two generations of names)."""
+    for row in tables.load("mig_profiles")["profile_sets"]:
+        table = checks.mig_profiles(row["gpus"][0])
+        assert table is not None
+        for spec in table.values():
+            low, high, _ = checks.memory_band(spec)
+            for other in table.values():
+                figure = other.lgip_gib or other.memory_gib
+                if max(other.memory_gib, spec.memory_gib) >= 1.5 * min(other.memory_gib, spec.memory_gib):
+                    assert not low <= figure <= high, (row["name"], spec.name, other.name)
+
+
+def test_an_instance_showing_a_bigger_profile_s_memory_fails() -> None:
+    o = observe(cluster(), "a100-0")
+    s = o.one_pods["1g.10gb"]
+    assert s.report is not None
+    bigger = dataclasses.replace(s.report, devices=tuple(
+        dataclasses.replace(d, total_memory_bytes=int(19.5 * (1 << 30))) for d in s.report.devices))
+    v = checks.evaluate_instance_isolated("a100-0", {**o.one_pods, "1g.10gb": Sighting(s.where, bigger)},
+                                          model="NVIDIA A100-SXM4-80GB")
+    assert v.outcome is Outcome.FAIL
+    assert "has 19.50 GiB, outside 9.17-9.83 GiB (nvidia-smi mig -lgip 9.50 GiB +- 3.5%)" in v.summary
 
 
 def test_a_pod_given_the_wrong_profile_fails() -> None:
@@ -448,7 +508,7 @@ def test_single_strategy_with_a_whole_gpu_in_the_device_list_fails() -> None:
 def test_single_strategy_with_a_gpu_whose_mig_mode_is_off_fails_without_a_device_list() -> None:
     o = observe(cluster("h100-mig-single"), "h100-mig-0")
     n = o.node
-    off = dataclasses.replace(n.gpus[1], mig=())  # mig-manager left this GPU whole
+    off = dataclasses.replace(n.gpus[1], mig=(), mig_mode=False)  # mig-manager left this GPU whole
     mixed = [Visible(n.gpus[0], m) for m in n.gpus[0].mig] + [Visible(off)]
     seen = sighting(outcome("mig-all-h100-mig-0", run_probe(n, mixed, devices_env="void")))
     v = checks.evaluate_not_also_full_gpu("h100-mig-0", labels=o.labels, capacity=o.capacity, mig_seen=[seen],
@@ -609,3 +669,106 @@ def test_a_plugin_running_single_under_a_multi_profile_layout_registers_nothing_
     n = c.node("a100-0")
     assert advertised_devices(n) == []
     assert node_labels(n)["nvidia.com/mig.strategy"] == "mixed"  # GFD still reads the pool's mixed config
+
+
+# -------------------------------------------------------------------------------------------------
+# Desired vs actual: mig-manager told to cut the GPUs, and no instance exists
+
+
+def apply_failed(profile: str) -> Observed:
+    c = cluster(profile, [{"id": "mig-apply-failed"}])
+    return observe(c, c.nodes[0].name)
+
+
+@pytest.mark.parametrize(("profile", "config", "gpus"), [
+    ("h100-mig-single", "all-1g.10gb", "GPUs"),
+    ("a100-mig-mixed", "custom-a100", "8 GPUs (GFD counts them)"),
+], ids=["single strategy", "mixed strategy"])
+def test_a_failed_mig_apply_fails_the_layout_check_once_naming_config_and_state(profile: str, config: str,
+                                                                                 gpus: str) -> None:
+    """MIG mode on, no instance, nvidia.com/mig.config.state=failed: before, the node was skipped as having no
+    MIG ("no MIG layout to check"); now the layout check fails and the other two say why they judge nothing."""
+    o = apply_failed(profile)
+    assert o.labels["nvidia.com/mig.config.state"] == "failed"
+    assert checks.mig_skip_reason(o.node.name, o.labels, o.capacity) is None
+    results = verdicts(o)
+    layout = results["mig.layout-matches-config"]
+    assert layout.outcome is Outcome.FAIL
+    assert layout.summary.startswith(
+        f"mig-manager could not apply nvidia.com/mig.config={config} (nvidia.com/mig.config.state=failed): no view "
+        f"shows a MIG instance on any of its {gpus}")
+    assert "read the nvidia-mig-manager pod's log" in layout.summary
+    others = {k: v.outcome for k, v in results.items() if k != "mig.layout-matches-config"}
+    assert others == {"mig.instance-isolated": Outcome.NOT_TESTED, "mig.not-also-full-gpu": Outcome.NOT_TESTED}
+    assert results["mig.not-also-full-gpu"].summary.startswith(f"{o.node.name} hands out no MIG instance to look at")
+
+
+def test_a_config_asking_for_instances_none_of_which_exists_fails_without_a_failed_state() -> None:
+    o = apply_failed("a100-mig-mixed")
+    labels = {**o.labels, "nvidia.com/mig.config.state": "success"}  # mig-manager said nothing
+    config = make_mig_parted_config(cluster("a100-mig-mixed"))
+    assert config is not None
+    configs = checks.parse_mig_parted(config["data"]["config.yaml"])
+    declared = checks.declared_layout(labels, configs, source="the ConfigMap", gpus=checks.node_gpus(labels, 0),
+                                      profiles=checks.mig_profiles("NVIDIA A100-SXM4-80GB"))
+    assert declared.asks and declared.layout == {"3g.40gb": 4, "2g.20gb": 4, "1g.10gb": 36}
+    v = checks.evaluate_layout_matches_config(o.node.name, labels=labels, capacity=o.capacity,
+                                              allocatable=o.allocatable, seen={}, declared=declared)
+    assert v.outcome is Outcome.FAIL
+    assert v.summary.startswith(
+        "nvidia.com/mig.config=custom-a100 asks for 1g.10gb x36, 2g.20gb x4, 3g.40gb x4, but no view shows a MIG "
+        "instance on any of its 8 GPUs (GFD counts them)")
+    # an unreadable config: all-<profile> still asks for instances by mig-parted's own naming
+    named = {**labels, "nvidia.com/mig.config": "all-1g.10gb"}
+    unread = checks.declared_layout(named, None, source="no ConfigMap", gpus=0, profiles=None)
+    assert unread.asks is True and unread.layout is None
+    v = checks.evaluate_layout_matches_config(o.node.name, labels=named, capacity=o.capacity,
+                                              allocatable=o.allocatable, seen={}, declared=unread)
+    assert v.outcome is Outcome.FAIL and v.summary.startswith("nvidia.com/mig.config=all-1g.10gb asks for MIG "
+                                                              "instances, but no view shows")
+
+
+@pytest.mark.parametrize(("config", "judged"), [("all-disabled", False), ("all-enabled", False),
+                                                ("all-1g.10gb", True), ("all-balanced", True), ("custom", True)])
+def test_only_a_config_that_may_ask_for_instances_keeps_a_node_without_any_in_the_mig_suite(config: str,
+                                                                                             judged: bool) -> None:
+    labels = {"nvidia.com/mig.strategy": "single", "nvidia.com/mig.capable": "true", "nvidia.com/mig.config": config,
+              "nvidia.com/mig.config.state": "success", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert (checks.mig_skip_reason("n", labels, {"nvidia.com/gpu": "8"}) is None) is judged
+    failed_state = {**labels, "nvidia.com/mig.config.state": "failed"}
+    assert checks.mig_skip_reason("n", failed_state, {"nvidia.com/gpu": "8"}) is None
+
+
+def test_a_custom_config_asking_for_nothing_is_not_tested_when_nothing_exists() -> None:
+    labels = {"nvidia.com/mig.strategy": "mixed", "nvidia.com/mig.config": "custom",
+              "nvidia.com/mig.config.state": "success", "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"}
+    configs = {"custom": [{"devices": "all", "mig-enabled": False}]}
+    declared = checks.declared_layout(labels, configs, source="cm", gpus=8, profiles=None)
+    assert declared.asks is False
+    v = checks.evaluate_layout_matches_config("n", labels=labels, capacity={"nvidia.com/gpu": "8"},
+                                              allocatable={"nvidia.com/gpu": "8"}, seen={}, declared=declared)
+    assert v.outcome is Outcome.NOT_TESTED
+    assert v.summary == ("nvidia.com/mig.config=custom asks for no MIG instance, and no GPU of n has one: no MIG "
+                         "layout to compare")
+
+
+def test_the_simulated_failed_apply_is_what_a_real_gpu_shows() -> None:
+    """MIG mode on with no instance: NVML says enabled, CUDA enumerates nothing (cudaErrorNoDevice), the device
+    plugin advertises nothing for it (single: nothing at all, GFD says -MIG-INVALID; mixed: no mig-* and no
+    nvidia.com/gpu), mig-manager's state is failed; the catalog names the layout check."""
+    fault = fault_catalog()["mig-apply-failed"]
+    assert (fault.check, fault.severity, fault.scope) == ("mig.layout-matches-config", "fail", "node")
+    single = apply_failed("h100-mig-single")
+    n = single.node
+    assert all(g.mig_enabled and not g.mig for g in n.gpus)
+    assert advertised_devices(n) == [] and single.capacity == {}
+    assert single.labels["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3-MIG-INVALID"
+    code, out = run_probe(n, [Visible(g) for g in n.gpus], devices_env="all")
+    report = parse_cuda_probe(out, exit_code=code)
+    assert code == 4 and report.exit_reason == "no CUDA device: cudaFree(0) returned 100 cudaErrorNoDevice"
+    assert not report.devices and [g.mig_enabled for g in report.nvml_gpus] == [True] * len(n.gpus)
+    mixed = apply_failed("a100-mig-mixed")
+    assert not any(k.startswith("nvidia.com/mig-") or k == "nvidia.com/gpu" for k in mixed.capacity)
+    assert mixed.labels["nvidia.com/gpu.count"] == str(len(mixed.node.gpus))
+    healthy = cluster("h100-mig-single").nodes[0]
+    assert node_labels(healthy)["nvidia.com/mig.config.state"] == "success"

@@ -222,3 +222,36 @@ def test_no_label_check_raises_on_a_real_label_set(name):
     mig.mig_skip_reason(n.name, n.labels, n.capacity)
     mig.labelled_layout(n.labels)
     make_target(n.name, n.labels)
+
+
+# --- products GFD writes that name a known model ------------------------------------------------------
+
+
+def test_a_mig_invalid_product_with_one_gpu_advertised_is_judged_not_skipped():
+    """GFD's -MIG-INVALID product names the base model (known: the A100-SXM4-80GB) and no profile: no MIG pod
+    is planned for the nvidia.com/gpu the plugin still advertises, so the layout check fails with the state."""
+    from gpuconf.plugin.fleet import unknown_model
+
+    n = node("a100-sxm4-80gb-mig-invalid")
+    one = {"nvidia.com/gpu": "1"}
+    assert mig.plan_node(n.name, n.labels, one) == ()  # was an "all" and a "one" pod for profile "?"
+    assert mig.mig_skip_reason(n.name, n.labels, one) is None
+    declared = mig.declared_layout(n.labels, None, source="no ConfigMap read", gpus=1, profiles=None)
+    verdict = mig.evaluate_layout_matches_config(n.name, labels=n.labels, capacity=one, allocatable=one, seen={},
+                                                 declared=declared)
+    assert verdict.outcome is Outcome.FAIL
+    assert "NVIDIA-A100-SXM4-80GB-MIG-INVALID" in verdict.summary and "all-balanced" in verdict.summary
+    target = make_target(n.name, {**n.labels, "nvidia.com/cuda.driver-version.full": "550.54.15"})
+    assert target.model is not None and target.model.gpu_name == "NVIDIA A100-SXM4-80GB", target.notes
+    assert mig.mig_profiles(n.labels["nvidia.com/gpu.product"]) is not None
+    view = type("View", (), {"name": n.name, "facts": type("F", (), {"product": type("P", (), {
+        "value": n.labels["nvidia.com/gpu.product"]})()})()})()
+    assert unknown_model(view) is None
+
+
+def test_a_v100_sxm2_16gb_n_is_the_v100_sxm2_16gb():
+    n = node("v100-sxm2-16gb-n")
+    target = make_target(n.name, {**n.labels, "nvidia.com/cuda.driver-version.full": "535.129.03"})
+    assert target.model is not None and target.model.gpu_name == "Tesla V100-SXM2-16GB", target.notes
+    assert not any("not in gpuconf/data/gpus.yaml" in note for note in target.notes)
+    assert target.model.gpu_class == "data-center" and target.model.arch == "7.0"

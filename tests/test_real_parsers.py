@@ -52,6 +52,21 @@ def test_gb10_unified_memory_reads_not_supported_as_unknown():
     assert t.processes == ()
 
 
+def test_the_r610_banner_names_the_driver_kmd_and_the_cuda_umd():
+    """R610 renamed Driver Version / CUDA Version to KMD Version / CUDA UMD Version (aicr#1667)."""
+    from gpuconf.tool_outputs import read_outputs
+
+    text = smi("table_610_b200_kmd_umd_banner.txt")
+    t = parse_table(text)
+    assert (t.smi_version, t.driver_version, t.cuda_version) == ("610.43.02", "610.43.02", "13.3")
+    assert [g.name for g in t.gpus] == ["NVIDIA B200", "NVIDIA B200"]
+    (found,) = read_outputs("pod log:\n" + text)
+    assert found.error is None and found.parsed == t
+    old = text.replace("KMD Version: 610.43.02     CUDA UMD Version: 13.3    ",
+                       "Driver Version: 610.43.02     CUDA Version: 13.3        ")
+    assert parse_table(old) == t  # the pre-R610 spelling of the same banner
+
+
 def test_a_gb10_table_without_processes_is_truncated_not_misread():
     with pytest.raises(ProbeParseError, match="no 'Processes:' section") as err:
         parse_table(smi("table_580_gb10_no_processes_section.txt"))

@@ -81,25 +81,26 @@ def test_the_mig_table_and_tolerance_agree_with_a_real_lgip_output(name: str, gp
         assert table[profile].lgip_gib == float(gib) and not table[profile].lgip_guess, (profile, gib)
         memory = int(float(gib) * (1 << 30))
         assert mig_memory_problem(memory, table[profile]) is None, (profile, gib)
-        # an instance that shows the name's GiB (or 2% less than lgip) is not this profile's
-        for wrong in (table[profile].memory_gib * 1.04, float(gib) * 0.98):
+        # an instance that shows the name's GiB (or 5% less than lgip) is not this profile's; other drivers'
+        # figures, up to 2.1% off (tests/data/real/mig/instance-memory.csv), are
+        for wrong in (table[profile].memory_gib * 1.04, float(gib) * 0.95):
             assert mig_memory_problem(int(wrong * (1 << 30)), table[profile]) is not None, (profile, wrong)
 
 
 def test_a_model_without_an_lgip_output_is_judged_by_a_band_the_real_outputs_give() -> None:
-    from gpuconf.checks.mig import LGIP_MARGIN, memory_band, name_floor
+    from gpuconf.checks.mig import LGIP_MARGIN, LGIP_SPREAD, MigProfile, memory_band, name_floor
 
-    # the lowest real lgip/name ratio: H100 NVL 1g.12gb, 10.62 GiB of 12
-    assert name_floor() == pytest.approx(10.62 / 12 - LGIP_MARGIN)
+    # the lowest real lgip/name ratio: GB200 1g.24gb, 20.00 GiB of 24 (gpu-operator#1303)
+    assert name_floor() == pytest.approx(20.0 / 24 * (1 - LGIP_SPREAD))
     h200 = mig_profiles("NVIDIA H200")
     assert h200 is not None and h200["1g.18gb"].lgip_gib is None
     low, high, source = memory_band(h200["1g.18gb"])
     assert low == pytest.approx(18 * name_floor()) and "no real nvidia-smi mig -lgip figure" in source
-    # GB200 1g.24gb: about 20 GiB by issue 15's report, backed by no output yet: kept as a guess, and the
-    # band spans both the guess and the name-based band until one settles it
+    # GB200 1g.24gb: a guess (about 20 GiB) until a real -lgip settled it at 20.00
     gb200 = mig_profiles("NVIDIA GB200")
-    assert gb200 is not None and gb200["1g.24gb"].lgip_guess
-    low, high, source = memory_band(gb200["1g.24gb"])
+    assert gb200 is not None and not gb200["1g.24gb"].lgip_guess and gb200["1g.24gb"].lgip_gib == 20.0
+    # a figure no output backs: the band spans both the guess and the name-based band until one settles it
+    low, high, source = memory_band(MigProfile("1g.24gb", 1, 24, 7, 20.0, lgip_guess=True))
     assert low <= 20 * (1 - LGIP_MARGIN) and high >= 24 and "guessed" in source
 
 

@@ -15,7 +15,7 @@ for the same instances. Three checks read the result:
   what was granted, with the one instance CUDA enumerates of the pod's profile).
 * ``mig.instance-isolated``: each ``one`` pod is given exactly one instance, of its profile, with
   that profile's memory (:func:`memory_band`: the real ``nvidia-smi mig -lgip`` figure of
-  gpuconf/data/mig_profiles.yaml within :data:`LGIP_MARGIN`, else a band below the name's GiB
+  gpuconf/data/mig_profiles.yaml within :data:`LGIP_SPREAD`, else a band below the name's GiB
   derived from every real figure), runs
   the kernel on it, and is given no other instance, no whole GPU and no GPU but the instance's
   parent, as NVIDIA_VISIBLE_DEVICES, NVML and /dev/nvidiaN show.
@@ -26,6 +26,14 @@ for the same instances. Three checks read the result:
 
 Decisions:
 
+* **Desired before actual**: a node whose ``nvidia.com/mig.config`` may ask for instances (any
+  config but mig-parted's ``all-disabled`` / ``all-enabled``) is judged even when no view shows an
+  instance; ``nvidia.com/mig.config.state=failed``, or a config asking for instances where GFD's
+  labels, the plugin's capacity and the probes show none (MIG mode on without instances: CUDA
+  enumerates nothing, the plugin advertises nothing), fails the layout check naming the config,
+  ahead of the ``-MIG-INVALID`` and strategy findings that follow from it. GPUs without instances
+  are named by count (GFD's ``gpu.count`` under mixed): nothing is advertised on them, so no probe
+  can read their UUIDs.
 * **GFD's count labels follow the real instances** (GFD enumerates them through NVML), so only
   mig-manager's ``nvidia.com/mig.config`` says what the layout should be. Without that label, or
   without a readable mig-parted config, the layout check compares the views it has and says the
@@ -68,6 +76,7 @@ from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
 __all__ = [
     "LGIP_MARGIN",
+    "LGIP_SPREAD",
     "NAME_CEILING",
     "PROBES_VIEW",
     "Declared",
@@ -104,10 +113,17 @@ CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 INVALID_SUFFIX = "-MIG-INVALID"
 
-#: An instance's memory as CUDA reports it against the Memory column of ``nvidia-smi mig -lgip``
-#: (lgip_gib in mig_profiles.yaml): lgip prints GiB to two decimals, and the one real pairing found
-#: (RTX PRO 6000 1g.24gb: lgip 23.62, CUDA 24192 MiB = 23.625 GiB) agrees to that rounding.
+#: The rounding of ``nvidia-smi mig -lgip``'s Memory column (GiB to two decimals) and of CUDA's
+#: figure against it: the one real pairing found (RTX PRO 6000 1g.24gb: lgip 23.62, CUDA 24192 MiB =
+#: 23.625 GiB) agrees to that rounding.
 LGIP_MARGIN = 0.01
+#: How far one profile's memory strays from the lgip_gib in mig_profiles.yaml on another driver or
+#: host, as a fraction: real figures of one profile differ by up to 2.1 % (RTX PRO 6000 1g.24gb: 23.12
+#: GiB on 580.105.06, 23.62 elsewhere; H100 NVL 1g.12gb: 10.75 and 10.62; every reading with its source
+#: in tests/data/real/mig/instance-memory.csv), plus :data:`LGIP_MARGIN`, rounded up to half a percent.
+#: Profiles of different memory on one GPU are at least 1.9 x apart, so an instance showing a bigger
+#: profile's memory stays outside.
+LGIP_SPREAD = 0.035
 #: The upper bound of a profile without an lgip figure, as a fraction of the GiB in its name: CUDA
 #: never reports more than the name (every real lgip figure is below it).
 NAME_CEILING = 1.02
@@ -169,6 +185,9 @@ def mig_skip_reason(node: str, labels: Mapping[str, str], capacity: Mapping[str,
     mig_resources = sorted(k for k in capacity if k.startswith(MIG_PREFIX) and (_int(capacity[k]) or 0) > 0)
     if mig_resources or _labelled_instances(labels) or mig_invalid(labels):
         return None
+    config = labels.get(CONFIG_LABEL)
+    if labels.get(CONFIG_STATE_LABEL) == "failed" or (config and _asks_by_name(config) is not False):
+        return None  # mig-manager was told to cut the GPUs: whether it did is the layout check's to judge
     capable = labels.get("nvidia.com/mig.capable", "unlabelled")
     if mode in ("single", "mixed"):
         return (f"{node} has no GPU with MIG enabled ({STRATEGY_LABEL}={mode} is the device plugin's configured "
@@ -285,6 +304,9 @@ class Declared:
     layout: dict[str, int] | None
     why: str
     state: str | None = None
+    #: whether the config asks for MIG instances on any GPU (None: cannot tell); known even where
+    #: ``layout`` counts no GPU to put them on
+    asks: bool | None = None
 
 
 def parse_mig_parted(text: str) -> dict[str, list[dict[str, Any]]]:
@@ -317,21 +339,23 @@ def declared_layout(labels: Mapping[str, str], configs: Mapping[str, list[dict[s
     name, state = labels.get(CONFIG_LABEL), labels.get(CONFIG_STATE_LABEL)
     if not name:
         return Declared(None, None, f"no {CONFIG_LABEL} label (mig-manager does not manage this node)", state)
+    by_name = _asks_by_name(name)
     if configs is None:
         return Declared(name, None, f"{CONFIG_LABEL}={name}, but its mig-parted config is unreadable: {source}",
-                        state)
+                        state, by_name)
     entries = configs.get(name)
     if entries is None:
         return Declared(name, None, f"{CONFIG_LABEL}={name} is not a config in {source} "
-                        f"(configs: {', '.join(sorted(configs)) or 'none'})", state)
+                        f"(configs: {', '.join(sorted(configs)) or 'none'})", state, by_name)
     applying = []
     for entry in entries:
         applies = _entry_applies(entry, profiles)
         if applies is None:
             return Declared(name, None, f"config {name} in {source} has device-filtered entries, and which applies "
-                            "to this node's GPU model cannot be told", state)
+                            "to this node's GPU model cannot be told", state, by_name)
         if applies:
             applying.append(entry)
+    asks = any(e.get("mig-enabled") and any(int(n) for n in (e.get("mig-devices") or {}).values()) for e in applying)
     indices = [int(i) for e in applying if isinstance(e.get("devices"), list) for i in e["devices"]]
     count = max([gpus, *(i + 1 for i in indices)])
     total: Counter[str] = Counter()
@@ -342,7 +366,29 @@ def declared_layout(labels: Mapping[str, str], configs: Mapping[str, list[dict[s
         if chosen is not None and chosen.get("mig-enabled"):
             for profile, n in (chosen.get("mig-devices") or {}).items():
                 total[str(profile)] += int(n)
-    return Declared(name, dict(total), f"{CONFIG_LABEL}={name} in {source}, over {count} GPUs", state)
+    return Declared(name, dict(total), f"{CONFIG_LABEL}={name} in {source}, over {count} GPUs", state, asks)
+
+
+#: mig-parted's default config names: all-disabled (MIG off) and all-enabled (MIG on, no instance)
+#: ask for none; all-balanced and all-<profile> ask for instances on every GPU.
+_NO_INSTANCES = ("all-disabled", "all-enabled")
+_ASKING = re.compile(r"^all-(?:balanced|\d+g\.\d+gb.*)$")
+
+
+def _asks_by_name(name: str) -> bool | None:
+    """Whether a config asks for MIG instances, by mig-parted's default names alone (None: cannot tell)."""
+    if name in _NO_INSTANCES:
+        return False
+    return True if _ASKING.match(name) else None
+
+
+def node_gpus(labels: Mapping[str, str], observed: int) -> int:
+    """The GPUs a ``devices: all`` config entry covers: those observed (MIG parents the probes saw
+    plus whole GPUs advertised), or GFD's ``nvidia.com/gpu.count`` under mixed, which counts every
+    physical GPU, MIG-enabled or not (tests/data/real/gfd/SOURCES.md), whichever is more: a GPU
+    that lost every instance is advertised as nothing and seen by no probe."""
+    counted = _int(labels.get("nvidia.com/gpu.count")) if strategy(labels) == "mixed" else None
+    return max(observed, counted or 0)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -368,7 +414,9 @@ class PlannedPod:
 
 def plan_node(node: str, labels: Mapping[str, str], allocatable: Mapping[str, str]) -> tuple[PlannedPod, ...]:
     """The MIG pods for ``node``: an ``all`` and a ``one`` pod per advertised profile with an
-    allocatable instance."""
+    allocatable instance; none under a ``-MIG-INVALID`` product (the layout check judges that)."""
+    if mig_invalid(labels):  # GFD names no profile: what nvidia.com/gpu is there is no instance to ask for
+        return ()
     pods = []
     single = strategy(labels) == "single"
     for profile, n in sorted(advertised_layout(labels, allocatable).items()):
@@ -484,6 +532,52 @@ def _no_output(cid: str, node: str, seen: Sighting, what: str) -> Verdict:
 # The checks
 
 
+def _instances_anywhere(labels: Mapping[str, str], capacity: Mapping[str, str], seen: Mapping[str, Sighting]) -> bool:
+    """Any MIG instance on the node in any view: GFD's labels, the plugin's capacity, the probes."""
+    advertised = advertised_layout(labels, capacity)
+    probes = any(mig_devices(s.report) or ((listed := listed_devices(s.report)) is not None and listed.mig)
+                 for s in seen.values() if s.report is not None)
+    return (any(n for p, n in advertised.items() if p != "?") or any((labelled_layout(labels) or {}).values())
+            or probes)
+
+
+def _requested_but_missing(node: str, labels: Mapping[str, str], capacity: Mapping[str, str],
+                           seen: Mapping[str, Sighting], declared: Declared) -> Verdict | None:
+    """The FAIL of a layout mig-manager was told to apply and did not: ``nvidia.com/mig.config.state``
+    failed, or a config asking for instances on a node where no view shows one (MIG mode on and no
+    instance: the device plugin advertises nothing, CUDA enumerates nothing); None otherwise.
+
+    GPUs without instances are named by count: a GPU with MIG mode on and no instance is advertised
+    as nothing, so no probe pod can be placed on it to read its UUID."""
+    cid = "mig.layout-matches-config"
+    config, state = labels.get(CONFIG_LABEL), declared.state
+    anywhere = _instances_anywhere(labels, capacity, seen)
+    # A -MIG-INVALID product hides instances that may exist (several profiles under single): the
+    # INVALID finding names that, unless mig-manager itself reports the apply failed.
+    if state != "failed" and (anywhere or not declared.asks or mig_invalid(labels)):
+        return None
+    counted = _int(labels.get("nvidia.com/gpu.count")) if strategy(labels) == "mixed" else None
+    gpus = f"no view shows a MIG instance on any of its {f'{counted} GPUs (GFD counts them)' if counted else 'GPUs'}"
+    offered = advertised_layout(labels, capacity)
+    shows = (f"GFD labels {PRODUCT_LABEL}={labels.get(PRODUCT_LABEL, 'unlabelled')} and the device plugin advertises "
+             f"{_fmt(offered) if any(n for p, n in offered.items() if p != '?') else 'no MIG instance'}")
+    wanted = _fmt(declared.layout) if declared.layout else "MIG instances"
+    if state == "failed":
+        summary = (f"mig-manager could not apply {CONFIG_LABEL}={config} ({CONFIG_STATE_LABEL}=failed)"
+                   + (f": {gpus} ({shows})" if not anywhere else f"; {shows}"))
+    else:
+        summary = (f"{CONFIG_LABEL}={config} asks for {wanted}, but {gpus} ({shows}"
+                   + (f", {CONFIG_STATE_LABEL}={state}" if state else "") + ")")
+    return Verdict(
+        cid, node, Outcome.FAIL,
+        summary + "; read the nvidia-mig-manager pod's log on the node for mig-parted's error, free the GPUs "
+        f"(no process may hold them) and re-apply {config} (relabel {CONFIG_LABEL})",
+        expected=f"{wanted} as {CONFIG_LABEL}={config} declares" + (f" ({declared.why})" if declared.layout else ""),
+        observed=("no MIG instance on any GPU" if not anywhere else "the layout below")
+        + (f", {CONFIG_STATE_LABEL}={state}" if state else ""),
+        evidence=(f"{CONFIG_LABEL}: {declared.why}", shows))
+
+
 def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capacity: Mapping[str, str],
                                    allocatable: Mapping[str, str], seen: Mapping[str, Sighting],
                                    declared: Declared) -> Verdict:
@@ -492,6 +586,14 @@ def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capa
     given exactly the instances it was granted, and CUDA enumerates one of its profile."""
     cid = "mig.layout-matches-config"
     config = labels.get(CONFIG_LABEL)
+    missing = _requested_but_missing(node, labels, capacity, seen, declared)
+    if missing is not None:
+        return missing
+    if not mig_invalid(labels) and not _instances_anywhere(labels, capacity, seen):
+        asks = ("asks for no MIG instance" if declared.asks is False
+                else f"may ask for MIG instances, which cannot be told ({declared.why})")
+        return not_tested(cid, node, f"{CONFIG_LABEL}={config} {asks}, and no GPU of {node} has one: no MIG layout "
+                          "to compare")
     # Both leave the node's MIG instances unusable as advertised: a FAIL, whatever a layout drift's
     # severity (the check's catalog severity, degraded) would be.
     if mig_invalid(labels):
@@ -587,11 +689,11 @@ def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capa
 @cache
 def name_floor() -> float:
     """The lower bound of a profile without a real lgip figure, as a fraction of the GiB in its name:
-    the smallest lgip/name ratio of every real -lgip figure in mig_profiles.yaml (H100 NVL 1g.12gb:
-    10.62 of 12, 0.885), less the margin. A model's own lgip output replaces it."""
+    the smallest lgip/name ratio of every real -lgip figure in mig_profiles.yaml (GB200 1g.24gb:
+    20.00 of 24, 0.833), less :data:`LGIP_SPREAD`. A model's own lgip output replaces it."""
     ratios = [p.lgip_gib / p.memory_gib for profiles in _profile_sets().values() for p in profiles.values()
               if p.lgip_gib is not None and not p.lgip_guess]
-    return min(ratios) - LGIP_MARGIN
+    return min(ratios) * (1 - LGIP_SPREAD)
 
 
 def memory_band(profile: MigProfile) -> tuple[float, float, str]:
@@ -600,11 +702,11 @@ def memory_band(profile: MigProfile) -> tuple[float, float, str]:
     if profile.lgip_gib is None:
         return (*by_name, f"{name_floor():.3f}-{NAME_CEILING:.2f} x the {profile.memory_gib} GiB in its name, "
                 "no real nvidia-smi mig -lgip figure for this model")
-    low, high = profile.lgip_gib * (1 - LGIP_MARGIN), profile.lgip_gib * (1 + LGIP_MARGIN)
+    low, high = profile.lgip_gib * (1 - LGIP_SPREAD), profile.lgip_gib * (1 + LGIP_SPREAD)
     if profile.lgip_guess:  # not backed by an output yet: the guess or the name-based band, whichever is wider
         return (min(low, by_name[0]), max(high, by_name[1]),
                 f"a guessed lgip {profile.lgip_gib:g} GiB or the name-based band")
-    return low, high, f"nvidia-smi mig -lgip {profile.lgip_gib:.2f} GiB +- {LGIP_MARGIN:.0%}"
+    return low, high, f"nvidia-smi mig -lgip {profile.lgip_gib:.2f} GiB +- {LGIP_SPREAD:.1%}"
 
 
 def _tolerance(memory: int | None, profile: MigProfile) -> str | None:
@@ -698,6 +800,11 @@ def evaluate_not_also_full_gpu(node: str, *, labels: Mapping[str, str], capacity
     reports = [s.report for s in mig_seen if s.report is not None]
     parents = {p[0]: p for r in reports for p in _parents(r) if p[2] is not False}
     full = _int(capacity.get(GPU)) or 0
+    if not reports and (strategy(labels) == "single" or full == 0):
+        # Nothing handed out to look at (no instance advertised): "all 0 are instances" is no finding.
+        offered = _fmt(advertised_layout(labels, capacity))
+        return not_tested(cid, node, f"{node} hands out no MIG instance to look at ({offered} advertised, "
+                          f"{strategy(labels)} strategy): whether a MIG GPU is also handed out whole is not judged")
     if strategy(labels) == "single":
         whole: dict[str, list[str]] = {}
         for r in reports:

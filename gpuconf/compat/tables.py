@@ -6,6 +6,7 @@ code change. Loading is the only I/O the compatibility engine does.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -185,11 +186,18 @@ def _gpus() -> dict[str, GpuModel]:
     return index
 
 
+#: What GFD appends to the product label: ``-SHARED`` (time-slicing, MPS) after ``-MIG-<profile>``
+#: (strategy single) or ``-MIG-INVALID`` (a layout single cannot express); the model is what precedes.
+_GFD_SUFFIX = re.compile(r"(?:-MIG-.+|-SHARED)$", re.I)
+
+
 def find_gpu(name: str) -> GpuModel | None:
-    """A GPU by product name as nvidia-smi or GFD print it, or by a short alias ("H100")."""
+    """A GPU by product name as nvidia-smi or GFD print it (GFD's ``-MIG-...`` and ``-SHARED``
+    suffixes cut off: ``NVIDIA-A100-SXM4-80GB-MIG-INVALID`` is an A100-SXM4-80GB), or by a short
+    alias ("H100")."""
     gpu = _gpus().get(_norm(name))
-    if gpu is None and name.upper().endswith("-SHARED"):  # GFD's time-slicing suffix
-        gpu = _gpus().get(_norm(name[: -len("-SHARED")]))
+    if gpu is None and (base := _GFD_SUFFIX.sub("", name)) != name:
+        gpu = _gpus().get(_norm(base))
     return gpu
 
 

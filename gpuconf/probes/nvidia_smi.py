@@ -317,8 +317,10 @@ _BORDER = re.compile(r"^\+-+\+$")
 _RULE = re.compile(r"^[|+]-+(?:\+-+)*[|+]$")
 _DOUBLE_RULE = re.compile(r"^\|=+(?:\+=+)*\|$")
 _BLOCK_END = re.compile(r"^\+-+(?:\+-+)+\+$")
+# R610 renamed the banner's fields (``KMD Version:``, ``CUDA UMD Version:``; 610.43.02 prints CUDA UMD
+# 13.3): both spellings are read (tests/data/real/nvidia-smi/table_610_b200_kmd_umd_banner.txt).
 _SMI_HEADER = re.compile(
-    r"^\|\s*NVIDIA-SMI (\S+)\s+Driver Version: (\S+)(?:\s+CUDA Version: (\S+))?\s*\|$"
+    r"^\|\s*NVIDIA-SMI (\S+)\s+(?:Driver|KMD) Version: (\S+)(?:\s+CUDA (?:UMD )?Version: (\S+))?\s*\|$"
 )
 _GPU_CELL = re.compile(r"^\s*(\d+)\s+(.+?)\s+(On|Off|N/A)\s*$")
 _BUS_ID = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]"

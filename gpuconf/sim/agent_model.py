@@ -369,7 +369,7 @@ def _every_device(node: SimNode) -> list[Visible]:
     """``NVIDIA_VISIBLE_DEVICES=all``: every GPU that enumerates, as MIG instances where enabled."""
     out: list[Visible] = []
     for g in node.present_gpus:
-        out.extend([Visible(g, m) for m in g.mig] if g.mig else [Visible(g)])
+        out.extend([Visible(g, m) for m in g.mig] if g.mig else [Visible(g)])  # MIG on, none: NVML only
     return out
 
 

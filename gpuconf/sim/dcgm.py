@@ -67,9 +67,9 @@ def _errors(test: str, gpu_id: int, v: Visible) -> list[dict[str, Any]]:
 
 def dcgm_diag_run(node: SimNode, *, visible: Sequence[Visible], level: int) -> tuple[int, str]:
     """(exit status, stdout) of ``dcgmi diag -r level --json`` over the GPUs the container holds."""
-    if any(g.mig for g in node.gpus):
+    if any(g.mig_enabled for g in node.gpus):
         lines = [f"GPU {g.index}'s MIG configuration is incompatible with the diagnostic because it prevents access "
-                 "to the entire GPU." for g in node.gpus if g.mig]
+                 "to the entire GPU." for g in node.gpus if g.mig_enabled]
         return 1, "\n".join(lines) + "\n"
     gpus = sorted({v.gpu.index: v for v in visible if v.mig is None and v.gpu.present}.values(),
                   key=lambda v: v.gpu.index)

@@ -212,7 +212,7 @@ def _pcie_doc(node: SimNode, gpu: SimGpu) -> dict[str, Any]:
     model, trained = _link(node, gpu)
     if model.bus != "pcie":
         return _absent("nvmlDeviceGetCurrPcieLinkGeneration: Not Supported")
-    if gpu.mig:  # the probe copies on full GPUs only: nothing ran on this one to read the link under
+    if gpu.mig_enabled:  # the probe copies on full GPUs only: nothing ran on this one to read the link under
         return {"link_gen_current": 1, "link_gen_max": trained.gen, "link_gen_gpu_max": model.gen,
                 "link_width_current": trained.width, "link_width_max": trained.width, "replay_counter": 0,
                 "replay_counter_after_load": _absent("not read: no copy ran on this GPU"),
@@ -263,7 +263,7 @@ def _nvml(node: SimNode, visible: Sequence[Visible]) -> dict[str, Any]:
         gpus.append({
             "index": g.index, "uuid": g.uuid, "name": model.name, "pci_bus_id": g.pci_bus_id,
             "brand": _brand(model.nvml_brand), "persistence_mode": True,
-            "mig_mode": {"current": bool(g.mig), "pending": False} if model.mig_capable
+            "mig_mode": {"current": g.mig_enabled, "pending": False} if model.mig_capable
             else _absent("nvmlDeviceGetMigMode: Not Supported"),
             "ecc": {"enabled": True, "pending": False, "volatile": dict(count), "aggregate": dict(count)} if dc
             else _absent("nvmlDeviceGetEccMode: Not Supported"),
@@ -286,9 +286,11 @@ def cuda_enumerates(visible: Sequence[Visible]) -> list[Visible]:
     """What one CUDA process enumerates of the devices it was given: with any MIG device visible,
     only the first MIG device, and no full GPU (NVIDIA MIG User Guide, "CUDA Device Enumeration":
     a single CUDA process can only enumerate a single MIG device, and no non-MIG GPU once a compute
-    instance is enumerated). NVML still lists every device."""
+    instance is enumerated), and never a MIG-enabled GPU itself: without an instance there is nothing
+    to run on (cudaGetDeviceCount answers cudaErrorNoDevice when nothing else is visible). NVML
+    still lists every device, with its MIG mode."""
     migs = [v for v in visible if v.mig is not None]
-    return migs[:1] if migs else list(visible)
+    return migs[:1] if migs else [v for v in visible if not v.gpu.mig_enabled]
 
 
 def cuda_probe_run(node: SimNode, *, visible: Sequence[Visible], image_cuda: CudaVersion, env: Mapping[str, str],

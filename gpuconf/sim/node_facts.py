@@ -77,12 +77,13 @@ def _cuda_labels(node: SimNode) -> dict[str, str]:
 def _mig_invalid(gpus: tuple[SimGpu, ...], mig_capable: bool) -> bool:
     """GFD's verdict on a MIG layout under mig.strategy=single (k8s-device-plugin
     internal/lm/mig-strategy.go, newMigStrategySingleLabeler): MIG-enabled GPUs beside MIG-disabled
-    ones, or more than one MIG profile on the node. (A MIG-enabled GPU with no instance is also
-    invalid; the simulation has no MIG-enabled GPU without instances.)"""
-    enabled = [g for g in gpus if g.mig]
+    ones, a MIG-enabled GPU with no instance (mig-strategy_test.go "empty mig devices returns MIG
+    invalid label"), or more than one MIG profile on the node."""
+    enabled = [g for g in gpus if g.mig_enabled]
     if not enabled or not mig_capable:
         return False
-    return len(enabled) != len(gpus) or len({i.profile for g in enabled for i in g.mig}) > 1
+    return (len(enabled) != len(gpus) or any(not g.mig for g in enabled)
+            or len({i.profile for g in enabled for i in g.mig}) > 1)
 
 
 def labelled_model(node: SimNode) -> GpuModel:
@@ -154,7 +155,7 @@ def node_labels(node: SimNode) -> dict[str, str]:
     labels["nvidia.com/gpu.replicas"] = replicas
     config = mig_config_name(node.pool)
     if config is not None:  # mig-manager's labels: the layout it was asked for, and that it applied it
-        labels.update({"nvidia.com/mig.config": config, "nvidia.com/mig.config.state": "success"})
+        labels.update({"nvidia.com/mig.config": config, "nvidia.com/mig.config.state": node.mig_config_state})
     if sharing.strategy != "none" and not sharing.rename_by_default and not product.endswith("-MIG-INVALID"):
         product = f"{product}-SHARED"
     labels.update({"nvidia.com/gpu.product": product, "nvidia.com/gpu.count": str(count),
@@ -193,7 +194,8 @@ def advertised_devices(node: SimNode) -> list[AdvertisedDevice]:
         return []
     for g in node.present_gpus:
         healthy = g.health == "Healthy"
-        if plugin.mig.strategy in ("single", "mixed") and g.mig:
+        if plugin.mig.strategy in ("single", "mixed") and g.mig_enabled:
+            # A MIG-enabled GPU is advertised as its instances only: none when it has none.
             for inst in g.mig:
                 resource = GPU if plugin.mig.strategy == "single" else f"nvidia.com/mig-{inst.profile}"
                 out.append(AdvertisedDevice(resource, inst.uuid, healthy, g, inst))
@@ -248,7 +250,9 @@ def resource_slices(node: SimNode) -> list[dict[str, object]]:
             "resource.kubernetes.io/pciBusID": {"string": g.pci_bus_id[4:].lower()},
         }
         overrides = {k: {"string": v} if not k.endswith("Version") else {"version": v} for k, v in g.dra_attributes}
-        if g.mig:
+        if g.mig_enabled:
+            # A MIG-enabled GPU without instances is published as nothing: a guess (the driver's
+            # dynamic-MIG mode publishes possible partitions instead); a real slice of that state settles it.
             for inst in g.mig:
                 devices.append({"name": f"gpu-{g.index}-mig-{inst.gi}", "attributes": {
                     **common, "type": {"string": "mig"}, "uuid": {"string": inst.uuid},

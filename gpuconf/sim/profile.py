@@ -792,6 +792,14 @@ class SimGpu:
     model: GpuModel | None = None  # another model than the pool's (mixed-gpu-models); None: the pool's
     #: a GPU gone from the bus that the DRA driver's ResourceSlice still lists (dra-slice-stale)
     dra_listed: bool = False
+    #: MIG mode on as NVML reports it, instances or not: set where mig-manager enabled it; a GPU whose
+    #: instances are gone (mig-layout-drift to none, mig-apply-failed) keeps it
+    mig_mode: bool = False
+
+    @property
+    def mig_enabled(self) -> bool:
+        """MIG mode on: what NVML's current mode says, whether or not instances exist."""
+        return self.mig_mode or bool(self.mig)
 
     @property
     def dra_pci_bus_id(self) -> str:
@@ -843,6 +851,9 @@ class SimNode:
     #: (the kubelet stopped posting; the node lifecycle controller marked it) (node-not-ready)
     ready: str = "True"
     ready_since_s: int = 0  # how long ago the Ready condition last changed
+    #: what mig-manager reports in nvidia.com/mig.config.state after applying the pool's layout:
+    #: success, or failed (mig-apply-failed); pending and rebooting, its states mid-change, are not simulated
+    mig_config_state: str = "success"
     tenant_pods: tuple[TenantPod, ...] = ()  # tenant workloads bound to the node (gpus-busy)
     faults: tuple[str, ...] = ()  # ids of the faults applied here (provenance)
 
@@ -912,7 +923,8 @@ def _pool_nodes(profile: str, pool: NodePool) -> list[SimNode]:
         name = f"{pool.name}-{n}"
         gpus = tuple(
             SimGpu(i, i, f"GPU-{_uuid(f'{profile}/{name}/{i}')}", pcis[i], memory,
-                   mig=_mig_instances(f"{profile}/{name}/{i}", mig.for_gpu(i), pool.gpu) if mig.enabled else ())
+                   mig=_mig_instances(f"{profile}/{name}/{i}", mig.for_gpu(i), pool.gpu) if mig.enabled else (),
+                   mig_mode=mig.enabled and bool(mig.for_gpu(i)))
             for i in range(pool.gpus_per_node))
         nodes.append(SimNode(name, pool, n, gpus, pool.driver, pool.driver, True, pool.toolkit, pool.device_plugin,
                              True, pool.dra, pool.interconnect))
@@ -971,6 +983,9 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
     "toolkit-cdi-mode": lambda n, f: replace(n, toolkit=replace(n.toolkit, mode=Mode(f.param("mode")))),
     "compat-libs-broken": _compat_broken,
     "mig-layout-drift": _mig_drift,
+    # mig-parted turned MIG mode on and then failed to create the instances (mig_mode stays set)
+    "mig-apply-failed": lambda n, f: replace(n, gpus=tuple(replace(g, mig=()) for g in n.gpus),
+                                             mig_config_state="failed"),
     "mps-memory-limit-unset": lambda n, f: replace(n, device_plugin=replace(
         n.device_plugin, sharing=replace(n.device_plugin.sharing, mps_memory_limit=False))),
     "timeslice-replicas-wrong": lambda n, f: replace(n, device_plugin=replace(

@@ -3,6 +3,8 @@ document the real parser accepts, with the CUDA outcome the compatibility rules 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gpuconf.compat import tables
@@ -124,13 +126,17 @@ def test_one_cuda_process_enumerates_one_mig_device_and_no_whole_gpu_beside_it()
     # MIG User Guide, "CUDA Device Enumeration": the first MIG device only; NVML still sees every GPU.
     n = node("a100-mig-mixed", "a100-0")
     mig_gpu = next(g for g in n.gpus if g.mig)
-    whole = n.gpus[-1]  # given as a whole GPU (as a misconfigured plugin would)
+    # a GPU with MIG off given whole (as a misconfigured plugin would)
+    whole = dataclasses.replace(n.gpus[-1], mig=(), mig_mode=False)
     _, report = run(n, visible=[Visible(whole), *(Visible(mig_gpu, m) for m in mig_gpu.mig)])
     (device,) = report.devices
     assert device.uuid == mig_gpu.mig[0].uuid
     assert {g.uuid for g in report.nvml_gpus} == {mig_gpu.uuid, whole.uuid}
     _, plain = run(n, visible=[Visible(whole)])
     assert [d.uuid for d in plain.devices] == [whole.uuid]
+    # MIG mode on and given whole: CUDA has nothing to run on, NVML lists it with MIG enabled
+    _, bare = run(n, visible=[Visible(n.gpus[-1])])
+    assert not bare.devices and [g.mig_enabled for g in bare.nvml_gpus] == [True]
 
 
 # --- nccl-probe -----------------------------------------------------------------------------------
