@@ -23,13 +23,14 @@ import pytest
 
 from gpuconf.checks import dra as checks
 from gpuconf.checks.isolation import Sighting, sighting
-from gpuconf.checks.probe_start import claim_prepare_block
+from gpuconf.checks.probe_start import blocked_by, claim_prepare_block
 from gpuconf.cluster import ClusterError, Inventory, OverloadedError, PodOutcome, RunContext, run_campaign
 from gpuconf.cluster.access import stream_lines
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
 from gpuconf.kit import cuda_probe_pod, judge, native_probe_cuda, run_context
 from gpuconf.nodes import NodeView
 from gpuconf.probe_pods import ClaimRequest, make_resource_claim_template
+from gpuconf.verdict import Verdict
 
 pytestmark = pytest.mark.dra
 
@@ -256,6 +257,21 @@ def blocked_by_prepare(run: DraRun, node: str | None, outcome: PodOutcome | None
         pytest.skip(mine.reason)
 
 
+def probed_device(run: DraRun, node: str | None, devices: tuple[checks.SliceDevice, ...]) -> Verdict | None:
+    """dra.claim-allocates-the-probed-device's verdict on ``node``: where it fails (the pod sees
+    another GPU than its claim was allocated), the checks that compare another pod's allocation with
+    what it sees fail for the same reason and are NOT TESTED, blocked by it
+    (gpuconf.checks.probe_start.blocked_by); None where it does not judge the node."""
+    if node is None or node not in run.thresholds or not devices:
+        return None
+    name = checks.pod_name("selector", node)
+    if not run.allocations.get(name) and run.claim_errors.get(name):
+        return None  # it fails for the unknown allocation, not for a device
+    return checks.evaluate_claim_allocates_probed_device(node, run.sighting(node, "selector"),
+                                                         run.claims(node, "selector"), devices,
+                                                         min_gib=run.thresholds[node])
+
+
 # -------------------------------------------------------------------------------------------------
 # The checks
 
@@ -317,8 +333,9 @@ def test_distinct_claims_distinct_devices(gpu_node: str, dra_facts: DraFacts, dr
                                           record_property: Record) -> None:
     devices = node_devices(dra_facts, gpu_node)
     blocked_by_prepare(dra_run, gpu_node, dra_run.outcome(gpu_node, "two"), "a claim of the two-claim pod")
-    judge(checks.evaluate_distinct_claims(gpu_node, dra_run.sighting(gpu_node, "two"), dra_run.claims(gpu_node, "two"),
-                                          devices), record_property)
+    judge(blocked_by(checks.evaluate_distinct_claims(gpu_node, dra_run.sighting(gpu_node, "two"),
+                                                     dra_run.claims(gpu_node, "two"), devices),
+                     probed_device(dra_run, gpu_node, devices)), record_property)
 
 
 @pytest.mark.cncf("dra_support")
@@ -331,10 +348,11 @@ def test_selector_steers_scheduling(dra_facts: DraFacts, dra_run: DraRun, record
                     pytrace=False)
     outcome = dra_run.steer
     blocked_by_prepare(dra_run, outcome.node if outcome is not None else None, outcome, "the steered pod's claim")
-    judge(checks.evaluate_selector_steers_scheduling(
+    landed = outcome.node if outcome is not None else None
+    judge(blocked_by(checks.evaluate_selector_steers_scheduling(
         dra_run.steering, outcome, sighting(outcome) if outcome is not None else None,
         dra_run.allocations.get(outcome.name, []) if outcome is not None else [], dra_facts.devices),
-        record_property)
+        probed_device(dra_run, landed, dra_facts.devices.get(landed or "", ()))), record_property)
 
 
 @pytest.mark.cncf("secure_accelerator_access")
@@ -346,8 +364,9 @@ def test_shared_claim_same_device(gpu_node: str, dra_facts: DraFacts, dra_run: D
     blocked_by_prepare(dra_run, gpu_node, outcome, "the shared claim")
     probe, sidecar, bystander = (sighting(outcome, c) if outcome is not None else None
                                  for c in ("probe", "sidecar", "bystander"))
-    judge(checks.evaluate_shared_claim(gpu_node, probe, sidecar, bystander, dra_run.claims(gpu_node, "shared"),
-                                       devices), record_property)
+    judge(blocked_by(checks.evaluate_shared_claim(gpu_node, probe, sidecar, bystander,
+                                                  dra_run.claims(gpu_node, "shared"), devices),
+                     probed_device(dra_run, gpu_node, devices)), record_property)
 
 
 @pytest.mark.cncf("dra_support")
@@ -365,5 +384,6 @@ def test_count_with_match_attribute(gpu_node: str, dra_facts: DraFacts, dra_run:
                                     record_property: Record) -> None:
     devices = node_devices(dra_facts, gpu_node)
     blocked_by_prepare(dra_run, gpu_node, dra_run.outcome(gpu_node, "pair"), "the matched-pair claim")
-    judge(checks.evaluate_matched_pair(gpu_node, dra_run.sighting(gpu_node, "pair"), dra_run.claims(gpu_node, "pair"),
-                                       devices), record_property)
+    judge(blocked_by(checks.evaluate_matched_pair(gpu_node, dra_run.sighting(gpu_node, "pair"),
+                                                  dra_run.claims(gpu_node, "pair"), devices),
+                     probed_device(dra_run, gpu_node, devices)), record_property)

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from serving import pytest_subprocess
 
-from gpuconf.checks.probe_start import Blocked, ProbeBlock, evaluate_block, probe_block, whole_node_block
+from gpuconf.checks.probe_start import Blocked, ProbeBlock, blocked_by, evaluate_block, probe_block, whole_node_block
 from gpuconf.cluster.outcomes import ContainerOutcome, PodEvent, PodOutcome, PodTimings
 from gpuconf.kit.probes import WholeNodeProbes, blocked
-from gpuconf.verdict import Outcome
+from gpuconf.verdict import Outcome, failed, not_tested, passed
 
 pytest_plugins = ["pytester"]
 
@@ -160,6 +160,51 @@ def test_a_blocked_finding_without_a_requirement_is_the_owners_plain_failure():
                     observed="Failed", evidence=("Failed: exit 139",))
     verdict = evaluate_block(block, {})
     assert (verdict.outcome, verdict.evidence, verdict.observed) == (Outcome.FAIL, ("Failed: exit 139",), "Failed")
+
+
+def probe_of(visible_gpus: int) -> PodOutcome:
+    """A whole-node probe that printed its report, given ``visible_gpus`` GPUs by the runtime (0: runc,
+    no NVIDIA runtime: no device node, no libcuda, no NVML, CUDA error 35)."""
+    from gpuconf.compat.versions import parse_cuda
+    from gpuconf.sim.emulate import Visible, cuda_probe_run
+    from gpuconf.sim.profile import expand, load_profile
+
+    n = expand(load_profile("healthy-h100")).node("h100-0")
+    code, out = cuda_probe_run(n, visible=[Visible(g) for g in n.gpus[:visible_gpus]], image_cuda=parse_cuda("13.0.2"),
+                               env={}, compat=True, started_at="2026-12-03T00:00:00.000Z", hostname=n.name)
+    return outcome(IMAGE, reason="Completed", logs={"probe": out})
+
+
+def test_a_probe_given_no_gpu_on_a_cluster_without_the_nvidia_runtimeclass_is_that_checks_finding():
+    missing = "no RuntimeClass has the NVIDIA runtime's handler 'nvidia'"
+    block = whole_node_block("rtx-0", probe_of(0), MATRIX, runtime_missing=missing)
+    assert block is not None and block.owner == "scheduling.runtimeclass-present"
+    assert block.reason == (f"blocked by scheduling.runtimeclass-present: {missing}: the whole-node probe on rtx-0 "
+                            "ran under the node's default runtime and was given no GPU (no /dev/nvidiactl; no libcuda "
+                            "(no libcuda.so* mapped: libcuda.so.1: cannot open shared object file: No such file or "
+                            "directory); no NVML (libnvidia-ml.so.1: cannot open shared object file: No such file or "
+                            "directory))")
+    # the runtime injected the GPUs (the default runtime is NVIDIA's): its checks judge the report
+    assert whole_node_block("rtx-0", probe_of(8), MATRIX, runtime_missing=missing) is None
+    # a class exists: a probe that saw no GPU is its own checks' finding (device nodes, smoke)
+    assert whole_node_block("rtx-0", probe_of(0), MATRIX) is None
+
+
+def test_a_dependant_failing_for_its_owners_cause_is_not_tested_blocked_by_the_owner():
+    owner = failed("isolation.sees-only-allocated", "h100-0", "a pod given 1 GPU sees 8")
+    other = failed("isolation.envvar-without-request-gets-no-gpu", "h100-0", "a pod asking for none sees 8")
+    mine = failed("isolation.no-request-sees-no-gpu", "h100-0", "a pod asking for no GPU sees 8 GPUs")
+    verdict = blocked_by(mine, owner, other)
+    assert (verdict.check, verdict.node, verdict.outcome) == (mine.check, "h100-0", Outcome.NOT_TESTED)
+    assert verdict.summary == "blocked by isolation.sees-only-allocated: a pod given 1 GPU sees 8"
+    fine = passed("isolation.sees-only-allocated", "h100-0", "each pod sees its GPUs")
+    assert blocked_by(mine, fine, other).summary == "blocked by isolation.envvar-without-request-gets-no-gpu: " \
+        "a pod asking for none sees 8"  # the first owner that fails, in order
+    assert blocked_by(mine, fine, None) is mine  # its owners pass: its own finding, judged on its own
+    ok = passed(mine.check, "h100-0", "sees none")
+    assert blocked_by(ok, owner) is ok  # a dependant that passes stays PASS
+    skipped = not_tested(mine.check, "h100-0", "no GPU")
+    assert blocked_by(skipped, owner) is skipped
 
 
 def test_a_node_no_probe_can_start_on_has_one_failure_and_its_dependent_checks_are_not_tested(

@@ -44,7 +44,10 @@ FAULTS = [f for f in fault_catalog().values() if f.check in checks() and (ROOT /
           and f.id not in NOT_TESTED]
 
 #: Checks a fault legitimately breaks besides its own, with the reason. Anything else failing is a bug
-#: (a check that cannot tell its fault from another's).
+#: (a check that cannot tell its fault from another's). A check that fails for the same cause as the
+#: fault's own is not listed here: it is NOT TESTED "blocked by" the owner (gpuconf.checks.probe_start
+#: has the owners: a stale ResourceSlice, a missing RuntimeClass, a runtime or toolkit that injects
+#: unallocated GPUs, a DRA driver preparing another GPU, GFD labels of another model).
 CASCADES: dict[str, tuple[set[str], str]] = {
     "uvm-missing": ({"smoke.vector-add-every-gpu"}, "without /dev/nvidia-uvm CUDA cannot initialise: no kernel runs"),
     "library-mismatch": ({"smoke.vector-add-every-gpu"}, "cudaFree(0) fails with 803: no kernel runs"),
@@ -52,17 +55,6 @@ CASCADES: dict[str, tuple[set[str], str]] = {
                  "the pool's all-GPU NCCL job: the preflight names it"),
     "gpu-unhealthy": ({"nccl.preflight-gpus-free"}, "a node with 7/8 GPUs allocatable cannot take an all-GPU NCCL "
                       "job: the preflight names it"),
-    "no-runtimeclass": ({"runtime.cuda-device-nodes-present", "smoke.vector-add-every-gpu",
-                         "isolation.sees-only-allocated", "isolation.only-requesting-container-sees-gpu",
-                         "nccl.allreduce-completes"},
-                        "GPU pods without runtimeClassName run under the node's default runtime (runc), which is "
-                        "given the GPUs by the device plugin but injects none: on every node, no GPU is usable"),
-    "envvar-leak": ({"isolation.no-request-sees-no-gpu", "isolation.only-requesting-container-sees-gpu"},
-                    "nvidia/cuda images set NVIDIA_VISIBLE_DEVICES=all themselves: with the envvar honoured for "
-                    "unprivileged containers, any GPU-less container under the nvidia runtime gets every GPU"),
-    "visible-devices-all": ({"isolation.no-request-sees-no-gpu", "isolation.envvar-without-request-gets-no-gpu",
-                             "isolation.concurrent-pods-disjoint", "isolation.only-requesting-container-sees-gpu"},
-                            "the toolkit injects every GPU into every container it touches: no isolation holds"),
     "compat-libs-broken": ({"compat.current-cuda-major-runs"}, "without the image's cuda-compat libcuda, the "
                            "CUDA 13 images fail at CUDA init on a 570 node: workloads of the current CUDA major "
                            "cannot run there"),
@@ -70,20 +62,11 @@ CASCADES: dict[str, tuple[set[str], str]] = {
                    "is reset: its vector-add returns an error"),
     "pcie-link-degraded": ({"bandwidth.host-device-floor"}, "a GPU on a link trained down copies at that link's "
                            "rate: under its floor and its siblings"),
-    "dra-prepares-wrong-device": ({"dra.distinct-claims-distinct-devices", "dra.selector-steers-scheduling",
-                                   "dra.shared-claim-same-device", "dra.count-with-match-attribute"},
-                                  "every DRA check that compares the allocated device with the one the pod sees finds "
-                                  "the driver preparing another GPU on the faulty node"),
     "nccl-nvls-unavailable": ({"nccl.busbw-above-floor"}, "without NVLS the all-reduce runs over the NVLink ring, "
                               "whose busbw (about 370 GB/s on 8 x H100) is below the NVLS floor"),
     "mig-sibling-visible": ({"mig.layout-matches-config"}, "the faulty Allocate adds a sibling to every pod's "
                             "instances: the pod granted every 1g.10gb instance is also given the 2g/3g instance after "
                             "each one, more instances than it was granted"),
-    "mixed-gpu-models": ({"compat.outcome-matches-prediction", "compat.forward-compat-runs",
-                          "compat.current-cuda-major-runs"},
-                         "the legacy hook checks an image's NVIDIA_REQUIRE_CUDA brand=tesla,... alternatives against "
-                         "every GPU a container gets: a compat pod holding the GeForce is refused the forward-"
-                         "compatible CUDA 13.2 image the labelled H100 model would run"),
     "ecc-uncorrectable": ({"health.no-pending-memory-repair"},
                           "an uncorrectable error on an Ampere-or-later GPU remaps its row, applied at the next reset: "
                           "the pending remap is reported beside the ECC counters"),

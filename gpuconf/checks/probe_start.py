@@ -17,6 +17,10 @@ requirement of the run's least demanding image        (with the driver upgrade r
 claim not prepared: FailedPrepareDynamicResources     dra.attributes-match-hardware      dra-slice-stale
 naming a published device the DRA driver cannot       (a published device that is not
 prepare                                               the node's hardware)
+the probe ran without the NVIDIA runtime and was      scheduling.runtimeclass-present    no-runtimeclass
+given no GPU (no /dev/nvidia*, libcuda or NVML),      (the cluster has no RuntimeClass
+while the cluster has no RuntimeClass with the        with the NVIDIA runtime's handler:
+NVIDIA runtime's handler                              no GPU pod gets its GPU injected)
 any other reason the probe printed nothing: a         smoke.vector-add-every-gpu         (none yet: a hook error,
 container-create or start error that is not the       ("every GPU runs a kernel": here   an image pull failure, a
 requirement's, a prepare failure naming no device,    no GPU container ran at all)       kubelet that never admits)
@@ -40,8 +44,40 @@ Decisions:
 * **Only when the owner runs.** A dependant is NOT TESTED only when the owner is among the run's
   selected checks (``pytest -m health`` alone has no smoke); otherwise it fails with the cause
   itself (gpuconf.kit.probes.probe_report).
-* **A probe that printed its document blocks nothing**: its checks judge what it says (CUDA errors,
-  missing GPUs, a runtime that injected nothing), each against its own requirement.
+* **A probe that printed its document blocks nothing**, with one exception: its checks judge what it
+  says (CUDA errors, missing GPUs), each against its own requirement. The exception is a probe given
+  no GPU at all on a cluster without a RuntimeClass for the NVIDIA runtime (``runtime_missing``,
+  the owner's own failure): every GPU pod there runs under the node's default runtime (runc) and
+  sees nothing, so the device-node, smoke, isolation and NCCL checks would each report that one
+  missing RuntimeClass. A probe that sees no GPU while such a class exists is its checks' finding.
+
+The same rule beyond the whole-node probe (:func:`blocked_by`): where a fault breaks one mechanism
+that several checks of a suite each observe through their own pods, the check whose requirement
+names the mechanism owns it, and a dependant that fails while its owner fails on the same node is
+NOT TESTED "blocked by <owner>: <the owner's finding>":
+
+=============================================  ===========================================  ====================
+owner (its failure names the mechanism)        dependants (fail for the same reason)         fault
+=============================================  ===========================================  ====================
+isolation.sees-only-allocated (a pod given     isolation.no-request-sees-no-gpu,            visible-devices-all
+N GPUs sees others: the runtime injects        isolation.envvar-without-request-gets-no-gpu,
+GPUs it was not allocated)                     isolation.concurrent-pods-disjoint,
+                                               isolation.only-requesting-container-sees-gpu
+isolation.envvar-without-request-gets-no-gpu   isolation.no-request-sees-no-gpu,            envvar-leak
+(the toolkit honours NVIDIA_VISIBLE_DEVICES    isolation.only-requesting-container-sees-gpu
+for unprivileged containers; nvidia/cuda       (their images set it to all themselves)
+images set it themselves)
+dra.claim-allocates-the-probed-device (the     dra.distinct-claims-distinct-devices,        dra-prepares-wrong-
+pod sees another GPU than its claim was        dra.shared-claim-same-device,                device
+allocated: the driver prepares the wrong one)  dra.count-with-match-attribute,
+                                               dra.selector-steers-scheduling
+labels.gfd-matches-hardware (GFD's labels do   compat.outcome-matches-prediction,           mixed-gpu-models
+not describe the node's GPUs; the compat       compat.forward-compat-runs,
+campaign predicts from those labels)           compat.current-cuda-major-runs
+=============================================  ===========================================  ====================
+
+A dependant that passes stays PASS, and one whose owner passes is judged on its own: only a failure
+the owner already explains is folded into it (rerun after fixing the owner's cause to judge it).
 
 The requirement case in detail: a GeForce GPU on an R570 driver (CUDA 12.8) under a toolkit that
 checks requirements (legacy mode) refuses every probe image: each is CUDA 12.9 or later, and from the
@@ -68,14 +104,15 @@ from dataclasses import dataclass
 from gpuconf.cluster import PodOutcome
 from gpuconf.compat import tables
 from gpuconf.compat.versions import VersionError, parse_cuda
-from gpuconf.verdict import Verdict, failed
+from gpuconf.verdict import Outcome, Verdict, failed, not_tested
 
-__all__ = ["DRA_OWNER", "SMOKE", "Block", "Blocked", "ProbeBlock", "claim_prepare_block", "evaluate_block",
-           "evaluate_probe_block", "probe_block", "whole_node_block"]
+__all__ = ["DRA_OWNER", "RUNTIME_OWNER", "SMOKE", "Block", "Blocked", "ProbeBlock", "claim_prepare_block",
+           "blocked_by", "evaluate_block", "evaluate_probe_block", "probe_block", "whole_node_block"]
 
 #: The owners of the table above.
 SMOKE = "smoke.vector-add-every-gpu"
 DRA_OWNER = "dra.attributes-match-hardware"
+RUNTIME_OWNER = "scheduling.runtimeclass-present"
 
 #: Container states of a container that was never created or never started (kubelet reasons; a
 #: prestart hook failure under containerd is a terminated StartError, exit code 128).
@@ -131,16 +168,18 @@ Block = ProbeBlock | Blocked
 _PREPARE = "FailedPrepareDynamicResources"
 
 
-def whole_node_block(node: str, outcome: PodOutcome | None, probe_cudas: Iterable[str]) -> Block | None:
-    """Why the whole-node probe ``outcome`` of ``node`` printed no report, and which check owns that
-    (the table of the module's docstring), or None: it printed one (its checks judge it) or there is
-    no outcome (the node view's reason stands)."""
+def whole_node_block(node: str, outcome: PodOutcome | None, probe_cudas: Iterable[str], *,
+                     runtime_missing: str | None = None) -> Block | None:
+    """Why the whole-node probe ``outcome`` of ``node`` printed no report, or a report of no GPU on a
+    cluster without a RuntimeClass for the NVIDIA runtime (``runtime_missing``: the failure of the
+    check that says so), and which check owns that (the table of the module's docstring); or None:
+    its checks judge its report, or there is no outcome (the node view's reason stands)."""
     if outcome is None:
         return None
     if (image := probe_block(node, outcome, probe_cudas)) is not None:
         return image
     if outcome.logs.get("probe"):
-        return None
+        return _runtime_block(node, outcome, runtime_missing) if runtime_missing else None
     if (prepare := claim_prepare_block(node, outcome, what="the whole-node probe's ResourceClaim")) is not None:
         return prepare
     return _no_report(node, outcome)
@@ -160,6 +199,23 @@ def claim_prepare_block(node: str, outcome: PodOutcome, *, what: str) -> Blocked
     device, error = next(iter(failures.items()))
     return Blocked(node, DRA_OWNER, f"{what} could not be prepared on {node}: the DRA driver cannot prepare "
                    f"{device} ({error})", observed=messages[-1], evidence=tuple(dict.fromkeys(messages)))
+
+
+def _runtime_block(node: str, outcome: PodOutcome, runtime_missing: str) -> Blocked | None:
+    """The runtime owner's finding where the whole-node probe's report shows no GPU injected at all."""
+    from gpuconf.checks.scheduling import _not_injected, _sees_gpu
+    from gpuconf.probes import ProbeParseError
+    from gpuconf.probes.cuda import parse_cuda_probe
+
+    try:
+        report = parse_cuda_probe(outcome.logs["probe"], source=f"probe pod on {node}")
+    except ProbeParseError:
+        return None  # an unreadable report is its checks' finding
+    if _sees_gpu(report):
+        return None
+    lacks = _not_injected(report)
+    return Blocked(node, RUNTIME_OWNER, f"{runtime_missing}: the whole-node probe on {node} ran under the node's "
+                   f"default runtime and was given no GPU ({lacks})", observed=lacks)
 
 
 def _no_report(node: str, outcome: PodOutcome) -> Blocked:
@@ -266,3 +322,18 @@ def evaluate_block(block: Block, labels: Mapping[str, str]) -> Verdict:
                   f"diagnose`), fix what keeps it from starting on {block.node} (the runtime and its hook, the image "
                   "registry, the kubelet's admission), and rerun: the checks that read the probe are NOT TESTED "
                   "until then.")
+
+
+_FAILING = frozenset({Outcome.FAIL, Outcome.DEGRADED})
+
+
+def blocked_by(verdict: Verdict, *owners: Verdict | None) -> Verdict:
+    """A dependant check's ``verdict``, or NOT TESTED "blocked by <owner>: <its finding>" where it
+    fails and one of ``owners`` (the checks whose cause it would report again, in order of
+    precedence, each judged on the same node) fails too."""
+    if verdict.outcome not in _FAILING:
+        return verdict
+    owner = next((o for o in owners if o is not None and o.outcome in _FAILING), None)
+    if owner is None:
+        return verdict
+    return not_tested(verdict.check, verdict.node, f"blocked by {owner.check}: {owner.summary}")

@@ -22,13 +22,16 @@ __all__ = ["WholeNodeProbes", "blocked", "claim_template", "cuda_probe_pod", "na
 class WholeNodeProbes(dict[str, PodOutcome]):
     """The whole-node probes by node, and for each GPU node without one the node view's reason why
     (``why``: the NOT TESTED line of every check that reads it); ``selected``: the check ids this run
-    selected (None: unknown), so a check blocked by another that does not run fails instead."""
+    selected (None: unknown), so a check blocked by another that does not run fails instead;
+    ``runtime_missing``: scheduling.runtimeclass-present's failure where the cluster has no
+    RuntimeClass for the NVIDIA runtime (gpuconf.checks.probe_start.whole_node_block)."""
 
     def __init__(self, outcomes: Mapping[str, PodOutcome] | None = None, why: Mapping[str, str] | None = None,
-                 selected: frozenset[str] | None = None) -> None:
+                 selected: frozenset[str] | None = None, runtime_missing: str | None = None) -> None:
         super().__init__(outcomes or {})
         self.why: dict[str, str] = dict(why or {})
         self.selected = selected
+        self.runtime_missing = runtime_missing
 
 
 def claim_template(config: pytest.Config, claims: tuple[ClaimRequest, ...], *, check: str) -> str:
@@ -109,7 +112,8 @@ def probe_block(probes: Mapping[str, PodOutcome], node: str) -> Any:
     from gpuconf import images
     from gpuconf.checks.probe_start import whole_node_block
 
-    return whole_node_block(node, probes.get(node), [p.cuda for p in images.matrix()])
+    return whole_node_block(node, probes.get(node), [p.cuda for p in images.matrix()],
+                            runtime_missing=getattr(probes, "runtime_missing", None))
 
 
 def blocked(probes: Mapping[str, PodOutcome], node: str, check: str | None) -> None:

@@ -57,8 +57,20 @@ def whole_node_probes(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeV
     outcomes = run_campaign(run_context(request.config), pods, timeout=request.config.getoption("gpuconf_timeout"))
     state.probes = WholeNodeProbes({o.node or name.removeprefix("inventory-"): o for name, o in outcomes.items()},
                                    {name: ask.reason for name, ask in asks.items() if isinstance(ask, Unavailable)},
-                                   selected_checks(request.session))
+                                   selected_checks(request.session), runtime_missing(inventory(request.config)))
     return state.probes
+
+
+def runtime_missing(inv: Inventory | None) -> str | None:
+    """scheduling.runtimeclass-present's failure, the very verdict that check gives, where the
+    cluster has no RuntimeClass for the NVIDIA runtime; None where it has one."""
+    from gpuconf.checks.scheduling import evaluate_runtime_class
+    from gpuconf.verdict import Outcome
+
+    if inv is None:
+        return None
+    verdict = evaluate_runtime_class([(rc.name, rc.handler) for rc in inv.runtime_classes])
+    return verdict.summary if verdict.outcome is not Outcome.PASS else None
 
 
 def selected_checks(session: pytest.Session) -> frozenset[str]:
