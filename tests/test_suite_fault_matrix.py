@@ -78,6 +78,19 @@ MAX_FAILING = 2
 #: platform engineer needs (each names a different requirement the node breaks, with its own remedy),
 #: not one cause reported many times. Nothing else may exceed MAX_FAILING.
 DISTINCT_FINDINGS: dict[str, str] = {}
+#: Faults whose cause other checks used to report again, one of those checks each, and the owner it is
+#: now NOT TESTED "blocked by" on the faulty node (every node, for a cluster-wide fault).
+BLOCKED: dict[str, tuple[str, str]] = {
+    "probe-images-rejected": ("health.no-uncorrectable-ecc", "smoke.vector-add-every-gpu"),
+    "dra-slice-stale": ("health.no-uncorrectable-ecc", "dra.attributes-match-hardware"),
+    "visible-devices-all": ("isolation.no-request-sees-no-gpu", "isolation.sees-only-allocated"),
+    "envvar-leak": ("isolation.no-request-sees-no-gpu", "isolation.envvar-without-request-gets-no-gpu"),
+    "dra-prepares-wrong-device": ("dra.distinct-claims-distinct-devices", "dra.claim-allocates-the-probed-device"),
+}
+# Not here: mixed-gpu-models (its compat pod gets the odd GPU or an H100 by chance: the compat checks
+# are blocked by labels.gfd-matches-hardware or pass) and no-runtimeclass (the example profile's
+# default runtime is NVIDIA's, so nothing depends on the class; tests/test_runtime_class_by_handler.py
+# runs the runc case).
 #: Where the fault cases leave their rows for the table (under the session's base temporary directory).
 ROWS = "fault-failures"
 
@@ -199,6 +212,13 @@ def test_a_fault_fails_its_check_on_its_node_and_nothing_unrelated(pytester: pyt
     mine = [t for t in tests if (t.get("extra") or {}).get("check") == fault.check
             and (t.get("extra") or {}).get("node") == node]
     assert mine and all(t["extra"]["outcome"] == fault.severity for t in mine if t["status"] == "failed"), mine
+    if fault.id in BLOCKED:  # the dependant names the owner, which fails on that node
+        dependant, owner = BLOCKED[fault.id]
+        theirs = [t for t in tests if (t.get("extra") or {}).get("check") == dependant
+                  and (node is None or t["extra"].get("node") == node)]
+        assert theirs and all(t["status"] == "skipped" and t["message"].startswith(f"blocked by {owner}: ")
+                              for t in theirs), [(t["status"], t.get("message")) for t in theirs]
+        assert owner in on_node, on_node
     if fault.id in DISTINCT_FINDINGS:
         assert len(on_node) > MAX_FAILING, f"{fault.id}: {on_node}: the exception is no longer needed"
     else:
