@@ -18,9 +18,10 @@ claim not prepared: FailedPrepareDynamicResources     dra.attributes-match-hardw
 naming a published device the DRA driver cannot       (a published device that is not
 prepare                                               the node's hardware)
 the probe ran without the NVIDIA runtime and was      scheduling.runtimeclass-present    no-runtimeclass
-given no GPU (no /dev/nvidia*, libcuda or NVML),      (the cluster has no RuntimeClass
-while the cluster has no RuntimeClass with the        with the NVIDIA runtime's handler:
-NVIDIA runtime's handler                              no GPU pod gets its GPU injected)
+given no GPU (no /dev/nvidia*, libcuda or NVML),      (the cluster has no RuntimeClass   (where the default
+while the cluster has no RuntimeClass with the        with the NVIDIA runtime's handler: runtime is runc; tests/
+NVIDIA runtime's handler                              no GPU pod gets its GPU injected)  test_runtime_class_by_
+                                                                                         handler.py)
 any other reason the probe printed nothing: a         smoke.vector-add-every-gpu         (none yet: a hook error,
 container-create or start error that is not the       ("every GPU runs a kernel": here   an image pull failure, a
 requirement's, a prepare failure naming no device,    no GPU container ran at all)       kubelet that never admits)
