@@ -9,9 +9,11 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks import compat
+from gpuconf.checks.probe_start import blocked_by
 from gpuconf.cluster import run_campaign
-from gpuconf.kit import DEFAULT_PROBE_CUDA, compat_cudas, cuda_probe_pod, judge, run_context
-from gpuconf.verdict import not_tested
+from gpuconf.kit import DEFAULT_PROBE_CUDA, compat_cudas, cuda_probe_pod, judge, parsed_probe, run_context
+from gpuconf.probes import ProbeParseError
+from gpuconf.verdict import Verdict, not_tested
 
 pytestmark = pytest.mark.compat
 
@@ -43,6 +45,23 @@ def skip_unprobed(run: compat.CompatRun, check: str, node: str, record_property)
         judge(not_tested(check, node, run.skipped[node]), record_property)
 
 
+def labels_owner(request, node: str) -> Verdict | None:
+    """labels.gfd-matches-hardware's verdict on ``node``. The campaign predicts each node's outcomes
+    from its GFD labels (compat.make_target): where they do not describe the node's GPUs (another
+    model among them, a driver they misstate), a compat failure is that finding again and is NOT
+    TESTED, blocked by it (gpuconf.checks.probe_start.blocked_by). None without a whole-node report."""
+    from gpuconf.checks.inventory import evaluate_labels_match_hardware
+
+    outcome = request.getfixturevalue("whole_node_probes").get(node)
+    if outcome is None or not outcome.logs.get("probe"):
+        return None
+    try:
+        report = parsed_probe(outcome, node)
+    except ProbeParseError:
+        return None
+    return evaluate_labels_match_hardware(request.getfixturevalue("gpu_nodes")[node], report)
+
+
 @pytest.mark.cncf("driver_runtime_management")
 @pytest.mark.check("runtime.require-cuda-enforced")
 def test_require_cuda_enforced(gpu_node, compat_run, record_property):
@@ -52,24 +71,27 @@ def test_require_cuda_enforced(gpu_node, compat_run, record_property):
 
 @pytest.mark.cncf("driver_runtime_management")
 @pytest.mark.check("compat.outcome-matches-prediction")
-def test_outcome_matches_prediction(gpu_node, compat_run, record_property):
+def test_outcome_matches_prediction(request, gpu_node, compat_run, record_property):
     skip_unprobed(compat_run, "compat.outcome-matches-prediction", gpu_node, record_property)
-    judge(compat.evaluate_outcome_matches(gpu_node, compat_run.rows.get(gpu_node, ()),
-                                          unpredictable=compat_run.unpredictable.get(gpu_node)), record_property)
+    judge(blocked_by(compat.evaluate_outcome_matches(gpu_node, compat_run.rows.get(gpu_node, ()),
+                                                     unpredictable=compat_run.unpredictable.get(gpu_node)),
+                     labels_owner(request, gpu_node)), record_property)
 
 
 @pytest.mark.cncf("driver_runtime_management")
 @pytest.mark.check("compat.forward-compat-runs")
-def test_forward_compat_runs(gpu_node, compat_run, record_property):
+def test_forward_compat_runs(request, gpu_node, compat_run, record_property):
     skip_unprobed(compat_run, "compat.forward-compat-runs", gpu_node, record_property)
-    judge(compat.evaluate_forward_compat(gpu_node, compat_run.targets.get(gpu_node),
-                                         compat_run.rows.get(gpu_node, ())), record_property)
+    judge(blocked_by(compat.evaluate_forward_compat(gpu_node, compat_run.targets.get(gpu_node),
+                                                    compat_run.rows.get(gpu_node, ())),
+                     labels_owner(request, gpu_node)), record_property)
 
 
 @pytest.mark.cncf("driver_runtime_management")
 @pytest.mark.needs_probe  # a node that starts no probe at all is smoke's failure, not this degradation
 @pytest.mark.check("compat.current-cuda-major-runs")
-def test_current_cuda_major_runs(gpu_node, compat_run, record_property):
+def test_current_cuda_major_runs(request, gpu_node, compat_run, record_property):
     skip_unprobed(compat_run, "compat.current-cuda-major-runs", gpu_node, record_property)
-    judge(compat.evaluate_current_major_runs(gpu_node, compat_run.targets.get(gpu_node),
-                                             compat_run.rows.get(gpu_node, ())), record_property)
+    judge(blocked_by(compat.evaluate_current_major_runs(gpu_node, compat_run.targets.get(gpu_node),
+                                                        compat_run.rows.get(gpu_node, ())),
+                     labels_owner(request, gpu_node)), record_property)

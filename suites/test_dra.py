@@ -23,12 +23,14 @@ import pytest
 
 from gpuconf.checks import dra as checks
 from gpuconf.checks.isolation import Sighting, sighting
+from gpuconf.checks.probe_start import blocked_by, claim_prepare_block
 from gpuconf.cluster import ClusterError, Inventory, OverloadedError, PodOutcome, RunContext, run_campaign
 from gpuconf.cluster.access import stream_lines
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
 from gpuconf.kit import cuda_probe_pod, judge, native_probe_cuda, run_context
 from gpuconf.nodes import NodeView
 from gpuconf.probe_pods import ClaimRequest, make_resource_claim_template
+from gpuconf.verdict import Verdict
 
 pytestmark = pytest.mark.dra
 
@@ -237,17 +239,54 @@ def _claims_left(ctx: RunContext, names: set[str], wait_s: float) -> tuple[tuple
     return tuple(sorted(left)), None
 
 
+def blocked_by_prepare(run: DraRun, node: str | None, outcome: PodOutcome | None, what: str) -> None:
+    """NOT TESTED "blocked by dra.attributes-match-hardware: ..." where ``outcome``'s pod never
+    started because the DRA driver could not prepare a device of ``node`` that the node's all-devices
+    claim could not have prepared either: that check fails for it, once (one root cause, one
+    failure; gpuconf.checks.probe_start). A pod that fails to prepare a device the all-devices claim
+    prepared is this check's own finding."""
+    whole = run.outcome(node, "all") if node else None
+    if outcome is None or whole is None or node is None:
+        return
+    owner = claim_prepare_block(node, whole, what="the all-devices claim")
+    mine = claim_prepare_block(node, outcome, what=what)
+    if owner is None or mine is None:
+        return
+    gone = checks.prepare_failures(owner.evidence)
+    if set(checks.prepare_failures(mine.evidence)) <= set(gone):
+        pytest.skip(mine.reason)
+
+
+def probed_device(run: DraRun, node: str | None, devices: tuple[checks.SliceDevice, ...]) -> Verdict | None:
+    """dra.claim-allocates-the-probed-device's verdict on ``node``: where it fails (the pod sees
+    another GPU than its claim was allocated), the checks that compare another pod's allocation with
+    what it sees fail for the same reason and are NOT TESTED, blocked by it
+    (gpuconf.checks.probe_start.blocked_by); None where it does not judge the node."""
+    if node is None or node not in run.thresholds or not devices:
+        return None
+    name = checks.pod_name("selector", node)
+    if not run.allocations.get(name) and run.claim_errors.get(name):
+        return None  # it fails for the unknown allocation, not for a device
+    return checks.evaluate_claim_allocates_probed_device(node, run.sighting(node, "selector"),
+                                                         run.claims(node, "selector"), devices,
+                                                         min_gib=run.thresholds[node])
+
+
 # -------------------------------------------------------------------------------------------------
 # The checks
 
 
 @pytest.mark.cncf("driver_runtime_management")
 @pytest.mark.check("dra.attributes-match-hardware")
-def test_attributes_match_hardware(gpu_node: str, gpu_inventory: Inventory, dra_facts: DraFacts, dra_run: DraRun,
-                                   record_property: Record) -> None:
+def test_attributes_match_hardware(request: pytest.FixtureRequest, gpu_node: str, gpu_inventory: Inventory,
+                                   dra_facts: DraFacts, dra_run: DraRun, record_property: Record) -> None:
     devices = node_devices(dra_facts, gpu_node)
     whole = dra_run.outcomes.get(gpu_node, {}).get("all")
     prepare = [e.message for e in whole.events if e.reason == "FailedPrepareDynamicResources"] if whole else []
+    # the run's whole-node probe claims every device of a DRA-only node too: its prepare failure is this
+    # check's finding, which that probe's dependants are blocked by (gpuconf.checks.probe_start)
+    probe = request.getfixturevalue("whole_node_probes").get(gpu_node)
+    prepare += [e.message for e in probe.events if e.reason == "FailedPrepareDynamicResources"] if probe else []
     judge(checks.evaluate_attributes_match_hardware(gpu_node, devices, dra_run.sighting(gpu_node, "all"),
                                                     gpu_inventory.node(gpu_node).labels, prepare), record_property)
 
@@ -272,6 +311,7 @@ def test_claim_allocates_the_probed_device(gpu_node: str, dra_facts: DraFacts, d
     devices = node_devices(dra_facts, gpu_node)
     if gpu_node not in dra_run.thresholds:
         pytest.skip(f"{gpu_node} publishes no GPU with a memory capacity: no memory selector to try")
+    blocked_by_prepare(dra_run, gpu_node, dra_run.outcome(gpu_node, "selector"), "the selector claim")
     judge(checks.evaluate_claim_allocates_probed_device(
         gpu_node, dra_run.sighting(gpu_node, "selector"), dra_run.claims(gpu_node, "selector"), devices,
         min_gib=dra_run.thresholds[gpu_node]), record_property)
@@ -292,8 +332,10 @@ def test_unsatisfiable_selector_pending(gpu_node: str, dra_facts: DraFacts, dra_
 def test_distinct_claims_distinct_devices(gpu_node: str, dra_facts: DraFacts, dra_run: DraRun,
                                           record_property: Record) -> None:
     devices = node_devices(dra_facts, gpu_node)
-    judge(checks.evaluate_distinct_claims(gpu_node, dra_run.sighting(gpu_node, "two"), dra_run.claims(gpu_node, "two"),
-                                          devices), record_property)
+    blocked_by_prepare(dra_run, gpu_node, dra_run.outcome(gpu_node, "two"), "a claim of the two-claim pod")
+    judge(blocked_by(checks.evaluate_distinct_claims(gpu_node, dra_run.sighting(gpu_node, "two"),
+                                                     dra_run.claims(gpu_node, "two"), devices),
+                     probed_device(dra_run, gpu_node, devices)), record_property)
 
 
 @pytest.mark.cncf("dra_support")
@@ -305,10 +347,12 @@ def test_selector_steers_scheduling(dra_facts: DraFacts, dra_run: DraRun, record
         pytest.fail(f"the allocation of the steered pod's claim is unknown: {dra_run.steer.claims_error}",
                     pytrace=False)
     outcome = dra_run.steer
-    judge(checks.evaluate_selector_steers_scheduling(
+    blocked_by_prepare(dra_run, outcome.node if outcome is not None else None, outcome, "the steered pod's claim")
+    landed = outcome.node if outcome is not None else None
+    judge(blocked_by(checks.evaluate_selector_steers_scheduling(
         dra_run.steering, outcome, sighting(outcome) if outcome is not None else None,
         dra_run.allocations.get(outcome.name, []) if outcome is not None else [], dra_facts.devices),
-        record_property)
+        probed_device(dra_run, landed, dra_facts.devices.get(landed or "", ()))), record_property)
 
 
 @pytest.mark.cncf("secure_accelerator_access")
@@ -317,10 +361,12 @@ def test_shared_claim_same_device(gpu_node: str, dra_facts: DraFacts, dra_run: D
                                   record_property: Record) -> None:
     devices = node_devices(dra_facts, gpu_node)
     outcome = dra_run.outcome(gpu_node, "shared")
+    blocked_by_prepare(dra_run, gpu_node, outcome, "the shared claim")
     probe, sidecar, bystander = (sighting(outcome, c) if outcome is not None else None
                                  for c in ("probe", "sidecar", "bystander"))
-    judge(checks.evaluate_shared_claim(gpu_node, probe, sidecar, bystander, dra_run.claims(gpu_node, "shared"),
-                                       devices), record_property)
+    judge(blocked_by(checks.evaluate_shared_claim(gpu_node, probe, sidecar, bystander,
+                                                  dra_run.claims(gpu_node, "shared"), devices),
+                     probed_device(dra_run, gpu_node, devices)), record_property)
 
 
 @pytest.mark.cncf("dra_support")
@@ -337,5 +383,7 @@ def test_claim_reserved_then_deleted(gpu_node: str, dra_facts: DraFacts, dra_run
 def test_count_with_match_attribute(gpu_node: str, dra_facts: DraFacts, dra_run: DraRun,
                                     record_property: Record) -> None:
     devices = node_devices(dra_facts, gpu_node)
-    judge(checks.evaluate_matched_pair(gpu_node, dra_run.sighting(gpu_node, "pair"), dra_run.claims(gpu_node, "pair"),
-                                       devices), record_property)
+    blocked_by_prepare(dra_run, gpu_node, dra_run.outcome(gpu_node, "pair"), "the matched-pair claim")
+    judge(blocked_by(checks.evaluate_matched_pair(gpu_node, dra_run.sighting(gpu_node, "pair"),
+                                                  dra_run.claims(gpu_node, "pair"), devices),
+                     probed_device(dra_run, gpu_node, devices)), record_property)

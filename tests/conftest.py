@@ -33,3 +33,23 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     home = shared_fixture_home(item)
     if home is not None:
         item.add_marker(pytest.mark.xdist_group(home))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """The per-fault failure table of tests/test_suite_fault_matrix.py, from the rows its fault cases
+    wrote (on whichever worker ran them): fault, node, how many checks failed there, which, and the
+    documented exception where there is one."""
+    import json
+
+    factory = getattr(config, "_tmp_path_factory", None)
+    rows_dir = factory.getbasetemp() / "fault-failures" if factory is not None else None
+    rows = sorted(rows_dir.glob("*.json")) if rows_dir is not None and rows_dir.is_dir() else []
+    if not rows:
+        return
+    terminalreporter.section("failing checks per fault, on the faulty node")
+    for path in rows:
+        row = json.loads(path.read_text())
+        terminalreporter.write_line(f"{row['fault']:<28} {row['node']:<14} {len(row['checks']):>2}  "
+                                    f"{', '.join(row['checks'])}")
+        if row.get("exception"):
+            terminalreporter.write_line(f"{'':<28} exception: {row['exception']}")

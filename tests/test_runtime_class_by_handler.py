@@ -54,7 +54,13 @@ def test_without_a_class_for_the_nvidia_handler_and_runc_as_default_no_gpu_is_vi
         pytester: pytest.Pytester) -> None:
     result, tests = run(pytester, profile(pytester, "nvidia-gpu", "nvidia-gpu"))
     assert result.ret == 1
+    # the check that owns the missing class (scheduling.runtimeclass-present) is not part of this run
+    # (gpuconf.checks.probe_start): the NCCL checks, whose pods would run under runc and see no GPU,
+    # fail with that cause instead of being NOT TESTED "blocked by" a check that never reports it
     for node in ("h100-0", "h100-1"):
         failed = tests[("nccl.allreduce-completes", node)]
-        assert failed["status"] == "failed" and "no GPU visible" in failed["message"], failed.get("message")
+        assert failed["status"] == "failed", failed.get("message")
+        assert "no RuntimeClass has the NVIDIA runtime's handler" in failed["message"]
+        assert "was given no GPU" in failed["message"] and "scheduling.runtimeclass-present, is not part of this " \
+            "run" in failed["message"]
         assert tests[("dcgm.diag-passes", node)]["status"] == "failed"

@@ -1,28 +1,99 @@
-"""Nodes the probes cannot run on: a per-node finding every check that judges a probe on the node
-consults, so one cause is reported once.
+"""Nodes the whole-node probe cannot run on: a per-node finding every check that judges a probe on the
+node consults, so one cause is reported once, by the one check that owns it, and every check that
+depends on the probe is NOT TESTED "blocked by <owner>: <cause>" (issue 26, one root cause per fault).
 
-A GeForce GPU on an R570 driver (CUDA 12.8) under a toolkit that checks requirements (legacy mode)
-refuses every probe image: each is CUDA 12.9 or later, and from the 12.5 images on NVIDIA_REQUIRE_CUDA
-lists no forward-compatibility term for GeForce (research/require-cuda.md, cases 6, 13, 16). Each pod
-then dies at container creation with ``nvidia-container-cli: requirement error: unsatisfied
-condition: cuda>=12.9, please update your driver ...`` (real wordings:
-tests/fixtures/diagnose/docker-legacy-mode-cuda12.8.txt and its README). Without this finding every
-suite's checks on the node fail with "no output".
+The whole-node probe (gpuconf.plugin.fixtures.whole_node_probes: one cuda-probe per GPU node holding
+every GPU, on a DRA-only node one ResourceClaim for all devices) is the run's baseline: inventory,
+smoke, health and bandwidth read its report, and the ``needs_probe`` checks launch probes of their
+own on the same node. When it printed no report, each of them used to fail with "no output" for one
+and the same cause. :func:`whole_node_block` names the cause and its owner:
+
+====================================================  =================================  ===========================
+cause (read from the whole-node probe's outcome)      owner (fails once, naming it)      fault of the catalog
+====================================================  =================================  ===========================
+container refused at creation for the CUDA            smoke.vector-add-every-gpu         probe-images-rejected
+requirement of the run's least demanding image        (with the driver upgrade remedy)
+(:class:`ProbeBlock`)
+claim not prepared: FailedPrepareDynamicResources     dra.attributes-match-hardware      dra-slice-stale
+naming a published device the DRA driver cannot       (a published device that is not
+prepare                                               the node's hardware)
+the probe ran without the NVIDIA runtime and was      scheduling.runtimeclass-present    no-runtimeclass
+given no GPU (no /dev/nvidia*, libcuda or NVML),      (the cluster has no RuntimeClass   (where the default
+while the cluster has no RuntimeClass with the        with the NVIDIA runtime's handler: runtime is runc; tests/
+NVIDIA runtime's handler                              no GPU pod gets its GPU injected)  test_runtime_class_by_
+                                                                                         handler.py)
+any other reason the probe printed nothing: a         smoke.vector-add-every-gpu         (none yet: a hook error,
+container-create or start error that is not the       ("every GPU runs a kernel": here   an image pull failure, a
+requirement's, a prepare failure naming no device,    no GPU container ran at all)       kubelet that never admits)
+a pod that never left Pending on a node the node
+view found schedulable, a container that exited
+without its document
+====================================================  =================================  ===========================
 
 Decisions:
 
-* **Read from the whole-node probe.** It is the run's baseline probe (inventory, smoke, health and
-  bandwidth read it), and it runs the least demanding image the node may start: the newest probe its
-  driver supports natively, else the oldest of the matrix (gpuconf.kit.native_probe_cuda). When
-  that image is rejected for its CUDA requirement, and its CUDA is no newer than any probe image of
-  the run, every other probe image (a newer ``cuda>=``) is refused too: the node runs no probe.
-  A rejection of a newer image (labels that do not say the node's CUDA) is not such a finding: an
-  older image might start.
-* **One owner.** ``smoke.vector-add-every-gpu`` (every GPU runs a kernel, the quick tier) fails with
-  the requirement error and the remedy; every other check that needs a probe on the node is NOT
-  TESTED with :attr:`ProbeBlock.reason`.
-* **Only the requirement error.** Other creation failures (a hook error, a missing runtime handler)
-  may be image-specific or have their own checks; they stay with them.
+* **The owner is the check whose requirement the cause breaks**, guided by the fault catalog's
+  ``caught_by`` (gpuconf/data/faults.yaml): a stale ResourceSlice is the DRA driver publishing what
+  the node does not have, so dra.attributes-match-hardware owns it (it reads the same
+  FailedPrepareDynamicResources messages, from the DRA suite's own all-devices claim and from this
+  probe). Smoke owns whatever else keeps a GPU container from running on the node: it is the quick
+  tier, and its requirement (every GPU runs a kernel) is the first one such a node breaks.
+* **A prepare failure goes to DRA only when it names a device** (gpuconf.checks.dra.prepare_failures
+  reads the device from the plugin's error): that is when dra.attributes-match-hardware fails for
+  it. A prepare error in a wording that names none stays with smoke, so the owner always fails
+  when its dependants say they are blocked by it (fail closed).
+* **Only when the owner runs.** A dependant is NOT TESTED only when the owner is among the run's
+  selected checks (``pytest -m health`` alone has no smoke); otherwise it fails with the cause
+  itself (gpuconf.kit.probes.probe_report).
+* **A probe that printed its document blocks nothing**, with one exception: its checks judge what it
+  says (CUDA errors, missing GPUs), each against its own requirement. The exception is a probe given
+  no GPU at all on a cluster without a RuntimeClass for the NVIDIA runtime (``runtime_missing``,
+  the owner's own failure): every GPU pod there runs under the node's default runtime (runc) and
+  sees nothing, so the device-node, smoke, isolation and NCCL checks would each report that one
+  missing RuntimeClass. A probe that sees no GPU while such a class exists is its checks' finding.
+
+The same rule beyond the whole-node probe (:func:`blocked_by`): where a fault breaks one mechanism
+that several checks of a suite each observe through their own pods, the check whose requirement
+names the mechanism owns it, and a dependant that fails while its owner fails on the same node is
+NOT TESTED "blocked by <owner>: <the owner's finding>":
+
+=============================================  ===========================================  ====================
+owner (its failure names the mechanism)        dependants (fail for the same reason)         fault
+=============================================  ===========================================  ====================
+isolation.sees-only-allocated (a pod given     isolation.no-request-sees-no-gpu,            visible-devices-all
+N GPUs sees others: the runtime injects        isolation.envvar-without-request-gets-no-gpu,
+GPUs it was not allocated)                     isolation.concurrent-pods-disjoint,
+                                               isolation.only-requesting-container-sees-gpu
+isolation.envvar-without-request-gets-no-gpu   isolation.no-request-sees-no-gpu,            envvar-leak
+(the toolkit honours NVIDIA_VISIBLE_DEVICES    isolation.only-requesting-container-sees-gpu
+for unprivileged containers; nvidia/cuda       (their images set it to all themselves)
+images set it themselves)
+dra.claim-allocates-the-probed-device (the     dra.distinct-claims-distinct-devices,        dra-prepares-wrong-
+pod sees another GPU than its claim was        dra.shared-claim-same-device,                device
+allocated: the driver prepares the wrong one)  dra.count-with-match-attribute,
+                                               dra.selector-steers-scheduling
+labels.gfd-matches-hardware (GFD's labels do   compat.outcome-matches-prediction,           mixed-gpu-models
+not describe the node's GPUs; the compat       compat.forward-compat-runs,
+campaign predicts from those labels)           compat.current-cuda-major-runs
+=============================================  ===========================================  ====================
+
+A dependant that passes stays PASS, and one whose owner passes is judged on its own: only a failure
+the owner already explains is folded into it (rerun after fixing the owner's cause to judge it).
+
+The requirement case in detail: a GeForce GPU on an R570 driver (CUDA 12.8) under a toolkit that
+checks requirements (legacy mode) refuses every probe image: each is CUDA 12.9 or later, and from the
+12.5 images on NVIDIA_REQUIRE_CUDA lists no forward-compatibility term for GeForce
+(research/require-cuda.md, cases 6, 13, 16). Each pod then dies at container creation with
+``nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.9, please update your
+driver ...`` (real wordings: tests/fixtures/diagnose/docker-legacy-mode-cuda12.8.txt and its README).
+
+* **Read from the whole-node probe.** It runs the least demanding image the node may start: the
+  newest probe its driver supports natively, else the oldest of the matrix
+  (gpuconf.kit.native_probe_cuda). When that image is rejected for its CUDA requirement, and its CUDA
+  is no newer than any probe image of the run, every other probe image (a newer ``cuda>=``) is
+  refused too: the node runs no probe. A rejection of a newer image (labels that do not say the
+  node's CUDA) is not that finding (an older image might start): the generic row of the table above
+  then holds for the whole-node probe's dependants.
 """
 
 from __future__ import annotations
@@ -34,9 +105,15 @@ from dataclasses import dataclass
 from gpuconf.cluster import PodOutcome
 from gpuconf.compat import tables
 from gpuconf.compat.versions import VersionError, parse_cuda
-from gpuconf.verdict import Verdict, failed
+from gpuconf.verdict import Outcome, Verdict, failed, not_tested
 
-__all__ = ["ProbeBlock", "evaluate_probe_block", "probe_block"]
+__all__ = ["DRA_OWNER", "RUNTIME_OWNER", "SMOKE", "Block", "Blocked", "ProbeBlock", "claim_prepare_block",
+           "blocked_by", "evaluate_block", "evaluate_probe_block", "probe_block", "whole_node_block"]
+
+#: The owners of the table above.
+SMOKE = "smoke.vector-add-every-gpu"
+DRA_OWNER = "dra.attributes-match-hardware"
+RUNTIME_OWNER = "scheduling.runtimeclass-present"
 
 #: Container states of a container that was never created or never started (kubelet reasons; a
 #: prestart hook failure under containerd is a terminated StartError, exit code 128).
@@ -56,9 +133,114 @@ class ProbeBlock:
     error: str  # nvidia-container-cli: requirement error: unsatisfied condition: ...
 
     @property
+    def owner(self) -> str:
+        return SMOKE
+
+    @property
+    def cause(self) -> str:
+        """What the owner's failure says first."""
+        return f"no probe image could start on {self.node}: {self.error}"
+
+    @property
     def reason(self) -> str:
         """What every check that needs a probe on the node says (NOT TESTED)."""
-        return f"no probe image could start on {self.node}: {self.error}"
+        return f"blocked by {self.owner}: {self.cause}"
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """The whole-node probe on ``node`` printed no report, for ``cause``, which ``owner`` reports."""
+
+    node: str
+    owner: str  # the check id that fails once, naming the cause
+    cause: str  # one line: what happened to the probe, with the cluster's own words
+    observed: str  # the event or status message it was read from
+    evidence: tuple[str, ...] = ()
+
+    @property
+    def reason(self) -> str:
+        """What every check that depends on the probe says (NOT TESTED)."""
+        return f"blocked by {self.owner}: {self.cause}"
+
+
+#: Either finding.
+Block = ProbeBlock | Blocked
+
+_PREPARE = "FailedPrepareDynamicResources"
+
+
+def whole_node_block(node: str, outcome: PodOutcome | None, probe_cudas: Iterable[str], *,
+                     runtime_missing: str | None = None) -> Block | None:
+    """Why the whole-node probe ``outcome`` of ``node`` printed no report, or a report of no GPU on a
+    cluster without a RuntimeClass for the NVIDIA runtime (``runtime_missing``: the failure of the
+    check that says so), and which check owns that (the table of the module's docstring); or None:
+    its checks judge its report, or there is no outcome (the node view's reason stands)."""
+    if outcome is None:
+        return None
+    if (image := probe_block(node, outcome, probe_cudas)) is not None:
+        return image
+    if outcome.logs.get("probe"):
+        return _runtime_block(node, outcome, runtime_missing) if runtime_missing else None
+    if (prepare := claim_prepare_block(node, outcome, what="the whole-node probe's ResourceClaim")) is not None:
+        return prepare
+    return _no_report(node, outcome)
+
+
+def claim_prepare_block(node: str, outcome: PodOutcome, *, what: str) -> Blocked | None:
+    """The DRA owner's finding when ``outcome`` (a pod whose claims were allocated devices of ``node``)
+    never started because the kubelet could not prepare a claim naming a device, or None."""
+    from gpuconf.checks.dra import prepare_failures
+
+    if any(outcome.logs.get(c.name) for c in outcome.containers):
+        return None
+    messages = [e.message for e in outcome.events if e.reason == _PREPARE]
+    failures = prepare_failures(messages)
+    if not failures:
+        return None
+    device, error = next(iter(failures.items()))
+    return Blocked(node, DRA_OWNER, f"{what} could not be prepared on {node}: the DRA driver cannot prepare "
+                   f"{device} ({error})", observed=messages[-1], evidence=tuple(dict.fromkeys(messages)))
+
+
+def _runtime_block(node: str, outcome: PodOutcome, runtime_missing: str) -> Blocked | None:
+    """The runtime owner's finding where the whole-node probe's report shows no GPU injected at all."""
+    from gpuconf.checks.scheduling import _not_injected, _sees_gpu
+    from gpuconf.probes import ProbeParseError
+    from gpuconf.probes.cuda import parse_cuda_probe
+
+    try:
+        report = parse_cuda_probe(outcome.logs["probe"], source=f"probe pod on {node}")
+    except ProbeParseError:
+        return None  # an unreadable report is its checks' finding
+    if _sees_gpu(report):
+        return None
+    lacks = _not_injected(report)
+    return Blocked(node, RUNTIME_OWNER, f"{runtime_missing}: the whole-node probe on {node} ran under the node's "
+                   f"default runtime and was given no GPU ({lacks})", observed=lacks)
+
+
+def _no_report(node: str, outcome: PodOutcome) -> Blocked:
+    """Smoke's finding: the whole-node probe printed nothing, and why, in the cluster's words."""
+    from gpuconf.diagnose import diagnose
+
+    texts = [outcome.message or "", *(e.message for e in outcome.events)]
+    try:
+        probe = outcome.container("probe")
+        texts.insert(0, probe.message or "")
+    except KeyError:
+        probe = None
+    status = " ".join(x for x in (outcome.phase, outcome.reason or "", outcome.message or "") if x)
+    if outcome.phase == "Pending" or outcome.unschedulable:
+        how = f"the whole-node probe never left Pending on {node}, a node the node view found schedulable"
+    elif probe is not None and probe.reason in _NOT_STARTED:
+        how = f"the whole-node probe's container could not start on {node}"
+    else:
+        how = f"the whole-node probe on {node} printed no report"
+    hints = [d.title for d in diagnose("\n".join(t for t in texts if t))]
+    cause = f"{how}: {status}" + (f" (diagnosis: {'; '.join(hints)})" if hints else "")
+    observed = next((t for t in texts if t), status)
+    return Blocked(node, SMOKE, cause, observed=observed,
+                   evidence=tuple(dict.fromkeys(f"{e.reason}: {e.message}" for e in outcome.events)))
 
 
 def probe_block(node: str, outcome: PodOutcome | None, probe_cudas: Iterable[str]) -> ProbeBlock | None:
@@ -123,7 +305,36 @@ def evaluate_probe_block(block: ProbeBlock, labels: Mapping[str, str], *, check:
               f"{compat}. Upgrade the driver on {block.node} to branch R{branch or '?'} or later (CUDA "
               f"{block.required}); until then no current CUDA image runs on {on}, only images of CUDA up to the "
               "driver's own.")
-    return failed(check, block.node, f"{block.reason} (the CUDA {block.cuda} probe image, the run's least demanding, "
+    return failed(check, block.node, f"{block.cause} (the CUDA {block.cuda} probe image, the run's least demanding, "
                   "was rejected at container creation)",
                   expected=f"a probe container created on {block.node}", observed=block.error,
                   evidence=(f"probe image CUDA {block.cuda} rejected: {block.error}",), remedy=remedy)
+
+
+def evaluate_block(block: Block, labels: Mapping[str, str]) -> Verdict:
+    """The one failure a node's :func:`whole_node_block` finding gives, for its owner."""
+    if isinstance(block, ProbeBlock):
+        return evaluate_probe_block(block, labels, check=block.owner)
+    return failed(block.owner, block.node, block.cause,
+                  expected=f"the whole-node probe runs on {block.node} and prints its report",
+                  observed=block.observed, evidence=block.evidence,
+                  remedy=f"No GPU container ran on {block.node}, so none of its GPUs could be judged. Read the "
+                  f"probe pod's events and status above (kubectl describe pod in the run's namespace, or `gpuconf "
+                  f"diagnose`), fix what keeps it from starting on {block.node} (the runtime and its hook, the image "
+                  "registry, the kubelet's admission), and rerun: the checks that read the probe are NOT TESTED "
+                  "until then.")
+
+
+_FAILING = frozenset({Outcome.FAIL, Outcome.DEGRADED})
+
+
+def blocked_by(verdict: Verdict, *owners: Verdict | None) -> Verdict:
+    """A dependant check's ``verdict``, or NOT TESTED "blocked by <owner>: <its finding>" where it
+    fails and one of ``owners`` (the checks whose cause it would report again, in order of
+    precedence, each judged on the same node) fails too."""
+    if verdict.outcome not in _FAILING:
+        return verdict
+    owner = next((o for o in owners if o is not None and o.outcome in _FAILING), None)
+    if owner is None:
+        return verdict
+    return not_tested(verdict.check, verdict.node, f"blocked by {owner.check}: {owner.summary}")

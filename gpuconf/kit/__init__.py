@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gpuconf.kit.evidence import judge, probe_pod_metrics, record_metrics, record_series, require
 from gpuconf.kit.probes import (
+    blocked,
     claim_template,
     cuda_probe_pod,
     native_probe_cuda,
@@ -30,6 +31,6 @@ from gpuconf.kit.state import (
     session,
 )
 
-__all__ = ["DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "claim_template", "compat_cudas",
+__all__ = ["blocked", "DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "claim_template", "compat_cudas",
            "cuda_probe_pod", "inventory", "judge", "native_probe_cuda", "node_views", "parsed_probe", "probe_block",
            "probe_pod_metrics", "probe_report", "record_metrics", "record_series", "require", "run_context", "session"]

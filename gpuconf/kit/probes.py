@@ -16,16 +16,22 @@ if TYPE_CHECKING:
     from gpuconf.nodes import GpuRequest, NodeView
     from gpuconf.probe_pods import ClaimRequest
 
-__all__ = ["WholeNodeProbes", "claim_template", "cuda_probe_pod", "native_probe_cuda", "parsed_probe", "probe_block",
-           "probe_report"]
+__all__ = ["WholeNodeProbes", "blocked", "claim_template", "cuda_probe_pod", "native_probe_cuda", "parsed_probe",
+           "probe_block", "probe_report"]
 
 class WholeNodeProbes(dict[str, PodOutcome]):
     """The whole-node probes by node, and for each GPU node without one the node view's reason why
-    (``why``: the NOT TESTED line of every check that reads it)."""
+    (``why``: the NOT TESTED line of every check that reads it); ``selected``: the check ids this run
+    selected (None: unknown), so a check blocked by another that does not run fails instead;
+    ``runtime_missing``: scheduling.runtimeclass-present's failure where the cluster has no
+    RuntimeClass for the NVIDIA runtime (gpuconf.checks.probe_start.whole_node_block)."""
 
-    def __init__(self, outcomes: Mapping[str, PodOutcome] | None = None, why: Mapping[str, str] | None = None) -> None:
+    def __init__(self, outcomes: Mapping[str, PodOutcome] | None = None, why: Mapping[str, str] | None = None,
+                 selected: frozenset[str] | None = None, runtime_missing: str | None = None) -> None:
         super().__init__(outcomes or {})
         self.why: dict[str, str] = dict(why or {})
+        self.selected = selected
+        self.runtime_missing = runtime_missing
 
 
 def claim_template(config: pytest.Config, claims: tuple[ClaimRequest, ...], *, check: str) -> str:
@@ -100,31 +106,42 @@ def cuda_probe_pod(config: pytest.Config, *, name: str, check: str, cuda: str = 
 
 
 def probe_block(probes: Mapping[str, PodOutcome], node: str) -> Any:
-    """The finding that no probe image can start on ``node`` (gpuconf.checks.probe_start.ProbeBlock),
-    read from its whole-node probe in ``probes``, or None."""
+    """Why the whole-node probe of ``node`` in ``probes`` printed no report and which check owns that
+    (gpuconf.checks.probe_start.Block: ProbeBlock where no probe image can start, else Blocked), or
+    None."""
     from gpuconf import images
-    from gpuconf.checks.probe_start import probe_block as block_of
+    from gpuconf.checks.probe_start import whole_node_block
 
-    return block_of(node, probes.get(node), [p.cuda for p in images.matrix()])
+    return whole_node_block(node, probes.get(node), [p.cuda for p in images.matrix()],
+                            runtime_missing=getattr(probes, "runtime_missing", None))
+
+
+def blocked(probes: Mapping[str, PodOutcome], node: str, check: str | None) -> None:
+    """For a check that depends on ``node``'s whole-node probe: NOT TESTED "blocked by <owner>:
+    <cause>" where the probe printed no report and its owner, another check of this run, reports the
+    cause; a failure with the cause where the owner is not part of the run (nothing would report it);
+    nothing otherwise (the owner itself, or a probe that printed its report)."""
+    block = probe_block(probes, node)
+    if block is None or block.owner == check:
+        return
+    selected = getattr(probes, "selected", None)
+    if selected is not None and block.owner not in selected:
+        pytest.fail(f"{block.cause} (the check that reports this, {block.owner}, is not part of this run)",
+                    pytrace=False)
+    pytest.skip(block.reason)
 
 
 def probe_report(probes: dict[str, PodOutcome], node: str) -> Any:
-    """The node's whole-node cuda-probe report, or a failure that says why there is none (NOT TESTED
-    where no probe image can start on the node: smoke reports that once)."""
-    from gpuconf.diagnose import diagnose
+    """The node's whole-node cuda-probe report, or NOT TESTED "blocked by <owner>: <cause>" where it
+    printed none (gpuconf.checks.probe_start: the owner reports the cause once)."""
     from gpuconf.probes import ProbeParseError
 
     outcome = probes.get(node)
     if outcome is None:
         pytest.skip(getattr(probes, "why", {}).get(node) or f"no probe ran on {node}")
-    if (block := probe_block(probes, node)) is not None:
-        pytest.skip(block.reason)
-    text = outcome.logs.get("probe")
-    if text is None:
-        hints = [d.title for d in diagnose("\n".join([outcome.message or ""] + [e.message for e in outcome.events]))]
-        pytest.fail(f"the probe pod on {node} produced no output: {outcome.phase} {outcome.reason or ''} "
-                    f"{outcome.message or ''}".strip() + (f"\n  diagnosis: {'; '.join(hints)}" if hints else ""),
-                    pytrace=False)
+    blocked(probes, node, None)
+    if not outcome.logs.get("probe"):  # whole_node_block names every such case; never judge an absent report
+        pytest.fail(f"the probe pod on {node} printed no report", pytrace=False)
     try:
         return parsed_probe(outcome, node)
     except ProbeParseError as exc:

@@ -1,6 +1,7 @@
 """The session fixtures the suites use: the cluster, its inventory, the whole-node probes (launched
 once, read by many checks), the --expect profile, the exporters' scrapes; and the guard that makes
-a ``needs_probe`` test NOT TESTED where no probe image can start on its node."""
+a ``needs_probe`` test NOT TESTED "blocked by <owner>: <cause>" where its node's whole-node probe
+could not run (gpuconf.checks.probe_start)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from gpuconf.cluster import Inventory, PodOutcome
-from gpuconf.kit.probes import WholeNodeProbes, cuda_probe_pod, native_probe_cuda, probe_block
+from gpuconf.kit.probes import WholeNodeProbes, blocked, cuda_probe_pod, native_probe_cuda
 from gpuconf.kit.state import SESSION, ClusterHandle, inventory, node_views, run_context, session
 from gpuconf.nodes import GpuRequest, NodeView, Unavailable
 
@@ -55,8 +56,26 @@ def whole_node_probes(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeV
             for node in gpu_nodes.values() if isinstance(ask := asks[node.name], GpuRequest)]
     outcomes = run_campaign(run_context(request.config), pods, timeout=request.config.getoption("gpuconf_timeout"))
     state.probes = WholeNodeProbes({o.node or name.removeprefix("inventory-"): o for name, o in outcomes.items()},
-                                   {name: ask.reason for name, ask in asks.items() if isinstance(ask, Unavailable)})
+                                   {name: ask.reason for name, ask in asks.items() if isinstance(ask, Unavailable)},
+                                   selected_checks(request.session), runtime_missing(inventory(request.config)))
     return state.probes
+
+
+def runtime_missing(inv: Inventory | None) -> str | None:
+    """scheduling.runtimeclass-present's failure, the very verdict that check gives, where the
+    cluster has no RuntimeClass for the NVIDIA runtime; None where it has one."""
+    from gpuconf.checks.scheduling import evaluate_runtime_class
+    from gpuconf.verdict import Outcome
+
+    if inv is None:
+        return None
+    verdict = evaluate_runtime_class([(rc.name, rc.handler) for rc in inv.runtime_classes])
+    return verdict.summary if verdict.outcome is not Outcome.PASS else None
+
+
+def selected_checks(session: pytest.Session) -> frozenset[str]:
+    """The check ids of the run's selected tests (under pytest-xdist each worker collects them all)."""
+    return frozenset(str(m.args[0]) for item in session.items if (m := item.get_closest_marker("check")) is not None)
 
 
 @pytest.fixture(scope="session")
@@ -80,15 +99,14 @@ def exporter_scrapes(gpu_cluster: ClusterHandle, gpu_inventory: Inventory) -> di
 
 @pytest.fixture(autouse=True)
 def _probe_can_start(request: pytest.FixtureRequest) -> None:
-    """A test marked ``needs_probe`` judges probes launched on its node (``gpu_node``): where no probe
-    image can start there (the whole-node probe's finding), it is NOT TESTED with that reason; the
-    smoke check reports the cause once."""
+    """A test marked ``needs_probe`` judges probes launched on its node (``gpu_node``): where the
+    node's whole-node probe could not run, it is NOT TESTED "blocked by <owner>: <cause>" (the owner
+    reports the cause once; gpuconf.checks.probe_start has the table)."""
     if request.node.get_closest_marker("needs_probe") is None:
         return
     callspec = getattr(request.node, "callspec", None)
     node = callspec.params.get("gpu_node") if callspec is not None else None
     if not node:
         return
-    block = probe_block(request.getfixturevalue("whole_node_probes"), node)
-    if block is not None:
-        pytest.skip(block.reason)
+    check = request.node.get_closest_marker("check")
+    blocked(request.getfixturevalue("whole_node_probes"), node, str(check.args[0]) if check is not None else None)
