@@ -71,6 +71,9 @@ CASCADES: dict[str, tuple[set[str], str]] = {
     "ecc-uncorrectable": ({"health.no-pending-memory-repair"},
                           "an uncorrectable error on an Ampere-or-later GPU remaps its row, applied at the next reset: "
                           "the pending remap is reported beside the ECC counters"),
+    "mig-apply-failed": ({"inventory.gpu-resource-advertised"},
+                         "with MIG mode on and no instance on any GPU the device plugin advertises nothing: a GPU node "
+                         "without a GPU resource, which the inventory names beside the failed layout"),
 }
 
 #: At most this many distinct checks fail on a faulty node: the fault's own, and at most one other.
