@@ -4,6 +4,7 @@ and the cause."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -268,3 +269,51 @@ faults:
     v = verdicts(nodes)[("labels.gfd-matches-hardware", "rtx-0")]
     assert v.outcome is Outcome.FAIL and "GPU 2 (" in v.summary and f"is {known[1]}, where the other 2 are " \
         f"{known[0]}" in v.summary
+
+
+# --- driver.nvml-initializes: any NVML failure fails the node, once ----------------------------------
+
+
+def probe_with_nvml(reason: str):
+    """The healthy whole-node probe of h100-0 with its NVML section replaced by ``reason``, as the
+    probe reports an NVML that did not load or initialise (probes/cuda-probe/probe.cu run_nvml)."""
+    healthy = whole_node_probe(expand(load_profile(PROFILE)).node("h100-0"))
+    doc = json.loads(json.dumps(healthy.raw))
+    doc["nvml"] = {"available": False, "reason": reason}
+    return parse_cuda_probe(json.dumps(doc), exit_code=healthy.exit_code)
+
+
+@pytest.mark.parametrize(("reason", "cause", "remedy"), [
+    ("nvmlInit_v2: Driver/library version mismatch", "different driver versions", "reboot"),
+    ("nvmlInit_v2: Unknown Error", "daemon-reload", "nvidia-ctk system create-dev-char-symlinks"),
+    ("libnvidia-ml.so.1: cannot open shared object file: No such file or directory", "was not injected",
+     "NVIDIA_DRIVER_CAPABILITIES includes utility"),
+    ("nvmlInit_v2: Driver Not Loaded", "no loaded NVIDIA kernel driver", "lsmod | grep nvidia"),
+    ("nvmlInit_v2: Insufficient Permissions", "may not open the GPU device nodes", "ls -l /dev/nvidia*"),
+    ("dlopen(libnvidia-ml.so.1) did not return in time (watchdog)", "driver is hung", "reset the GPUs"),
+    ("nvmlInit_v2: NVML error 999", "did not initialise", "nvmlReturn_t"),
+], ids=["a version mismatch fails", "Unknown Error fails", "a library not injected fails", "no driver loaded fails",
+        "no permission on the device nodes fails", "a hang fails", "an error no row knows still fails"])
+def test_any_nvml_failure_fails_the_node_naming_nvmls_error_and_its_remedy(reason, cause, remedy):
+    probe = probe_with_nvml(reason)
+    v = evaluate_nvml_initializes("h100-0", probe)
+    assert v.outcome is Outcome.FAIL
+    assert v.summary.startswith(f"NVML does not initialise in a pod given the GPUs of h100-0: {reason} (")
+    assert cause in v.summary and remedy in v.remediation and v.observed == reason
+
+
+def test_the_checks_that_read_nvml_are_blocked_by_the_nvml_check_not_failed():
+    from gpuconf.checks.bandwidth import evaluate_pcie_link_at_max
+    from gpuconf.checks.health import evaluate_no_pending_repair, evaluate_no_uncorrectable_ecc, evaluate_row_remapping
+
+    probe = probe_with_nvml("nvmlInit_v2: Unknown Error")
+    for verdict in (evaluate_no_uncorrectable_ecc("h100-0", probe), evaluate_row_remapping("h100-0", probe),
+                    evaluate_no_pending_repair("h100-0", probe), evaluate_pcie_link_at_max("h100-0", probe)):
+        assert verdict.outcome is Outcome.NOT_TESTED
+        assert verdict.summary == ("blocked by driver.nvml-initializes: NVML did not initialise in the probe "
+                                   "(nvmlInit_v2: Unknown Error)")
+
+
+def test_a_probe_that_stopped_before_nvml_leaves_the_nvml_check_not_tested():
+    v = evaluate_nvml_initializes("h100-0", probe_with_nvml("NVML not initialised yet"))
+    assert v.outcome is Outcome.NOT_TESTED and "stopped before it loaded NVML" in v.summary

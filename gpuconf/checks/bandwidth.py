@@ -27,6 +27,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from gpuconf.checks.inventory import nvml_blocked
 from gpuconf.compat import tables
 from gpuconf.compat.links import TABLE as _TABLE
 from gpuconf.compat.links import Link, host_link, link_for
@@ -69,8 +70,8 @@ def evaluate_pcie_link_at_max(node: str, probe: CudaProbeReport, *,
                               declared: tuple[int, int] | None = None) -> Verdict:
     """``bandwidth.pcie-link-at-max`` on ``node``; ``declared`` is the (generation, width) its
     ``--expect`` pool declares, which wins over the table."""
-    if probe.nvml_absent_reason is not None:
-        return not_tested(LINK_CHECK, node, f"NVML is not available in the probe on {node}: {probe.nvml_absent_reason}")
+    if (blocked := nvml_blocked(probe)) is not None:
+        return not_tested(LINK_CHECK, node, blocked)
     if not probe.nvml_gpus:
         return not_tested(LINK_CHECK, node, f"NVML lists no GPU in the probe on {node}")
     evidence: list[str] = []

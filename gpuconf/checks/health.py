@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpuconf.checks.inventory import nvml_blocked
 from gpuconf.compat import tables
 from gpuconf.probes.cuda import CudaProbeReport, NvmlGpu
 from gpuconf.verdict import Verdict, failed, not_tested, passed
@@ -106,8 +107,8 @@ def _judge(check: str, node: str, probe: CudaProbeReport, limits: Sequence[Thres
     """Compare every applicable GPU's NVML facts with ``limits`` (a tripped threshold fails the
     check, at the check's severity: the table's outcome column agrees with it). ``applies`` says why
     a GPU is not tested (None: it is); ``what`` names the counters in messages."""
-    if probe.nvml_absent_reason is not None:
-        return not_tested(check, node, f"NVML is not available in the probe on {node}: {probe.nvml_absent_reason}")
+    if (blocked := nvml_blocked(probe)) is not None:
+        return not_tested(check, node, blocked)
     if not probe.nvml_gpus:
         return not_tested(check, node, f"NVML lists no GPU in the probe on {node}")
     evidence: list[str] = []

@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from gpuconf.compat import tables
 from gpuconf.nodes import NodeView
 from gpuconf.nodes.facts import label_cuda_version, label_driver_version
 from gpuconf.probes.cuda import CudaProbeReport, DeviceReport
@@ -18,6 +19,7 @@ from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
 __all__ = [
     "MIG_INVALID",
+    "NVML_CHECK",
     "DriverPolicy",
     "NodeView",
     "evaluate_allocatable_matches_capacity",
@@ -28,6 +30,8 @@ __all__ = [
     "evaluate_labels_match_hardware",
     "evaluate_nvml_initializes",
     "gpu_resources",
+    "nvml_blocked",
+    "nvml_failure",
     "node_gpu_count",
     "pool_key",
     "label_cuda_version",
@@ -362,15 +366,42 @@ def evaluate_driver_uniform(nodes: Sequence[NodeView],
     return out
 
 
+NVML_CHECK = "driver.nvml-initializes"
+#: The probe's NVML section until its NVML step ran (probes/cuda-probe/probe.cu run_nvml).
+NVML_NOT_REACHED = "NVML not initialised yet"
+
+
+def nvml_failure(reason: str) -> tuple[str, str]:
+    """What NVML's error (the probe's ``nvml.reason``: the failing call and nvmlErrorString, or
+    dlopen's error) means in a pod given GPUs, and its remedy (gpuconf/data/nvml_errors.yaml)."""
+    for row in tables.load("nvml_errors")["errors"]:
+        if str(row["match"]).lower() in reason.lower():
+            return str(row["cause"]), str(row["remediation"])
+    raise ValueError("gpuconf/data/nvml_errors.yaml has no catch-all row (match: \"\")")
+
+
+def nvml_blocked(probe: CudaProbeReport) -> str | None:
+    """Why a check reading the probe's NVML section is blocked (None: NVML initialised): the
+    failure is ``driver.nvml-initializes``'s to report, once; its dependants are NOT TESTED."""
+    if probe.nvml_absent_reason is None:
+        return None
+    return f"blocked by {NVML_CHECK}: NVML did not initialise in the probe ({probe.nvml_absent_reason})"
+
+
 def evaluate_nvml_initializes(node: str, probe: CudaProbeReport) -> Verdict:
-    cid = "driver.nvml-initializes"
+    """NVML initialises in the whole-node probe, a pod that was given the node's GPUs. Any failure
+    is the node's: a version mismatch, a library the toolkit did not inject, no driver loaded, no
+    permission on the device nodes, NVML's "Unknown Error" (a container that lost its devices), a
+    hang. The failure names NVML's own error and the remedy for it."""
     reason = probe.nvml_absent_reason
     if reason is None:
-        return passed(cid, node, f"NVML driver {probe.nvml_driver_version}")
-    if "mismatch" in reason.lower():
-        return failed(cid, node, "NVML fails: the kernel module and the user-space driver differ",
-                      expected="NVML initialises", observed=reason, evidence=(reason,))
-    return not_tested(cid, node, f"NVML not loaded in the probe: {reason}")
+        return passed(NVML_CHECK, node, f"NVML driver {probe.nvml_driver_version}")
+    if reason == NVML_NOT_REACHED:  # the probe stopped before its NVML step: smoke reports why, once
+        return not_tested(NVML_CHECK, node, f"the probe on {node} stopped before it loaded NVML (exit "
+                          f"{probe.exit_code}: {probe.exit_reason})")
+    cause, remedy = nvml_failure(reason)
+    return failed(NVML_CHECK, node, f"NVML does not initialise in a pod given the GPUs of {node}: {reason} ({cause})",
+                  expected="NVML initialises", observed=reason, evidence=(reason,), remedy=remedy)
 
 
 def evaluate_cuda_device_nodes(node: str, probe: CudaProbeReport) -> Verdict:
