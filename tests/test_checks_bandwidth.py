@@ -331,3 +331,12 @@ def test_simulated_faults_reach_the_checks(fault, check, outcome):
     assert v.outcome is outcome, v.message()
     if outcome is not Outcome.PASS:
         assert "GPU 3 " in v.summary
+
+
+def test_a_whole_gpu_whose_copies_were_not_measured_leaves_the_floor_not_tested_naming_it():
+    def edit(d: dict[str, Any]) -> None:
+        d["devices"][5]["host_device_bw"] = {"available": False, "reason": "cudaMallocHost failed: out of memory"}
+    v = evaluate_host_device_floor("h100-0", edited(edit))
+    assert v.outcome is Outcome.NOT_TESTED
+    assert v.summary.startswith("1 GPU(s) on h100-0 were not measured, so they are not judged: GPU 5 ")
+    assert v.summary.endswith("(cudaMallocHost failed: out of memory) (7 other GPU(s) reach their floor)")

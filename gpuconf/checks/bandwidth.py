@@ -189,12 +189,15 @@ def evaluate_host_device_floor(node: str, probe: CudaProbeReport, *,
     """``bandwidth.host-device-floor`` on ``node``; ``declared``: the --expect pool's (gen, width)."""
     evidence: list[str] = []
     measured: dict[int, tuple[DeviceReport, dict[str, float]]] = {}
+    unmeasured: list[str] = []  # whole GPUs without figures (MIG instances are not measured by design)
     for d in probe.devices:
         label = _label(d.index, d.pci_bus_id)
         figures = _measured(d)
         if figures is None:
             why = d.host_device_bw.absent_reason if d.host_device_bw else "the probe did not measure copies"
             evidence.append(f"{label}: not measured ({why})")
+            if not d.mig:
+                unmeasured.append(f"{label} ({why})")
             continue
         bw = d.host_device_bw
         if bw is not None and not bw.ok:
@@ -249,6 +252,9 @@ def evaluate_host_device_floor(node: str, probe: CudaProbeReport, *,
         return Verdict(FLOOR_CHECK, node, outcome, f"{len(problems)} host-device bandwidth problem(s) on {node}: "
                        + "; ".join(problems), expected=expected, observed="; ".join(problems),
                        evidence=tuple(evidence), facts=facts)
+    if unmeasured:
+        return not_tested(FLOOR_CHECK, node, f"{len(unmeasured)} GPU(s) on {node} were not measured, so they are not "
+                          f"judged: {'; '.join(unmeasured)} ({len(measured)} other GPU(s) reach their floor)")
     return Verdict(FLOOR_CHECK, node, Outcome.PASS, f"{len(measured)} GPU(s) on {node} reach their host-device "
                    "floor", expected=expected, observed=f"{len(measured)} GPU(s) measured",
                    evidence=tuple(evidence), facts=facts)
