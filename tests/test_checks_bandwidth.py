@@ -155,18 +155,68 @@ def test_the_declared_link_of_the_expect_pool_wins_over_the_table():
     assert v.outcome is Outcome.PASS, v.message()
 
 
-def test_an_unknown_model_is_judged_against_nvmls_maximum():
+def test_an_unknown_model_is_judged_against_the_gpus_own_maximum():
     def edit(d: dict[str, Any]) -> None:
         for g in d["nvml"]["gpus"]:
             g["name"] = "NVIDIA Future GPU"
         d["nvml"]["gpus"][3]["pcie"].update(link_gen_current=3)
     v = evaluate_pcie_link_at_max("h100-0", edited(edit))
-    assert v.outcome is Outcome.DEGRADED and "expected Gen5 x16 (NVML's maximum for this GPU and slot)" in v.summary
+    assert v.outcome is Outcome.DEGRADED and ("expected Gen5 x16 (the GPU's own maximum Gen5 as NVML reads it, NVIDIA "
+                                              "Future GPU not being in host_bandwidth.yaml)") in v.summary
+
+
+def in_a_gen4_slot(d: dict[str, Any], gpu: int = 3) -> None:
+    """GPU ``gpu`` (a Gen5 GPU) seated in a Gen4 slot: NVML's maximum for GPU and slot is 4, the
+    GPU's own 5, and the link trains to Gen4 under load."""
+    d["nvml"]["gpus"][gpu]["pcie"].update(link_gen_current=4, link_gen_max=4, link_gen_gpu_max=5)
+
+
+def test_an_unknown_model_in_a_slot_below_its_generation_is_degraded_not_passed_against_the_slot():
+    def edit(d: dict[str, Any]) -> None:
+        for g in d["nvml"]["gpus"]:
+            g["name"] = "NVIDIA Future GPU"
+        in_a_gen4_slot(d)
+    v = evaluate_pcie_link_at_max("h100-0", edited(edit))
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary.endswith("runs at Gen4 x16 under load, expected Gen5 x16 (the GPU's own maximum Gen5 as NVML "
+                              "reads it, NVIDIA Future GPU not being in host_bandwidth.yaml); the slot or platform "
+                              "allows at most Gen4, the GPU can run Gen5")
+
+
+def test_a_known_model_in_a_slot_below_its_generation_says_the_slot_caps_it():
+    v = evaluate_pcie_link_at_max("h100-0", edited(in_a_gen4_slot))
+    assert v.outcome is Outcome.DEGRADED and "(NVIDIA H100 80GB HBM3 in host_bandwidth.yaml); the slot or platform " \
+        "allows at most Gen4, the GPU can run Gen5" in v.summary
+
+
+def test_an_unknown_model_without_the_gpus_own_maximum_is_not_tested_naming_the_table():
+    def edit(d: dict[str, Any]) -> None:
+        for g in d["nvml"]["gpus"]:
+            g["name"] = "NVIDIA Future GPU"
+            g["pcie"]["link_gen_gpu_max"] = {"available": False, "reason": "nvmlDeviceGetGpuMaxPcieLinkGeneration: "
+                                                                            "Not Supported"}
+    v = evaluate_pcie_link_at_max("h100-0", edited(edit))
+    assert v.outcome is Outcome.NOT_TESTED
+    assert v.summary == ("no GPU on h100-0 has a PCIe link to judge: all 8 GPU(s): NVIDIA Future GPU is not in "
+                         "gpuconf/data/host_bandwidth.yaml and NVML gave no GPU maximum generation: add the model to "
+                         "gpuconf/data/host_bandwidth.yaml")
+
+
+def test_one_gpu_whose_link_is_not_judged_leaves_the_node_not_tested_naming_it():
+    def edit(d: dict[str, Any]) -> None:
+        d["nvml"]["gpus"][6]["pcie"] = {"available": False, "reason": "nvmlDeviceGetCurrPcieLinkGeneration: "
+                                                                      "Unknown Error"}
+    v = evaluate_pcie_link_at_max("h100-0", edited(edit))
+    assert v.outcome is Outcome.NOT_TESTED
+    assert v.summary.startswith("the PCIe link of 1 of 8 GPU(s) on h100-0 is not judged: GPU 6 ")
+    assert v.summary.endswith("NVML gave no PCIe link (nvmlDeviceGetCurrPcieLinkGeneration: Unknown Error) (7 other "
+                              "GPU(s) at their link)")
 
 
 def test_no_nvml_or_no_pcie_section_is_not_tested_with_the_reason():
     v = evaluate_pcie_link_at_max("h100-0", edited(lambda d: d.update(nvml={"available": False, "reason": "no lib"})))
-    assert v.outcome is Outcome.NOT_TESTED and "NVML is not available in the probe on h100-0: no lib" in v.summary
+    assert v.outcome is Outcome.NOT_TESTED and v.summary == ("blocked by driver.nvml-initializes: NVML did not "
+                                                  "initialise in the probe (no lib)")
 
     def absent(d: dict[str, Any]) -> None:
         for g in d["nvml"]["gpus"]:
@@ -218,7 +268,9 @@ def unknown_model(**gpu3: Any) -> Any:
 
 def test_unknown_hardware_has_no_floor_but_one_gpu_at_half_its_siblings_is_named():
     v = evaluate_host_device_floor("h100-0", edited(unknown_model()))
-    assert v.outcome is Outcome.PASS and "(no floor for NVIDIA Future GPU: consistency only)" in v.summary
+    assert v.outcome is Outcome.NOT_TESTED
+    assert v.summary == ("no bandwidth floor for NVIDIA Future GPU in gpuconf/data/host_bandwidth.yaml (add the model "
+                         "there): its 8 GPU(s) agree with each other")
     v = evaluate_host_device_floor("h100-0", edited(unknown_model(h2d_gbps=27.0)))
     assert v.outcome is Outcome.DEGRADED
     assert "GPU 3 0000:5d:00.0 host-to-device 27.0 GB/s, under 0.6 of its 7 sibling(s)' median 53.4" in v.summary
@@ -231,8 +283,8 @@ def test_one_unknown_gpu_alone_is_not_tested_with_the_reason():
         d["device_count"]["value"] = 1
     v = evaluate_host_device_floor("h100-0", edited(edit))
     assert v.outcome is Outcome.NOT_TESTED
-    assert v.summary == ("no bandwidth floor for NVIDIA Future GPU in gpuconf/data/host_bandwidth.yaml and no "
-                         "sibling GPU on h100-0 to compare with")
+    assert v.summary == ("no bandwidth floor for NVIDIA Future GPU in gpuconf/data/host_bandwidth.yaml (add the model "
+                         "there): no sibling GPU on h100-0 to compare with")
 
 
 def test_mig_instances_are_not_measured_and_the_idle_link_is_not_judged_as_current():
@@ -279,3 +331,12 @@ def test_simulated_faults_reach_the_checks(fault, check, outcome):
     assert v.outcome is outcome, v.message()
     if outcome is not Outcome.PASS:
         assert "GPU 3 " in v.summary
+
+
+def test_a_whole_gpu_whose_copies_were_not_measured_leaves_the_floor_not_tested_naming_it():
+    def edit(d: dict[str, Any]) -> None:
+        d["devices"][5]["host_device_bw"] = {"available": False, "reason": "cudaMallocHost failed: out of memory"}
+    v = evaluate_host_device_floor("h100-0", edited(edit))
+    assert v.outcome is Outcome.NOT_TESTED
+    assert v.summary.startswith("1 GPU(s) on h100-0 were not measured, so they are not judged: GPU 5 ")
+    assert v.summary.endswith("(cudaMallocHost failed: out of memory) (7 other GPU(s) reach their floor)")

@@ -234,6 +234,26 @@ def test_a_node_without_the_driver_label_or_probe_is_not_predicted():
     assert [p.role for p in compat.plan_pods([target], canary_cuda="13.0.2")] == ["canary"] + ["matrix"] * len(MATRIX)
 
 
+def test_a_gpu_gpus_yaml_does_not_know_is_not_predicted_naming_the_model_and_the_table():
+    relabelled = {"id": "label-drift", "pool": "h100", "node": 0, "label": "nvidia.com/gpu.product",
+                  "value": "NVIDIA-Foo-9000"}
+    run = campaign(h100(relabelled))
+    v = verdicts(run, "h100-0")
+    why = ("GPU model NVIDIA-Foo-9000 is not in gpuconf/data/gpus.yaml, so its class, brand and architecture are "
+           "unknown: add it to gpuconf/data/gpus.yaml")
+    assert v["matches"].outcome is Outcome.NOT_TESTED and v["matches"].summary == f"no prediction for h100-0: {why}"
+    assert v["forward"].outcome is Outcome.NOT_TESTED and v["forward"].summary.endswith(why)
+    assert verdicts(run, "h100-1")["matches"].outcome is Outcome.PASS  # its sibling, labelled H100, is predicted
+
+
+@pytest.mark.parametrize("product", ["NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", "NVIDIA-H100-80GB-HBM3-MIG-INVALID",
+                                     "NVIDIA-H100-80GB-HBM3-SHARED"])
+def test_gfd_suffixes_do_not_make_a_known_gpu_unknown(product):
+    target = compat.make_target("n", {"nvidia.com/gpu.product": product,
+                                      "nvidia.com/cuda.driver-version.full": "580.95.05"})
+    assert target.model is not None and target.model.gpu_class == "data-center", target.problem
+
+
 # --- compat.forward-compat-runs ------------------------------------------------------------------
 
 

@@ -197,3 +197,46 @@ def test_no_warning_passes_and_no_document_leaves_warnings_not_tested() -> None:
     v = dcgm.evaluate_dcgm_warnings("node-a", "garbage", 2, exit_code=255)
     assert v.outcome is Outcome.NOT_TESTED and "dcgm.diag-passes says why" in v.summary
     assert warnings("v4-skip-only.json").outcome is Outcome.NOT_TESTED
+
+
+# --- a level is passed only when every test of it ran -----------------------------------------------
+
+
+def level2_with(edit) -> str:
+    doc = json.loads(fixture("v4-level2-pass.json"))
+    edit(doc["DCGM Diagnostic"]["test_categories"])
+    return json.dumps(doc)
+
+
+def test_a_test_of_the_level_missing_from_the_output_is_not_a_pass() -> None:
+    def drop_memory(categories: list) -> None:
+        for c in categories:
+            c["tests"] = [t for t in c["tests"] if t["name"] != "memory"]
+    v = dcgm.evaluate_dcgm_diag("node-a", level2_with(drop_memory), 2, exit_code=0)
+    assert v.outcome is Outcome.NOT_TESTED
+    assert v.summary == ("DCGM level 2 (medium) diagnostic did not run every test of the level (software, pcie, "
+                         "memory) on node-a: not in its output: memory; the software, pcie that ran passed, so the "
+                         "level is not judged")
+
+
+def test_a_test_of_the_level_skipped_is_named_with_dcgms_reason() -> None:
+    def skip_memory(categories: list) -> None:
+        for c in categories:
+            for t in c["tests"]:
+                if t["name"] == "memory":
+                    t["results"] = [{"entity_group": "GPU", "entity_id": 0, "status": "Skip",
+                                     "info": ["Test skipped: not enough free memory"]}]
+                    t["test_summary"] = {"status": "Skip"}
+    v = dcgm.evaluate_dcgm_diag("node-a", level2_with(skip_memory), 2, exit_code=0)
+    assert v.outcome is Outcome.NOT_TESTED
+    assert "skipped memory: Test skipped: not enough free memory" in v.summary
+
+
+def test_the_3x_names_of_the_level_count_as_its_tests() -> None:
+    doc = json.loads(fixture("v3-pcie-fail.json"))
+    doc["DCGM GPU Diagnostic"]["test_categories"][1]["tests"][0]["results"][1] = {"gpu_ids": "1", "status": "Pass"}
+    v = dcgm.evaluate_dcgm_diag("node-a", json.dumps(doc), 2, exit_code=0)
+    assert v.summary == "DCGM level 2 (medium) diagnostic passed: Blacklist, NVML Library, PCIe, GPU Memory"
+    doc["DCGM GPU Diagnostic"]["test_categories"].pop()  # no GPU Memory
+    v = dcgm.evaluate_dcgm_diag("node-a", json.dumps(doc), 2, exit_code=0)
+    assert v.outcome is Outcome.NOT_TESTED and "not in its output: memory" in v.summary

@@ -214,5 +214,63 @@ def test_xid_unreadable_is_not_tested_with_the_reason():
     assert verdict.outcome is Outcome.NOT_TESTED and "no DCGM exporter pod on h100-0" in verdict.summary
     verdict = evaluate_no_critical_xid("h100-0", xids(None, None), source="exporter")
     assert verdict.outcome is Outcome.NOT_TESTED and "no DCGM_FI_DEV_XID_ERRORS for any GPU" in verdict.summary
+
+
+def test_a_gpu_without_the_xid_metric_leaves_the_node_not_tested_naming_it():
     verdict = evaluate_no_critical_xid("h100-0", xids(None, 0), source="exporter")
-    assert verdict.outcome is Outcome.PASS and "(1 without the metric)" in verdict.summary
+    assert verdict.outcome is Outcome.NOT_TESTED
+    assert verdict.summary == ("exporter has no DCGM_FI_DEV_XID_ERRORS for 1 of 2 GPU(s) on h100-0, so they are not "
+                               "judged: GPU 0 GPU-0000 (1 other GPU(s) read, no critical Xid)")
+    verdict = evaluate_no_critical_xid("h100-0", xids(None, 79), source="exporter")  # a read GPU already fails
+    assert verdict.outcome is Outcome.FAIL and "(not judged, no DCGM_FI_DEV_XID_ERRORS: GPU 0 GPU-0000)" in \
+        verdict.summary
+
+
+UNREAD = {"available": False, "reason": "nvmlDeviceGetTotalEccErrors: Unknown Error"}
+
+
+def unread_ecc(doc: dict[str, Any], *gpus: int) -> None:
+    """ECC enabled on ``gpus``, both uncorrected counters unreadable (the probe's absent counters)."""
+    for i in gpus:
+        ecc = doc["nvml"]["gpus"][i]["ecc"]
+        ecc["volatile"]["uncorrected"] = dict(UNREAD)
+        ecc["aggregate"]["uncorrected"] = dict(UNREAD)
+
+
+def test_ecc_enabled_with_both_counters_unreadable_is_not_tested_never_a_silent_zero():
+    code, doc = run()
+    unread_ecc(doc, *range(8))
+    verdict = evaluate_no_uncorrectable_ecc("h100-0", report(code, doc))
+    assert verdict.outcome is Outcome.NOT_TESTED
+    assert verdict.summary.startswith("the uncorrectable ECC counters of 8 of 8 GPU(s) on h100-0 could not be read, "
+                                      "so they are not judged: GPU 0 ")
+    assert "(ecc.volatile.uncorrected, ecc.aggregate.uncorrected: nvmlDeviceGetTotalEccErrors: Unknown Error)" in \
+        verdict.summary
+
+
+def test_one_gpu_with_unreadable_ecc_counters_is_named_and_the_node_not_passed():
+    code, doc = run()
+    unread_ecc(doc, 2)
+    verdict = evaluate_no_uncorrectable_ecc("h100-0", report(code, doc))
+    assert verdict.outcome is Outcome.NOT_TESTED
+    uuid = doc["nvml"]["gpus"][2]["uuid"]
+    assert verdict.summary == (
+        f"the uncorrectable ECC counters of 1 of 8 GPU(s) on h100-0 could not be read, so they are not judged: GPU 2 "
+        f"{uuid} (ecc.volatile.uncorrected, ecc.aggregate.uncorrected: nvmlDeviceGetTotalEccErrors: Unknown Error) "
+        "(7 other GPU(s) read, none over threshold)")
+
+
+def test_unreadable_ecc_counters_beside_a_gpu_over_threshold_still_fail_and_say_what_was_not_judged():
+    code, doc = run(ECC_FAULT)
+    unread_ecc(doc, 0)
+    verdict = evaluate_no_uncorrectable_ecc("h100-0", report(code, doc))
+    assert verdict.outcome is Outcome.FAIL and "(not judged, counters unreadable: GPU 0 " in verdict.summary
+
+
+def test_a_counter_read_on_one_side_only_is_named_in_the_pass():
+    code, doc = run()
+    doc["nvml"]["gpus"][4]["ecc"]["aggregate"]["uncorrected"] = dict(UNREAD)
+    verdict = evaluate_no_uncorrectable_ecc("h100-0", report(code, doc))
+    assert verdict.outcome is Outcome.PASS
+    assert verdict.summary.endswith("(not read: GPU 4 " + doc["nvml"]["gpus"][4]["uuid"]
+                                    + " (ecc.aggregate.uncorrected: nvmlDeviceGetTotalEccErrors: Unknown Error))")

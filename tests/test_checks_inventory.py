@@ -4,6 +4,7 @@ and the cause."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from gpuconf.checks.inventory import (
     evaluate_gpu_resource_advertised,
     evaluate_labels_match_hardware,
     evaluate_nvml_initializes,
+    gfd_deployment,
     pool_gpu_count,
 )
 from gpuconf.compat import tables
@@ -268,3 +270,137 @@ faults:
     v = verdicts(nodes)[("labels.gfd-matches-hardware", "rtx-0")]
     assert v.outcome is Outcome.FAIL and "GPU 2 (" in v.summary and f"is {known[1]}, where the other 2 are " \
         f"{known[0]}" in v.summary
+
+
+# --- driver.nvml-initializes: any NVML failure fails the node, once ----------------------------------
+
+
+def probe_with_nvml(reason: str):
+    """The healthy whole-node probe of h100-0 with its NVML section replaced by ``reason``, as the
+    probe reports an NVML that did not load or initialise (probes/cuda-probe/probe.cu run_nvml)."""
+    healthy = whole_node_probe(expand(load_profile(PROFILE)).node("h100-0"))
+    doc = json.loads(json.dumps(healthy.raw))
+    doc["nvml"] = {"available": False, "reason": reason}
+    return parse_cuda_probe(json.dumps(doc), exit_code=healthy.exit_code)
+
+
+@pytest.mark.parametrize(("reason", "cause", "remedy"), [
+    ("nvmlInit_v2: Driver/library version mismatch", "different driver versions", "reboot"),
+    ("nvmlInit_v2: Unknown Error", "daemon-reload", "nvidia-ctk system create-dev-char-symlinks"),
+    ("libnvidia-ml.so.1: cannot open shared object file: No such file or directory", "was not injected",
+     "NVIDIA_DRIVER_CAPABILITIES includes utility"),
+    ("nvmlInit_v2: Driver Not Loaded", "no loaded NVIDIA kernel driver", "lsmod | grep nvidia"),
+    ("nvmlInit_v2: Insufficient Permissions", "may not open the GPU device nodes", "ls -l /dev/nvidia*"),
+    ("dlopen(libnvidia-ml.so.1) did not return in time (watchdog)", "driver is hung", "reset the GPUs"),
+    ("nvmlInit_v2: NVML error 999", "did not initialise", "nvmlReturn_t"),
+], ids=["a version mismatch fails", "Unknown Error fails", "a library not injected fails", "no driver loaded fails",
+        "no permission on the device nodes fails", "a hang fails", "an error no row knows still fails"])
+def test_any_nvml_failure_fails_the_node_naming_nvmls_error_and_its_remedy(reason, cause, remedy):
+    probe = probe_with_nvml(reason)
+    v = evaluate_nvml_initializes("h100-0", probe)
+    assert v.outcome is Outcome.FAIL
+    assert v.summary.startswith(f"NVML does not initialise in a pod given the GPUs of h100-0: {reason} (")
+    assert cause in v.summary and remedy in v.remediation and v.observed == reason
+
+
+def test_the_checks_that_read_nvml_are_blocked_by_the_nvml_check_not_failed():
+    from gpuconf.checks.bandwidth import evaluate_pcie_link_at_max
+    from gpuconf.checks.health import evaluate_no_pending_repair, evaluate_no_uncorrectable_ecc, evaluate_row_remapping
+
+    probe = probe_with_nvml("nvmlInit_v2: Unknown Error")
+    for verdict in (evaluate_no_uncorrectable_ecc("h100-0", probe), evaluate_row_remapping("h100-0", probe),
+                    evaluate_no_pending_repair("h100-0", probe), evaluate_pcie_link_at_max("h100-0", probe)):
+        assert verdict.outcome is Outcome.NOT_TESTED
+        assert verdict.summary == ("blocked by driver.nvml-initializes: NVML did not initialise in the probe "
+                                   "(nvmlInit_v2: Unknown Error)")
+
+
+def test_a_probe_that_stopped_before_nvml_leaves_the_nvml_check_not_tested():
+    v = evaluate_nvml_initializes("h100-0", probe_with_nvml("NVML not initialised yet"))
+    assert v.outcome is Outcome.NOT_TESTED and "stopped before it loaded NVML" in v.summary
+
+
+# --- labels.gfd-matches-hardware: absent labels are a finding where GFD should run -----------------
+
+GFD_WRITES = ("nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory", "nvidia.com/gpu.family",
+              "nvidia.com/gpu.compute.", "nvidia.com/cuda.", "nvidia.com/gpu.machine", "nvidia.com/gpu.replicas",
+              "nvidia.com/gpu.sharing-strategy", "nvidia.com/gpu.mode", "nvidia.com/mig.", "nvidia.com/mps.",
+              "nvidia.com/vgpu.")
+
+
+def without_gfd(n: SimNode, keep: tuple[str, ...] = (), **extra: str) -> NodeView:
+    """h100-0 as the API shows it when GFD wrote nothing (the operator's gpu.present and gpu.deploy.*
+    labels stay): ``keep`` names GFD labels left in place."""
+    v = view(n)
+    labels = {k: val for k, val in v.labels.items() if k in keep or not k.startswith(GFD_WRITES)}
+    return NodeView.of(n.name, {**labels, **extra}, v.capacity, v.allocatable, v.dra_devices)
+
+
+def policy(spec: dict | None = None):
+    from gpuconf.cluster.inventory import ClusterPolicyState
+
+    return ClusterPolicyState("cluster-policy", "ready", spec if spec is not None else {"driver": {"enabled": True}})
+
+
+def h100_0() -> SimNode:
+    return expand(load_profile(PROFILE)).node("h100-0")
+
+
+def test_no_gfd_labels_where_the_cluster_policy_deploys_gfd_fails_naming_it():
+    n = h100_0()
+    bare = without_gfd(n)
+    assert "nvidia.com/gpu.present" in bare.labels and not any(k.startswith(GFD_WRITES) for k in bare.labels)
+    gfd = gfd_deployment(bare, policy())
+    v = evaluate_labels_match_hardware(bare, whole_node_probe(n), gfd=gfd)
+    assert v.outcome is Outcome.FAIL
+    assert v.summary.startswith("GFD is deployed by ClusterPolicy cluster-policy but node h100-0 carries no "
+                                "nvidia.com/gpu.* labels (nvidia.com/gpu.product, ")
+    assert "gpu-feature-discovery" in v.remediation
+
+
+@pytest.mark.parametrize(("spec", "extra", "why"), [
+    (None, {}, "no GPU Operator ClusterPolicy deploys GFD on this cluster (a DRA-only cluster, or GFD left out by "
+               "design)"),
+    ({"gfd": {"enabled": False}}, {}, "ClusterPolicy cluster-policy disables GFD (spec.gfd.enabled=false)"),
+    ({}, {"nvidia.com/gpu.deploy.gpu-feature-discovery": "false"},
+     "h100-0 carries nvidia.com/gpu.deploy.gpu-feature-discovery=false, so ClusterPolicy cluster-policy deploys no "
+     "GFD there"),
+], ids=["no ClusterPolicy", "GFD disabled in the ClusterPolicy", "GFD's deploy label false on the node"])
+def test_no_gfd_labels_where_no_gfd_runs_by_design_is_not_applicable(spec, extra, why):
+    n = h100_0()
+    bare = without_gfd(n, **extra)
+    gfd = gfd_deployment(bare, None if spec is None else policy(spec))
+    v = evaluate_labels_match_hardware(bare, whole_node_probe(n), gfd=gfd)
+    assert v.outcome is Outcome.NOT_TESTED
+    assert v.summary == f"not applicable: {why}, and h100-0 carries no GFD label"
+
+
+def test_no_gfd_labels_and_nobody_saying_whether_gfd_runs_is_not_tested():
+    n = h100_0()
+    v = evaluate_labels_match_hardware(without_gfd(n), whole_node_probe(n))
+    assert v.outcome is Outcome.NOT_TESTED and "whether GFD should run there is unknown" in v.summary
+
+
+def test_some_gfd_labels_are_judged_and_the_missing_ones_named():
+    n = h100_0()
+    partial = without_gfd(n, keep=("nvidia.com/gpu.product", "nvidia.com/cuda.driver-version.full"))
+    v = evaluate_labels_match_hardware(partial, whole_node_probe(n), gfd=gfd_deployment(partial, policy()))
+    assert v.outcome is Outcome.PASS
+    assert v.summary == ("GFD labels match the hardware (NVIDIA-H100-80GB-HBM3); not labelled: "
+                         "nvidia.com/gpu.compute.major.minor, nvidia.com/cuda.runtime-version.full, "
+                         "nvidia.com/gpu.memory")
+    lying = without_gfd(n, keep=("nvidia.com/gpu.product",), **{"nvidia.com/gpu.memory": "40960"})
+    v = evaluate_labels_match_hardware(lying, whole_node_probe(n), gfd=gfd_deployment(lying, policy()))
+    assert v.outcome is Outcome.FAIL and "nvidia.com/gpu.memory says '40960'" in v.summary
+
+
+def test_a_healthy_simulated_cluster_policy_deploys_gfd_and_its_nodes_carry_the_labels():
+    from gpuconf.sim.agent_model import make_cluster_policy
+
+    cluster = expand(load_profile(PROFILE))
+    sim_policy = make_cluster_policy(cluster)
+    state = policy(sim_policy["spec"])
+    for n in cluster.nodes:
+        gfd = gfd_deployment(view(n), state)
+        assert gfd.expected and gfd.why == "GFD is deployed by ClusterPolicy cluster-policy"
+        assert evaluate_labels_match_hardware(view(n), whole_node_probe(n), gfd=gfd).outcome is Outcome.PASS

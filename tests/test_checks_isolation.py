@@ -190,7 +190,33 @@ def test_a_view_that_could_not_be_read_is_not_taken_for_zero():
     assert view.cuda is None and view.nvml is None and view.dev == ("/dev/nvidia0",)
     assert "CUDA did not initialise" in view.describe() and "NVML did not load" in view.describe()
     seen = Sighting("pod iso-one-h100-0", parse_cuda_probe(out, exit_code=code))
-    assert evaluate_sees_only_allocated(NODE, [(1, seen)], allocatable=8).outcome is Outcome.PASS
+    # /dev/nvidia0 alone is no proof of isolation: not a pass; not a failure either, the unreadable
+    # driver stack is driver.nvml-initializes' (one root cause, one failure)
+    v = evaluate_sees_only_allocated(NODE, [(1, seen)], allocatable=8)
+    assert v.outcome is Outcome.NOT_TESTED
+    assert v.summary.startswith("what 1 of 1 pod(s) on h100-0 see could not be read: pod iso-one-h100-0 (requested "
+                                "1): CUDA and NVML were both unreadable (CUDA did not initialise: ")
+    assert "NVML did not load: nvmlInit_v2: Driver/library version mismatch" in v.summary
+    assert v.summary.endswith("and /dev/nvidiaN alone proves nothing")
+    code3, out3 = run_probe(n, [Visible(g) for g in n.gpus[:3]], {})  # /dev still counts: 3 nodes for 2 is a leak
+    two = Sighting("pod iso-two-h100-0", parse_cuda_probe(out3, exit_code=code3))
+    assert evaluate_sees_only_allocated(NODE, [(1, seen), (2, two)], allocatable=8).outcome is Outcome.FAIL
+    code0, out0 = run_probe(n, [], {})
+    only = evaluate_only_requesting_container(NODE, seen, Sighting("container other",
+                                                                   parse_cuda_probe(out0, exit_code=code0)))
+    assert only.outcome is Outcome.NOT_TESTED and "what pod iso-one-h100-0 sees could not be read" in only.summary
+
+
+def test_a_pod_without_a_request_whose_cuda_and_nvml_are_unreadable_is_not_passed_on_dev_alone():
+    n = sim_node("library-mismatch")
+    code, out = run_probe(n, [Visible(n.gpus[0])], {})
+    doc = json.loads(out)
+    doc["device_nodes"] = {"/dev/nvidiactl": False, "/dev/nvidia-uvm": False, "gpus": []}
+    seen = Sighting("pod iso-none-h100-0", parse_cuda_probe(json.dumps(doc), exit_code=code))
+    v = evaluate_no_request_sees_no_gpu(NODE, seen)
+    assert v.outcome is Outcome.NOT_TESTED
+    assert v.summary.startswith("what a pod that requests no GPU sees could not be read: CUDA and NVML were both "
+                                "unreadable (CUDA did not initialise: ")
 
 
 def test_time_sliced_replicas_may_share_a_physical_gpu():

@@ -29,6 +29,7 @@ TABLES = [
     "xid_codes",
     "dcgm_diag",
     "host_bandwidth",
+    "nvml_errors",
 ]
 
 

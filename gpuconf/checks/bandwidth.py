@@ -3,9 +3,10 @@ many: the inventory suite's probe measures the copies and reads the links; nothi
 
 * ``bandwidth.pcie-link-at-max``: every GPU's PCIe link runs at the generation and width its model
   has (``gpuconf/data/host_bandwidth.yaml``, or the ``--expect`` pool's declared link, or else
-  NVML's own maximum), read while the probe's copies ran, and its replay counter does not grow
-  faster than DCGM's limit during them. A GPU trained down (a bad riser, a misplaced card, a slot
-  of an older generation) is DEGRADED, named by index, bus id and the link seen and expected.
+  the GPU's own maximum generation as NVML reads it), read while the probe's copies ran, and its
+  replay counter does not grow faster than DCGM's limit during them. A GPU trained down (a bad
+  riser, a misplaced card, a slot of an older generation) is DEGRADED, named by index, bus id and
+  the link seen and expected.
 * ``bandwidth.host-device-floor``: every GPU's pinned host-to-device and device-to-host copies
   reach the floor of its link (DEGRADED below it, FAIL far below), and no GPU is far below its
   node's other GPUs of the same model (named even on hardware without a floor).
@@ -15,8 +16,9 @@ Decisions:
 * **Current link only under load.** An idle GPU lowers its link generation and width to save
   power (nvidia-smi: "These may be reduced when the GPU is not in use"), so a current value read
   at rest says nothing; without a reading under load only the maximum is judged, and said so.
-* **Unknown hardware has no floor.** A model missing from the table is measured and reported; its
-  floor is not tested (said so in the verdict), only its consistency with its siblings.
+* **Unknown hardware has no floor.** A model missing from the table is measured and reported, and
+  a GPU far below its siblings is still named; with nothing below, the check is NOT TESTED naming
+  the model and the table to extend (siblings agreeing with each other is no floor).
 * **NVLink-C2C is not PCIe.** Grace superchips reach the host over NVLink-C2C: no PCIe link to
   judge (not tested), a floor of their own.
 """
@@ -27,10 +29,11 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
+from gpuconf.checks.inventory import nvml_blocked
 from gpuconf.compat import tables
 from gpuconf.compat.links import TABLE as _TABLE
-from gpuconf.compat.links import Link, host_link, link_for
-from gpuconf.probes.cuda import CudaProbeReport, DeviceReport, NvmlGpu
+from gpuconf.compat.links import HostLink, Link, host_link, link_for
+from gpuconf.probes.cuda import CudaProbeReport, DeviceReport, NvmlGpu, PcieLink
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
 __all__ = ["FLOOR_CHECK", "LINK_CHECK", "evaluate_host_device_floor", "evaluate_pcie_link_at_max", "series"]
@@ -65,16 +68,42 @@ def _replay_problem(gpu: NvmlGpu, label: str) -> str | None:
             f"{limit:g}/min; {link.replays_after_load} since the driver loaded)")
 
 
+def _wanted(gpu: NvmlGpu, link: PcieLink, row: HostLink | None,
+            declared: tuple[int, int] | None) -> tuple[tuple[int, int], str] | None:
+    """The (generation, width) the GPU's link must run at and where that comes from: the --expect
+    pool, else the model's row in host_bandwidth.yaml, else the GPU's own maximum generation as NVML
+    reads it (nvmlDeviceGetGpuMaxPcieLinkGeneration: the GPU's, whatever slot it sits in) with the
+    width NVML allows for GPU and slot (NVML reads no GPU-only width). None: nothing but the link's
+    own maximum would say, which is no expectation (it is what the link trained to)."""
+    if declared is not None:
+        return declared, "the --expect pool"
+    if row is not None:
+        return (row.link.gen or 0, row.link.width or 0), f"{row.gpu} in host_bandwidth.yaml"
+    if link.gen_gpu_max is not None and link.width_max is not None:
+        return (link.gen_gpu_max, link.width_max), (f"the GPU's own maximum Gen{link.gen_gpu_max} as NVML reads it, "
+                                                    f"{gpu.name or 'its model'} not being in host_bandwidth.yaml")
+    return None
+
+
 def evaluate_pcie_link_at_max(node: str, probe: CudaProbeReport, *,
                               declared: tuple[int, int] | None = None) -> Verdict:
     """``bandwidth.pcie-link-at-max`` on ``node``; ``declared`` is the (generation, width) its
-    ``--expect`` pool declares, which wins over the table."""
-    if probe.nvml_absent_reason is not None:
-        return not_tested(LINK_CHECK, node, f"NVML is not available in the probe on {node}: {probe.nvml_absent_reason}")
+    ``--expect`` pool declares, which wins over the table; for a model the table lacks, the GPU's
+    own maximum generation (``gen_gpu_max``). Never NVML's maximum for GPU and slot alone: that is
+    what the link trained to, so comparing with it proves nothing.
+
+    A GPU in a slot that cannot run its generation (NVML's maximum for GPU and slot below the GPU's
+    own) is DEGRADED, as a link trained down is: the GPU works at reduced host bandwidth, and moving
+    it to a slot of its generation fixes it. A PCIe GPU whose expected link nothing says (model not
+    in the table, no GPU maximum from NVML) or whose link NVML could not read is not judged: the
+    node is NOT TESTED naming it, unless another GPU already fails."""
+    if (blocked := nvml_blocked(probe)) is not None:
+        return not_tested(LINK_CHECK, node, blocked)
     if not probe.nvml_gpus:
         return not_tested(LINK_CHECK, node, f"NVML lists no GPU in the probe on {node}")
     evidence: list[str] = []
     problems: list[str] = []
+    unjudged: list[str] = []
     checked = 0
     for gpu in probe.nvml_gpus:
         label = _label(gpu.index, gpu.pci_bus_id)
@@ -86,23 +115,28 @@ def evaluate_pcie_link_at_max(node: str, probe: CudaProbeReport, *,
         if link is None or link.gen_max is None or link.width_max is None:
             why = gpu.pcie_absent_reason or "; ".join(link.unread if link else ()) or "no PCIe section"
             evidence.append(f"{label}: not tested, NVML gave no PCIe link ({why})")
+            unjudged.append(f"{label}: NVML gave no PCIe link ({why})")
+            continue
+        wanted = _wanted(gpu, link, row, declared)
+        if wanted is None:
+            why = (f"{gpu.name or 'the GPU'} is not in gpuconf/data/host_bandwidth.yaml and NVML gave no GPU maximum "
+                   "generation: add the model to gpuconf/data/host_bandwidth.yaml")
+            evidence.append(f"{label}: not tested, {why}")
+            unjudged.append(f"{label}: {why}")
             continue
         checked += 1
-        if declared is not None:
-            want, source = declared, "the --expect pool"
-        elif row is not None:
-            want, source = (row.link.gen or 0, row.link.width or 0), f"{row.gpu} in host_bandwidth.yaml"
-        else:
-            want, source = (link.gen_max, link.width_max), "NVML's maximum for this GPU and slot"
+        want, source = wanted
         under_load = link.under_load and link.gen_current is not None and link.width_current is not None
         seen = (link.gen_current, link.width_current) if under_load else (link.gen_max, link.width_max)
         what = "under load" if under_load else "maximum (current not read under load)"
-        line = (f"{label}: Gen{seen[0]} x{seen[1]} {what}, max Gen{link.gen_max} x{link.width_max}, "
-                f"expected Gen{want[0]} x{want[1]} ({source}); replays {link.replays}")
-        evidence.append(line)
+        evidence.append(f"{label}: Gen{seen[0]} x{seen[1]} {what}, max Gen{link.gen_max} x{link.width_max}"
+                        + (f" (GPU Gen{link.gen_gpu_max})" if link.gen_gpu_max is not None else "")
+                        + f", expected Gen{want[0]} x{want[1]} ({source}); replays {link.replays}")
         if (seen[0] or 0) < want[0] or (seen[1] or 0) < want[1]:
+            slot = (f"; the slot or platform allows at most Gen{link.gen_max}, the GPU can run Gen{link.gen_gpu_max}"
+                    if link.gen_gpu_max is not None and link.gen_max < link.gen_gpu_max else "")
             problems.append(f"{label} ({gpu.name}) runs at Gen{seen[0]} x{seen[1]} {what}, "
-                            f"expected Gen{want[0]} x{want[1]} ({source})")
+                            f"expected Gen{want[0]} x{want[1]} ({source}){slot}")
         if (replay := _replay_problem(gpu, label)) is not None:
             problems.append(replay)
     if not checked:
@@ -111,8 +145,13 @@ def evaluate_pcie_link_at_max(node: str, probe: CudaProbeReport, *,
         return not_tested(LINK_CHECK, node, f"no GPU on {node} has a PCIe link to judge: {detail}")
     expected = "every GPU's PCIe link at its model's generation and width under load, replays within DCGM's limit"
     if problems:
-        return failed(LINK_CHECK, node, f"{len(problems)} PCIe link problem(s) on {node}: " + "; ".join(problems),
+        return failed(LINK_CHECK, node, f"{len(problems)} PCIe link problem(s) on {node}: " + "; ".join(problems)
+                      + (f" (not judged: {'; '.join(unjudged)})" if unjudged else ""),
                       expected=expected, observed="; ".join(problems), evidence=tuple(evidence))
+    if unjudged:
+        return not_tested(LINK_CHECK, node, f"the PCIe link of {len(unjudged)} of {len(unjudged) + checked} GPU(s) on "
+                          f"{node} is not judged: {'; '.join(unjudged)}"
+                          + (f" ({checked} other GPU(s) at their link)" if checked else ""))
     return passed(LINK_CHECK, node, f"{checked} GPU(s) on {node} run their PCIe link at its maximum",
                   expected=expected, observed=f"{checked} GPU(s) at their link", evidence=tuple(evidence))
 
@@ -150,12 +189,15 @@ def evaluate_host_device_floor(node: str, probe: CudaProbeReport, *,
     """``bandwidth.host-device-floor`` on ``node``; ``declared``: the --expect pool's (gen, width)."""
     evidence: list[str] = []
     measured: dict[int, tuple[DeviceReport, dict[str, float]]] = {}
+    unmeasured: list[str] = []  # whole GPUs without figures (MIG instances are not measured by design)
     for d in probe.devices:
         label = _label(d.index, d.pci_bus_id)
         figures = _measured(d)
         if figures is None:
             why = d.host_device_bw.absent_reason if d.host_device_bw else "the probe did not measure copies"
             evidence.append(f"{label}: not measured ({why})")
+            if not d.mig:
+                unmeasured.append(f"{label} ({why})")
             continue
         bw = d.host_device_bw
         if bw is not None and not bw.ok:
@@ -195,9 +237,12 @@ def evaluate_host_device_floor(node: str, probe: CudaProbeReport, *,
                 degraded.append(f"{label} {name} {value:.1f} GB/s, below the floor {warn * link.gbps:.1f} "
                                 f"({link} expected)")
     degraded += _inconsistent(measured, skip=below)
-    if no_floor and len(measured) < 2 and not (failing or degraded):
-        return not_tested(FLOOR_CHECK, node, f"no bandwidth floor for {', '.join(sorted(set(no_floor)))} in "
-                          f"gpuconf/data/host_bandwidth.yaml and no sibling GPU on {node} to compare with")
+    if no_floor and not (failing or degraded):  # unknown hardware is unknown: siblings agreeing is no floor
+        models = ", ".join(sorted(set(no_floor)))
+        siblings = (f"its {len(no_floor)} GPU(s) agree with each other" if len(no_floor) > 1
+                    else f"no sibling GPU on {node} to compare with")
+        return not_tested(FLOOR_CHECK, node, f"no bandwidth floor for {models} in gpuconf/data/host_bandwidth.yaml "
+                          f"(add the model there): {siblings}")
     expected = ("every GPU's pinned copies at or above its link's floor (gpuconf/data/host_bandwidth.yaml) and "
                 "within reach of its siblings")
     facts: dict[str, Any] = {"series": series(probe)}
@@ -207,9 +252,11 @@ def evaluate_host_device_floor(node: str, probe: CudaProbeReport, *,
         return Verdict(FLOOR_CHECK, node, outcome, f"{len(problems)} host-device bandwidth problem(s) on {node}: "
                        + "; ".join(problems), expected=expected, observed="; ".join(problems),
                        evidence=tuple(evidence), facts=facts)
-    note = f" (no floor for {', '.join(sorted(set(no_floor)))}: consistency only)" if no_floor else ""
+    if unmeasured:
+        return not_tested(FLOOR_CHECK, node, f"{len(unmeasured)} GPU(s) on {node} were not measured, so they are not "
+                          f"judged: {'; '.join(unmeasured)} ({len(measured)} other GPU(s) reach their floor)")
     return Verdict(FLOOR_CHECK, node, Outcome.PASS, f"{len(measured)} GPU(s) on {node} reach their host-device "
-                   f"floor{note}", expected=expected, observed=f"{len(measured)} GPU(s) measured",
+                   "floor", expected=expected, observed=f"{len(measured)} GPU(s) measured",
                    evidence=tuple(evidence), facts=facts)
 
 

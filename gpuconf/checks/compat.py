@@ -88,6 +88,7 @@ __all__ = [
     "predict_outcomes",
     "probe_facts",
     "resolve_compat_images",
+    "unknown_gpu",
 ]
 
 #: The canary's requirement: no driver satisfies it, so only a runtime that checks refuses it.
@@ -165,14 +166,23 @@ def make_target(node: str, labels: Mapping[str, str], probe: CudaProbeReport | N
     if tables.native_cuda(version) is None:
         return Target(node, product, driver, gpu, None, f"driver branch {version.branch} is not in "
                       "gpuconf/data/driver_branches.yaml, so its native CUDA is unknown", tuple(notes))
-    model = tables.find_gpu(gpu) if gpu else None
+    # Unknown hardware is unknown: the prediction needs the GPU's class, brand and architecture, and
+    # without them it would be the union of every outcome, which accepts nearly anything.
+    model = tables.gpu_of_product(gpu) if gpu else None
     if model is None:
-        notes.append(f"GPU {gpu!r} is not in gpuconf/data/gpus.yaml: its class and brand are unknown" if gpu
-                     else "the GPU is unknown: its class and brand are open")
+        return Target(node, product, driver, gpu, None, unknown_gpu(gpu), tuple(notes))
     return Target(node, product, driver, gpu, rules.Node(
-        driver=version, gpu_name=model.name if model else gpu, gpu_class=model.gpu_class if model else None,
-        brand=model.nvml_brand if model else None, arch=model.compute_capability if model else None),
-        None, tuple(notes))
+        driver=version, gpu_name=model.name, gpu_class=model.gpu_class, brand=model.nvml_brand,
+        arch=model.compute_capability), None, tuple(notes))
+
+
+def unknown_gpu(gpu: str | None) -> str:
+    """Why a check that needs the GPU model's facts cannot judge ``gpu`` (a model gpus.yaml lacks)."""
+    if not gpu:
+        return ("the GPU model is unknown (no nvidia.com/gpu.product label and no GPU name from the whole-node "
+                "probe), so its class, brand and architecture are too")
+    return (f"GPU model {gpu} is not in gpuconf/data/gpus.yaml, so its class, brand and architecture are unknown: "
+            "add it to gpuconf/data/gpus.yaml")
 
 
 def pool_of(product: str | None) -> str | None:

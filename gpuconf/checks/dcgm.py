@@ -388,8 +388,10 @@ def evaluate_dcgm_diag(node: str, output: str | None, level: int, *, exit_code: 
     """``dcgm.diag-passes``: every test that ran passed on every GPU. Fails on any failed result, any
     result or summary recording an error while claiming Pass, a failed summary, a nonzero exit
     with nothing failing, and output that is no diag document; not tested when every test
-    skipped (DCGM's reasons) or dcgmi refused the node's MIG configuration. ``failure``: why the
-    pod has no output (its phase and reason) when it has none."""
+    skipped (DCGM's reasons) or dcgmi refused the node's MIG configuration, and when a test of the
+    level (gpuconf/data/dcgm_diag.yaml) is missing from the output or skipped, naming it: a level is
+    passed only whole (a diag that left out its memory test is no pass). ``failure``: why the pod
+    has no output (its phase and reason) when it has none."""
     got = _document(node, CHECK_PASSES, level, output, exit_code, failure)
     if isinstance(got, Verdict):
         return got
@@ -422,11 +424,40 @@ def evaluate_dcgm_diag(node: str, output: str | None, level: int, *, exit_code: 
         return failed(CHECK_PASSES, node, f"dcgmi diag -r {level} reported {exit_meaning(exit_code)}, yet no result "
                       "in its document failed: the run is not a pass", expected="exit 0",
                       observed=exit_meaning(exit_code))
-    missing = [t for t in level_tests if t not in {x.name for x in doc.tests}]
-    notes = ([f"skipped: {', '.join(t.name for t in skipped)}"] if skipped else []) + (
-        [f"not in the output: {', '.join(missing)}"] if missing else [])
-    return passed(CHECK_PASSES, node, f"DCGM level {level} ({diag_level(level).name}) diagnostic passed: "
-                  + ", ".join(t.name for t in ran) + (f" ({'; '.join(notes)})" if notes else ""))
+    # Fail closed: a level whose tests did not all run is not a pass of that level, whatever ran.
+    done = {canonical_test(t) for t in ran}
+    missing = [t for t in level_tests if t not in {canonical_test(x) for x in doc.tests}]
+    unrun = [t for t in skipped if canonical_test(t) in level_tests and canonical_test(t) not in done]
+    name = f"DCGM level {level} ({diag_level(level).name}) diagnostic"
+    if missing or unrun:
+        parts = ([f"not in its output: {', '.join(missing)}"] if missing else []) + [
+            f"skipped {t.name}: {_skip_reason(t)}" for t in unrun]
+        return not_tested(CHECK_PASSES, node, f"{name} did not run every test of the level ("
+                          f"{', '.join(level_tests)}) on {node}: {'; '.join(parts)}; the "
+                          f"{', '.join(t.name for t in ran)} that ran passed, so the level is not judged")
+    extra = [t for t in skipped if canonical_test(t) not in level_tests]
+    return passed(CHECK_PASSES, node, f"{name} passed: " + ", ".join(t.name for t in ran)
+                  + (f" (skipped, not of the level: {', '.join(t.name for t in extra)})" if extra else ""))
+
+
+#: dcgmi 3.x's display names of the tests whose canonical 4.x name (dcgm_diag.yaml) differs from
+#: the name lower-cased with spaces as underscores (NvvsJsonStrings.h; 3.x prints each deployment
+#: check, "Denylist", "NVML Library", ..., as its own test of the Deployment category).
+_3X_NAMES = {"gpu_memory": "memory"}
+
+
+def canonical_test(test: DiagTest) -> str:
+    """The test's name as dcgm_diag.yaml lists it (the 4.x name): 3.x's Deployment checks are the
+    software test, its display names are lower-cased."""
+    if test.category.lower() == "deployment":
+        return "software"
+    key = "_".join(test.name.lower().split())
+    return _3X_NAMES.get(key, key)
+
+
+def _skip_reason(test: DiagTest) -> str:
+    reasons = sorted({i for r in test.results for i in (*r.info, *(e.message for e in r.errors))})
+    return "; ".join(reasons[:3]) or "DCGM gave no reason"
 
 
 def evaluate_dcgm_warnings(node: str, output: str | None, level: int, *, exit_code: int | None,

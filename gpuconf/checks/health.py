@@ -10,9 +10,11 @@ Decisions:
 
 * **Thresholds are data.** The numbers, the severity (isolate / reset / monitor), the outcome and
   the remediation per metric live in the table with their sources; this module only compares.
-* **No ECC is not a pass.** Without NVML in the container, or with ECC unsupported or disabled on
-  every GPU (consumer GPUs), the counters do not exist: NOT_TESTED with the reason. A GPU whose
-  ECC mode is on but whose counter query failed is evidence, never a silent zero.
+* **No ECC is not a pass.** Without NVML in the container (blocked by driver.nvml-initializes), or
+  with ECC unsupported or disabled on every GPU (consumer GPUs), the counters do not exist:
+  NOT_TESTED with the reason. A GPU whose ECC mode is on but whose counters could not be read is
+  never a silent zero: the node is NOT_TESTED naming it, unless another GPU already fails. The
+  same for a GPU without the exporter's Xid metric.
 * **The device plugin does not see these.** It acts on Xid events raised while it watches, so a GPU
   with errors from before its current run stays Healthy and allocatable; only the counters tell.
 """
@@ -23,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpuconf.checks.inventory import nvml_blocked
 from gpuconf.compat import tables
 from gpuconf.probes.cuda import CudaProbeReport, NvmlGpu
 from gpuconf.verdict import Verdict, failed, not_tested, passed
@@ -101,41 +104,83 @@ def _reading(gpu: NvmlGpu, limits: Sequence[Threshold]) -> tuple[dict[str, Any],
     return values, [m for m, v in values.items() if v is None]
 
 
+def _absent_reason(gpu: NvmlGpu, metric: str) -> str | None:
+    """The probe's reason for an unread counter (the first absent section on its path), if it gave one."""
+    obj: Any = gpu.raw
+    for key in metric.split("."):
+        if isinstance(obj, dict) and obj.get("available") is False:
+            return str(obj.get("reason") or "absent")
+        if not isinstance(obj, dict) or key not in obj:
+            return None
+        obj = obj[key]
+    return str(obj.get("reason") or "absent") if isinstance(obj, dict) and obj.get("available") is False else None
+
+
+def _unread_line(gpu: NvmlGpu, unread: Sequence[str]) -> str:
+    reasons = sorted({r for m in unread if (r := _absent_reason(gpu, m)) is not None})
+    return f"{_label(gpu)} ({', '.join(unread)}" + (f": {'; '.join(reasons)}" if reasons else "") + ")"
+
+
 def _judge(check: str, node: str, probe: CudaProbeReport, limits: Sequence[Threshold], *, what: str, none: str,
            applies: Callable[[NvmlGpu, Mapping[str, Any]], str | None]) -> Verdict:
     """Compare every applicable GPU's NVML facts with ``limits`` (a tripped threshold fails the
     check, at the check's severity: the table's outcome column agrees with it). ``applies`` says why
-    a GPU is not tested (None: it is); ``what`` names the counters in messages."""
-    if probe.nvml_absent_reason is not None:
-        return not_tested(check, node, f"NVML is not available in the probe on {node}: {probe.nvml_absent_reason}")
+    a GPU is not tested by design (None: it is); ``what`` names the counters in messages.
+
+    Fail closed: a GPU the check applies to whose every counter NVML could not read is not judged,
+    so the node is NOT TESTED naming it (unless another GPU already fails); a PASS names the GPUs
+    left out by design and the counters it could not read."""
+    if (blocked := nvml_blocked(probe)) is not None:
+        return not_tested(check, node, blocked)
     if not probe.nvml_gpus:
         return not_tested(check, node, f"NVML lists no GPU in the probe on {node}")
     evidence: list[str] = []
     over: list[tuple[Threshold, str]] = []
+    skipped: list[str] = []  # not applicable by design (the GPU has no such counter)
+    unjudged: list[str] = []  # applicable, every counter unreadable
+    partial: list[str] = []  # applicable, judged on some counters only
     checked = 0
     for gpu in probe.nvml_gpus:
         values, unread = _reading(gpu, limits)
         why = applies(gpu, values)
         if why is not None:
             evidence.append(f"{_label(gpu)}: not tested, {why}")
+            skipped.append(f"{_label(gpu)}: {why}")
+            continue
+        if len(unread) == len(values):
+            unjudged.append(_unread_line(gpu, unread))
+            evidence.append(f"{_label(gpu)}: not judged, no {what} counter read ({', '.join(unread)})")
             continue
         checked += 1
         over += [(t, f"{_label(gpu)} {t.metric}={values[t.metric]} ({t.rule}: {t.severity})")
                  for t in limits if t.trips(values[t.metric])]
+        # A counter NVML answers Not Supported for does not exist on this GPU (page retirement on
+        # a GPU that remaps rows): no gap. Any other unread counter is named.
+        if missed := [m for m in unread if "not supported" not in (_absent_reason(gpu, m) or "").lower()]:
+            partial.append(_unread_line(gpu, missed))
         evidence.append(f"{_label(gpu)}: " + ", ".join(f"{m}={v}" for m, v in values.items())
                         + (f" (unread: {', '.join(unread)})" if unread else ""))
-    if not checked:
+    if not checked and not unjudged:
         whys = {line.split(": not tested, ", 1)[-1] for line in evidence}
         detail = f"all {len(evidence)} GPU(s): {whys.pop()}" if len(whys) == 1 else "; ".join(evidence)
         return not_tested(check, node, f"no GPU on {node} {none}: {detail}")
     expected = f"every {what} counter " + ", ".join(f"{t.metric} not {t.rule}" for t in limits)
-    if not over:
-        return passed(check, node, f"{checked} GPU(s) on {node} report no {what} over threshold",
-                      expected=expected, observed=f"0 over threshold on {checked} GPU(s)", evidence=tuple(evidence))
-    lines = [line for _, line in over]
-    remedies = tuple(sorted({t.remediation for t, _ in over}))
-    summary = f"{len(over)} {what} counter(s) over threshold on {node}: " + "; ".join(lines)
-    return failed(check, node, summary, expected=expected, observed="; ".join(lines), evidence=(*evidence, *remedies))
+    if over:
+        lines = [line for _, line in over]
+        remedies = tuple(sorted({t.remediation for t, _ in over}))
+        summary = f"{len(over)} {what} counter(s) over threshold on {node}: " + "; ".join(lines) + (
+            f" (not judged, counters unreadable: {'; '.join(unjudged)})" if unjudged else "")
+        return failed(check, node, summary, expected=expected, observed="; ".join(lines),
+                      evidence=(*evidence, *remedies))
+    if unjudged:
+        return not_tested(check, node, f"the {what} counters of {len(unjudged)} of {len(unjudged) + checked} GPU(s) "
+                          f"on {node} could not be read, so they are not judged: {'; '.join(unjudged)}"
+                          + (f" ({checked} other GPU(s) read, none over threshold)" if checked else ""))
+    gaps = ([f"not read: {'; '.join(partial)}"] if partial else []) + (
+        [f"not tested by design: {'; '.join(skipped)}"] if skipped else [])
+    return passed(check, node, f"{checked} GPU(s) on {node} report no {what} over threshold"
+                  + (f" ({'; '.join(gaps)})" if gaps else ""),
+                  expected=expected, observed=f"0 over threshold on {checked} GPU(s)", evidence=tuple(evidence))
 
 
 def _ecc_applies(gpu: NvmlGpu, values: Mapping[str, Any]) -> str | None:
@@ -227,11 +272,15 @@ def evaluate_no_critical_xid(node: str, last_xids: Sequence[tuple[str, int | Non
         return not_tested(XID_CHECK, node, f"{source} has no DCGM_FI_DEV_XID_ERRORS for any GPU on {node}")
     expected = "no GPU's last Xid needs a reset or isolation (gpuconf/data/xid_codes.yaml)"
     if critical:
-        summary = f"{len(critical)} GPU(s) on {node} raised a critical Xid: " + "; ".join(critical)
+        summary = f"{len(critical)} GPU(s) on {node} raised a critical Xid: " + "; ".join(critical) + (
+            f" (not judged, no {XID_METRIC}: {', '.join(unread)})" if unread else "")
         return failed(XID_CHECK, node, summary, expected=expected, observed="; ".join(critical),
                       evidence=(f"source: {source}", *evidence, *sorted(set(actions))))
-    return passed(XID_CHECK, node, f"no critical Xid on {read} GPU(s) of {node}"
-                  + (f" ({len(unread)} without the metric)" if unread else ""),
+    if unread:  # a GPU without the metric may be the one that raised an Xid: no PASS on the others alone
+        return not_tested(XID_CHECK, node, f"{source} has no {XID_METRIC} for {len(unread)} of {len(last_xids)} "
+                          f"GPU(s) on {node}, so they are not judged: {', '.join(unread)} ({read} other GPU(s) read, "
+                          "no critical Xid)")
+    return passed(XID_CHECK, node, f"no critical Xid on {read} GPU(s) of {node}",
                   expected=expected, observed=f"{read} GPU(s) read", evidence=(f"source: {source}", *evidence))
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
+from gpuconf.compat import tables
 from gpuconf.nodes import NodeView
 from gpuconf.nodes.facts import label_cuda_version, label_driver_version
 from gpuconf.probes.cuda import CudaProbeReport, DeviceReport
@@ -18,7 +20,10 @@ from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
 __all__ = [
     "MIG_INVALID",
+    "NVML_CHECK",
     "DriverPolicy",
+    "GfdDeployment",
+    "OperatorPolicy",
     "NodeView",
     "evaluate_allocatable_matches_capacity",
     "evaluate_cuda_device_nodes",
@@ -27,7 +32,10 @@ __all__ = [
     "evaluate_gpu_resource_advertised",
     "evaluate_labels_match_hardware",
     "evaluate_nvml_initializes",
+    "gfd_deployment",
     "gpu_resources",
+    "nvml_blocked",
+    "nvml_failure",
     "node_gpu_count",
     "pool_key",
     "label_cuda_version",
@@ -208,11 +216,59 @@ def evaluate_gpu_count(node: NodeView, *, probe: CudaProbeReport | None = None, 
 MIG_INVALID = "-MIG-INVALID"
 
 
-def evaluate_labels_match_hardware(node: NodeView, probe: CudaProbeReport) -> Verdict:
+#: Where the GPU Operator's operand deploy labels switch GFD off on one node (all operands, or GFD's own).
+_GFD_OFF_LABELS = ("nvidia.com/gpu.deploy.operands", "nvidia.com/gpu.deploy.gpu-feature-discovery")
+
+
+class OperatorPolicy(Protocol):
+    """What :func:`gfd_deployment` reads of the GPU Operator's ClusterPolicy
+    (gpuconf.cluster.inventory.ClusterPolicyState)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def spec(self) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class GfdDeployment:
+    """Whether GFD should label a node (``expected``) and why, in words."""
+
+    expected: bool
+    why: str
+
+
+def gfd_deployment(node: NodeView, policy: OperatorPolicy | None) -> GfdDeployment:
+    """Whether GPU Feature Discovery runs on ``node``: the GPU Operator's ClusterPolicy deploys it
+    unless ``spec.gfd.enabled`` is false, on every GPU node but one whose operand deploy label says
+    false (``nvidia.com/gpu.deploy.gpu-feature-discovery`` or ``.operands``). Without a ClusterPolicy
+    nothing says GFD should run (a DRA-only cluster, GFD installed by hand, or the operator's
+    GPUCluster mode, which deploys no GFD)."""
+    if policy is None:
+        return GfdDeployment(False, "no GPU Operator ClusterPolicy deploys GFD on this cluster (a DRA-only cluster, "
+                                    "or GFD left out by design)")
+    gfd = policy.spec.get("gfd")
+    if isinstance(gfd, Mapping) and str(gfd.get("enabled", True)).lower() == "false":
+        return GfdDeployment(False, f"ClusterPolicy {policy.name} disables GFD (spec.gfd.enabled=false)")
+    off = next((k for k in _GFD_OFF_LABELS if node.labels.get(k) == "false"), None)
+    if off is not None:
+        return GfdDeployment(False, f"{node.name} carries {off}=false, so ClusterPolicy {policy.name} deploys no GFD "
+                                    "there")
+    return GfdDeployment(True, f"GFD is deployed by ClusterPolicy {policy.name}")
+
+
+def evaluate_labels_match_hardware(node: NodeView, probe: CudaProbeReport, *,
+                                   gfd: GfdDeployment | None = None) -> Verdict:
     """GFD's product, memory, compute capability, driver and CUDA labels vs what the probe saw
     (the driver and CUDA also from the deprecated ``cuda.driver.*`` / ``cuda.runtime.*`` labels
     older GFD releases publish alone). A ``-MIG-INVALID`` product is GFD saying the MIG layout does
-    not fit ``mig.strategy=single``: a finding, never a profile named INVALID."""
+    not fit ``mig.strategy=single``: a finding, never a profile named INVALID.
+
+    Fail closed: a node with none of these labels FAILs where GFD should run (``gfd``:
+    :func:`gfd_deployment`), and is NOT TESTED (not applicable) where it does not, or where nobody
+    said (``gfd`` None); a node with some of them is judged on those, and the verdict names the
+    labels missing and the facts the probe could not read."""
     cid = "labels.gfd-matches-hardware"
     product = (node.label("gpu.product") or "").removesuffix("-SHARED")
     clique = node.label("gpu.clique")
@@ -227,35 +283,71 @@ def evaluate_labels_match_hardware(node: NodeView, probe: CudaProbeReport) -> Ve
                       observed=f"nvidia.com/gpu.product={product}"
                       + (f", nvidia.com/mig.config={node.labels['nvidia.com/mig.config']}"
                          if "nvidia.com/mig.config" in node.labels else ""), evidence=shown)
+    driver, driver_source = label_driver_version(node.labels)
+    driver_key = driver_source if driver is not None else "nvidia.com/cuda.driver-version.full"
+    compute = (f"{node.label('gpu.compute.major')}.{node.label('gpu.compute.minor')}"
+               if node.label("gpu.compute.major") and node.label("gpu.compute.minor") else None)
+    labelled = {"nvidia.com/gpu.product": product.split("-MIG-")[0] or None,
+                "nvidia.com/gpu.compute.major.minor": compute,
+                driver_key: driver,
+                "nvidia.com/cuda.runtime-version.full": label_cuda_version(node.labels),
+                "nvidia.com/gpu.memory": node.label("gpu.memory")}
+    if all(v is None for v in labelled.values()):
+        return _no_gfd_labels(cid, node, gfd, list(labelled))
     if not probe.devices:
         return not_tested(cid, node.name, "the probe saw no GPU, so there is no hardware to compare with")
     mixed = _mixed_models(node, probe, product)
     if mixed is not None:
         return mixed
     device = probe.devices[0]
-    driver, driver_source = label_driver_version(node.labels)
     seen: dict[str, tuple[str | None, str | None]] = {
-        "nvidia.com/gpu.product": (product.split("-MIG-")[0] or None,
+        "nvidia.com/gpu.product": (labelled["nvidia.com/gpu.product"],
                                    (device.name or "").split(" MIG ")[0].replace(" ", "-") or None),
-        "nvidia.com/gpu.compute.major.minor": (
-            f"{node.label('gpu.compute.major')}.{node.label('gpu.compute.minor')}"
-            if node.label("gpu.compute.major") and node.label("gpu.compute.minor") else None,
-            device.compute_capability),
-        driver_source: (driver, probe.nvml_driver_version),
+        "nvidia.com/gpu.compute.major.minor": (compute, device.compute_capability),
+        driver_key: (driver, probe.nvml_driver_version),
         # The host driver's CUDA as NVML reports it: cudaDriverGetVersion would report the compat
         # libcuda's CUDA under forward compatibility, which is not what GFD labels.
-        "nvidia.com/cuda.runtime-version.full": (label_cuda_version(node.labels), _nvml_cuda(probe)),
+        "nvidia.com/cuda.runtime-version.full": (labelled["nvidia.com/cuda.runtime-version.full"], _nvml_cuda(probe)),
     }
-    if not device.mig and device.total_memory_bytes is not None:
-        seen["nvidia.com/gpu.memory"] = (node.label("gpu.memory"), str(device.total_memory_bytes >> 20))
+    if not device.mig:  # a MIG instance's memory is its slice's, not the GPU's GFD labels
+        seen["nvidia.com/gpu.memory"] = (labelled["nvidia.com/gpu.memory"],
+                                         None if device.total_memory_bytes is None
+                                         else str(device.total_memory_bytes >> 20))
     wrong = {k: v for k, v in seen.items() if v[0] is not None and v[1] is not None and v[0] != v[1]}
     if not wrong:
+        unlabelled = [k for k, (a, _) in seen.items() if a is None]
+        unread = [k for k, (a, b) in seen.items() if a is not None and b is None]
+        judged = [k for k, (a, b) in seen.items() if a is not None and b is not None]
+        if not judged:
+            return not_tested(cid, node.name, f"no GFD label on {node.name} has a probe reading to compare with "
+                              f"(the probe could not read: {', '.join(unread)})")
+        gaps = ([f"not labelled: {', '.join(unlabelled)}"] if unlabelled else []) + (
+            [f"not read by the probe, so not judged: {', '.join(unread)}"] if unread else [])
         return passed(cid, node.name, f"GFD labels match the hardware ({product}"
-                      + (f", NVLink clique {clique}" if clique else "") + ")", evidence=shown)
+                      + (f", NVLink clique {clique}" if clique else "") + ")"
+                      + (f"; {'; '.join(gaps)}" if gaps else ""), evidence=shown)
     return failed(cid, node.name, "GFD labels disagree with what a pod on the node sees: "
                   + ", ".join(f"{k} says {a!r}, the GPU says {b!r}" for k, (a, b) in sorted(wrong.items())),
                   expected="; ".join(f"{k}={b}" for k, (_, b) in sorted(wrong.items())),
                   observed="; ".join(f"{k}={a}" for k, (a, _) in sorted(wrong.items())), evidence=shown)
+
+
+def _no_gfd_labels(cid: str, node: NodeView, gfd: GfdDeployment | None, keys: Sequence[str]) -> Verdict:
+    """The verdict on a node that carries none of GFD's labels: a broken GFD where it should run."""
+    which = ", ".join(keys)
+    if gfd is None:
+        return not_tested(cid, node.name, f"{node.name} carries no GFD label ({which}), and whether GFD should run "
+                          "there is unknown")
+    if not gfd.expected:
+        return not_tested(cid, node.name, f"not applicable: {gfd.why}, and {node.name} carries no GFD label")
+    return failed(cid, node.name, f"{gfd.why} but node {node.name} carries no nvidia.com/gpu.* labels ({which}): "
+                  "GFD is not running there or cannot read the GPUs",
+                  expected="GFD's labels on the node", observed="none of " + which,
+                  remedy="Find the node's gpu-feature-discovery pod (kubectl get pods -A -o wide -l "
+                  "app=gpu-feature-discovery --field-selector spec.nodeName=NODE) and read its log; a missing pod "
+                  "means the operator does not schedule it there (node labels nvidia.com/gpu.present, "
+                  "nvidia.com/gpu.deploy.gpu-feature-discovery, taints), a crashing one names its error (often NVML "
+                  "failing in its container).")
 
 
 def _gfd_name(name: str | None) -> str:
@@ -362,15 +454,42 @@ def evaluate_driver_uniform(nodes: Sequence[NodeView],
     return out
 
 
+NVML_CHECK = "driver.nvml-initializes"
+#: The probe's NVML section until its NVML step ran (probes/cuda-probe/probe.cu run_nvml).
+NVML_NOT_REACHED = "NVML not initialised yet"
+
+
+def nvml_failure(reason: str) -> tuple[str, str]:
+    """What NVML's error (the probe's ``nvml.reason``: the failing call and nvmlErrorString, or
+    dlopen's error) means in a pod given GPUs, and its remedy (gpuconf/data/nvml_errors.yaml)."""
+    for row in tables.load("nvml_errors")["errors"]:
+        if str(row["match"]).lower() in reason.lower():
+            return str(row["cause"]), str(row["remediation"])
+    raise ValueError("gpuconf/data/nvml_errors.yaml has no catch-all row (match: \"\")")
+
+
+def nvml_blocked(probe: CudaProbeReport) -> str | None:
+    """Why a check reading the probe's NVML section is blocked (None: NVML initialised): the
+    failure is ``driver.nvml-initializes``'s to report, once; its dependants are NOT TESTED."""
+    if probe.nvml_absent_reason is None:
+        return None
+    return f"blocked by {NVML_CHECK}: NVML did not initialise in the probe ({probe.nvml_absent_reason})"
+
+
 def evaluate_nvml_initializes(node: str, probe: CudaProbeReport) -> Verdict:
-    cid = "driver.nvml-initializes"
+    """NVML initialises in the whole-node probe, a pod that was given the node's GPUs. Any failure
+    is the node's: a version mismatch, a library the toolkit did not inject, no driver loaded, no
+    permission on the device nodes, NVML's "Unknown Error" (a container that lost its devices), a
+    hang. The failure names NVML's own error and the remedy for it."""
     reason = probe.nvml_absent_reason
     if reason is None:
-        return passed(cid, node, f"NVML driver {probe.nvml_driver_version}")
-    if "mismatch" in reason.lower():
-        return failed(cid, node, "NVML fails: the kernel module and the user-space driver differ",
-                      expected="NVML initialises", observed=reason, evidence=(reason,))
-    return not_tested(cid, node, f"NVML not loaded in the probe: {reason}")
+        return passed(NVML_CHECK, node, f"NVML driver {probe.nvml_driver_version}")
+    if reason == NVML_NOT_REACHED:  # the probe stopped before its NVML step: smoke reports why, once
+        return not_tested(NVML_CHECK, node, f"the probe on {node} stopped before it loaded NVML (exit "
+                          f"{probe.exit_code}: {probe.exit_reason})")
+    cause, remedy = nvml_failure(reason)
+    return failed(NVML_CHECK, node, f"NVML does not initialise in a pod given the GPUs of {node}: {reason} ({cause})",
+                  expected="NVML initialises", observed=reason, evidence=(reason,), remedy=remedy)
 
 
 def evaluate_cuda_device_nodes(node: str, probe: CudaProbeReport) -> Verdict:

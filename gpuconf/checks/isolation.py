@@ -175,6 +175,16 @@ def _no_output(cid: str, node: str, seen: Sighting, what: str) -> Verdict:
                   observed=seen.failure or "no document")
 
 
+def _blind(view: GpuView) -> str | None:
+    """Why ``view`` cannot judge what a container sees (None: CUDA or NVML was read). The device
+    nodes alone are no identity and no proof: a container given a GPU whose CUDA and NVML both fail
+    shows /dev/nvidiaN and nothing else. Not a failure here: the unreadable stack is
+    driver.nvml-initializes' and smoke's to report (one root cause, one failure)."""
+    if view.cuda is not None or view.nvml is not None:
+        return None
+    return f"CUDA and NVML were both unreadable ({'; '.join(view.unreadable)}), and /dev/nvidiaN alone proves nothing"
+
+
 # -------------------------------------------------------------------------------------------------
 # The checks
 
@@ -186,6 +196,8 @@ def _sees_none(cid: str, node: str, seen: Sighting, who: str) -> Verdict:
     leaked = {k: v for k, v in view.views().items() if v}
     evidence = (f"{seen.where}: probe exit {seen.report.exit_code} ({seen.report.exit_reason})",
                 f"{seen.where} saw {view.describe(full=True)}", _env_line(seen.report))
+    if not leaked and (blind := _blind(view)) is not None:
+        return not_tested(cid, node, f"what {who} sees could not be read: {blind}")
     if not leaked:
         return passed(cid, node, f"{who} sees no GPU ({view.describe()})", evidence=evidence)
     count = max(len(v) for v in leaked.values())
@@ -230,6 +242,7 @@ def evaluate_sees_only_allocated(node: str, seen: Sequence[tuple[int, Sighting]]
     shared = replicas > 1
     evidence: list[str] = []
     saw: list[str] = []
+    blind: list[str] = []
     for requested, s in seen:
         if s.report is None:
             return _no_output(cid, node, s, f"the pod requesting {requested} GPU{'s' if requested != 1 else ''} "
@@ -245,8 +258,13 @@ def evaluate_sees_only_allocated(node: str, seen: Sequence[tuple[int, Sighting]]
                           expected=f"{want} GPU{'s' if requested != 1 else ''} in every view"
                           + (f" (time-sliced {replicas} ways)" if shared else ""),
                           observed=view.describe(), evidence=tuple(evidence))
+        if (why := _blind(view)) is not None:
+            blind.append(f"{s.where} (requested {requested}): {why}")
     if not seen:
         return not_tested(cid, node, f"{node} has no allocatable nvidia.com/gpu")
+    if blind:
+        return not_tested(cid, node, f"what {len(blind)} of {len(seen)} pod(s) on {node} see could not be read: "
+                          + "; ".join(blind))
     counts = sorted({n for n, _ in seen})
     note = ""
     if 2 not in counts and allocatable is not None and allocatable < 2:
@@ -354,5 +372,8 @@ def evaluate_only_requesting_container(node: str, requester: Sighting, other: Si
         return failed(cid, node, f"the container that requests one GPU sees {', '.join(problems)}: "
                       f"{_ids(mine.uuids())}", expected="exactly 1 GPU in the requesting container",
                       observed=mine.describe(), evidence=evidence)
+    for container, view in ((requester, mine), (other, theirs)):
+        if (blind := _blind(view)) is not None:
+            return not_tested(cid, node, f"what {container.where} sees could not be read: {blind}")
     return passed(cid, node, f"only the requesting container sees a GPU ({_ids(mine.uuids())}); its "
                   "neighbour sees none", evidence=evidence)

@@ -27,6 +27,7 @@ __all__ = [
     "compat_package",
     "cuda_error",
     "find_gpu",
+    "gpu_of_product",
     "image_require",
     "load",
     "minor_version_baseline",
@@ -199,6 +200,13 @@ def find_gpu(name: str) -> GpuModel | None:
     if gpu is None and (base := _GFD_SUFFIX.sub("", name)) != name:
         gpu = _gpus().get(_norm(base))
     return gpu
+
+
+def gpu_of_product(product: str) -> GpuModel | None:
+    """The model behind a GPU product as GFD labels it or NVML names it: GFD's MIG suffix
+    (``-MIG-1g.10gb``, ``-MIG-INVALID``) and time-slicing suffix (``-SHARED``) dropped. None: not in
+    gpus.yaml, i.e. unknown hardware (the run's coverage counts it so, gpuconf/plugin/fleet.py)."""
+    return find_gpu(re.sub(r"-MIG-.*$", "", product, flags=re.I))
 
 
 def gpu_names() -> list[str]:
