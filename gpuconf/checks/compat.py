@@ -168,7 +168,7 @@ def make_target(node: str, labels: Mapping[str, str], probe: CudaProbeReport | N
                       "gpuconf/data/driver_branches.yaml, so its native CUDA is unknown", tuple(notes))
     # Unknown hardware is unknown: the prediction needs the GPU's class, brand and architecture, and
     # without them it would be the union of every outcome, which accepts nearly anything.
-    model = tables.gpu_of_product(gpu) if gpu else None
+    model = tables.find_gpu(gpu) if gpu else None
     if model is None:
         return Target(node, product, driver, gpu, None, unknown_gpu(gpu), tuple(notes))
     return Target(node, product, driver, gpu, rules.Node(

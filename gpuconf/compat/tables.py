@@ -27,7 +27,6 @@ __all__ = [
     "compat_package",
     "cuda_error",
     "find_gpu",
-    "gpu_of_product",
     "image_require",
     "load",
     "minor_version_baseline",
@@ -195,18 +194,12 @@ _GFD_SUFFIX = re.compile(r"(?:-MIG-.+|-SHARED)$", re.I)
 def find_gpu(name: str) -> GpuModel | None:
     """A GPU by product name as nvidia-smi or GFD print it (GFD's ``-MIG-...`` and ``-SHARED``
     suffixes cut off: ``NVIDIA-A100-SXM4-80GB-MIG-INVALID`` is an A100-SXM4-80GB), or by a short
-    alias ("H100")."""
+    alias ("H100"). None: not in gpus.yaml, i.e. unknown hardware (the run's coverage counts it so,
+    gpuconf/plugin/fleet.py)."""
     gpu = _gpus().get(_norm(name))
     if gpu is None and (base := _GFD_SUFFIX.sub("", name)) != name:
         gpu = _gpus().get(_norm(base))
     return gpu
-
-
-def gpu_of_product(product: str) -> GpuModel | None:
-    """The model behind a GPU product as GFD labels it or NVML names it: GFD's MIG suffix
-    (``-MIG-1g.10gb``, ``-MIG-INVALID``) and time-slicing suffix (``-SHARED``) dropped. None: not in
-    gpus.yaml, i.e. unknown hardware (the run's coverage counts it so, gpuconf/plugin/fleet.py)."""
-    return find_gpu(re.sub(r"-MIG-.*$", "", product, flags=re.I))
 
 
 def gpu_names() -> list[str]:

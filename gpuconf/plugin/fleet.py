@@ -114,15 +114,10 @@ def run_coverage(config: pytest.Config) -> Any:
 def unknown_model(view: Any) -> str | None:
     """Why the node's GPU model is unknown to gpuconf/data/gpus.yaml (by GFD's product label or the DRA
     driver's productName), or None: known, or not named at all (other checks say that)."""
-    import re
-
     from gpuconf.compat.tables import find_gpu
 
     product = view.facts.product.value
-    if not product:
-        return None
-    base = re.sub(r"-MIG-.*$", "", str(product))
-    if find_gpu(base) is not None or find_gpu(base.replace("-", " ")) is not None:
+    if not product or find_gpu(str(product)) is not None:
         return None
     return (f"{view.name}'s GPU model {product} is not in gpuconf/data/gpus.yaml: its checks ran, but the figures "
             "they judge against (memory, bandwidth, compatibility class) are unknown for it; add the model to "
