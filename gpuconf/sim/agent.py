@@ -558,9 +558,9 @@ class NodeAgents:
         self._runtime_classes[name] = (time.monotonic(), handler)
         return handler
 
-    def node_ready(self, name: str) -> tuple[str, str]:
+    def node_ready(self, name: str, *, fresh: bool = False) -> tuple[str, str]:
         cached = self._ready.get(name)
-        if cached is not None and time.monotonic() - cached[0] < 1.0:
+        if not fresh and cached is not None and time.monotonic() - cached[0] < 1.0:
             return cached[1]
         node = self._api.ignoring((404,), self._api.core.read_node, name) or {}
         ready = next((c for c in (node.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"),

@@ -83,8 +83,9 @@ class KubeletApi(Protocol):
 
     def read_claim(self, namespace: str, name: str) -> Obj | None: ...
 
-    def node_ready(self, name: str) -> tuple[str, str]:
-        """The node's Ready condition as the API shows it: (status, message)."""
+    def node_ready(self, name: str, *, fresh: bool = False) -> tuple[str, str]:
+        """The node's Ready condition as the API shows it: (status, message); read again, not from the
+        last second's answer, when ``fresh``."""
         ...
 
 
@@ -245,7 +246,9 @@ class Kubelet:
         it is force-deleted. Ready False (the pod network is down): a new pod is not started and
         gets the kubelet's NetworkNotReady event (kubelet.go SyncPod), once."""
         node = str(pod["spec"]["nodeName"])
-        status, message = self.api.node_ready(node)
+        # A new pod reads the node afresh: a condition set a moment ago through the API (a real kubelet
+        # knows its own) must not start the pod on a cached Ready.
+        status, message = self.api.node_ready(node, fresh=first)
         if status == "True" or (status == "False" and (not first or pod["metadata"].get("deletionTimestamp"))):
             return None
         now = self.clock()
