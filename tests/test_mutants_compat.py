@@ -6,11 +6,16 @@ mutation testing (scripts/mutation-score) found the comparison unpinned."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+from collections.abc import Callable
 from typing import Any
 
-from test_checks_compat import COMPAT_BROKEN, a100_570, campaign, run_pod
+import pytest
+from test_checks_compat import CDI_MODE, COMPAT_BROKEN, DRIVER_560, a100_570, campaign, h100, run_pod
+from verdict_record import check_recording, shape
 
+from gpuconf import images
 from gpuconf.checks import compat
 from gpuconf.compat import tables
 from gpuconf.verdict import Outcome
@@ -64,3 +69,157 @@ def test_a_row_matches_a_prediction_of_the_same_result_and_for_cuda_errors_the_s
     assert not dataclasses.replace(row, observed=compat.Observation("cuda-error", "804", 804)).matches()
     assert not dataclasses.replace(row, observed=rejected).matches()
     assert not dataclasses.replace(row, predicted=(), observed=runs).matches()
+
+
+# -------------------------------------------------------------------------------------------------
+# Every branch of the compat checks: which check, which node, the outcome, whether it says what
+# was expected and observed and with how much evidence (recorded in tests/data/verdicts/compat.json),
+# and the facts it names (asserted here: counts, versions, error codes, the pool)
+
+
+@functools.cache
+def run_of(profile: str, *faults: str) -> compat.CompatRun:
+    by_id = {"cdi": CDI_MODE, "560": DRIVER_560, "broken": COMPAT_BROKEN,
+             "uvm": {"id": "uvm-missing", "pool": "h100", "node": 0},
+             "drift": {"id": "label-drift", "pool": "h100", "node": 0,
+                       "label": "nvidia.com/cuda.driver-version.full", "value": "560.35.03"}}
+    nodes = h100 if profile == "h100" else a100_570
+    return campaign(nodes(*(by_id[f] for f in faults)))
+
+
+def rows_of(profile: str, node: str, *faults: str) -> tuple[compat.MatrixRow, ...]:
+    return run_of(profile, *faults).rows[node]
+
+
+def target(gpu: str, driver: str | None) -> compat.Target:
+    labels = {"nvidia.com/gpu.product": gpu}
+    if driver is not None:
+        labels["nvidia.com/cuda.driver-version.full"] = driver
+    return compat.make_target("n", labels)
+
+
+def enforced(node: str, *faults: str, declared: str | None = None) -> Any:
+    run = run_of("h100", *faults)
+    return compat.evaluate_require_enforced(node, run.canaries, run.pools, declared=declared)
+
+
+def pool(**enforcing: bool | None) -> Any:
+    return {n: compat.Canary(e, f"canary of {n}", (f"pod c-{n}",)) for n, e in enforcing.items()}
+
+
+RAN_COMPAT = compat.Observation("runs", "vector-add verified", None, "/usr/local/cuda/compat/libcuda.so.580.00.00",
+                                True, ("pod q: probe exit 0",))
+REFUSED = compat.Observation("rejected", "requirement error: unsatisfied condition: cuda>=13.0", None, None, None,
+                             ("pod p: refused",))
+
+
+def twins(observed: compat.Observation) -> list[compat.MatrixRow]:
+    image = images.devel_image("13.0.2")
+    return [compat.MatrixRow("p", "13.0.2", image, (), (), REFUSED),
+            compat.MatrixRow("q", "13.0.2", image, (("NVIDIA_DISABLE_REQUIRE", "1"),), (), observed)]
+
+
+A100 = ("NVIDIA-A100-SXM4-80GB", "570.124.06")
+CID = {"enforced": "runtime.require-cuda-enforced", "matches": "compat.outcome-matches-prediction",
+       "forward": "compat.forward-compat-runs", "major": "compat.current-cuda-major-runs"}
+
+#: case -> (the verdict, the words its summary holds)
+CASES: dict[str, tuple[Callable[[], Any], tuple[str, ...]]] = {
+    "enforced: a pool enforcing everywhere": (lambda: enforced("h100-0"), (
+        "NVIDIA_REQUIRE_CUDA enforced at container creation (legacy mode)", "NVIDIA-H100-80GB-HBM3 pool (2)")),
+    "enforced: the cdi node of a tie": (lambda: enforced("h100-0", "cdi"), (
+        "h100-0 does not enforce NVIDIA_REQUIRE_CUDA while 1 of 2 nodes", "(a tie:")),
+    "enforced: the legacy node of a tie": (lambda: enforced("h100-1", "cdi"), (
+        "NVIDIA_REQUIRE_CUDA enforced at container creation (legacy mode), as 1 of 2 nodes", "(a tie:")),
+    "enforced: declared legacy, enforcing": (lambda: enforced("h100-0", declared="legacy"), (
+        "NVIDIA_REQUIRE_CUDA enforced at container creation (legacy mode), as declared (legacy)",)),
+    "enforced: declared cdi, enforcing": (lambda: enforced("h100-0", declared="cdi"), (
+        "h100-0 runs with NVIDIA_REQUIRE_CUDA enforced at container creation (legacy mode) although the declared "
+        "mode is cdi",)),
+    "enforced: declared jit-cdi, not enforcing": (lambda: enforced("h100-0", "cdi", declared="jit-cdi"), (
+        "NVIDIA_REQUIRE_CUDA not checked (cdi or jit-cdi mode), as declared (jit-cdi)",)),
+    "enforced: the majority not enforcing": (lambda: compat.evaluate_require_enforced(
+        "a", pool(a=False, b=False, c=True, d=None), dict.fromkeys("abcd", "Tesla-T4")), (
+        "NVIDIA_REQUIRE_CUDA not checked (cdi or jit-cdi mode), as 2 of 3 nodes of the Tesla-T4 pool",)),
+    "enforced: the lone enforcing node": (lambda: compat.evaluate_require_enforced(
+        "c", pool(a=False, b=False, c=True), dict.fromkeys("abc", "Tesla-T4")), (
+        "c enforces NVIDIA_REQUIRE_CUDA while 2 of 3 nodes of the Tesla-T4 pool do not",)),
+    "enforced: a node without a pool": (lambda: compat.evaluate_require_enforced(
+        "c", pool(a=False, c=True), {"a": None, "c": None}), (
+        "as every probed node of the c (no nvidia.com/gpu.product label) pool (1)",)),
+    "enforced: no canary": (lambda: compat.evaluate_require_enforced("z", pool(a=True), {"a": "x"}), (
+        "no canary ran on z",)),
+    "enforced: unknown": (lambda: compat.evaluate_require_enforced("a", pool(a=None), {"a": "x"}), (
+        "requirement enforcement on a is unknown: canary of a",)),
+    "matches: healthy h100": (lambda: compat.evaluate_outcome_matches("h100-0", rows_of("h100", "h100-0")), (
+        "all 3 matrix pods on h100-0 did what gpuconf predict says: ",)),
+    "matches: twins on driver 560": (lambda: compat.evaluate_outcome_matches(
+        "h100-0", rows_of("h100", "h100-0", "560")), (
+        "all 5 matrix pods on h100-0", "with NVIDIA_DISABLE_REQUIRE=1: cuda-error",
+        "cudaErrorSystemDriverMismatch (803)")),
+    "matches: a label lying about the driver": (lambda: compat.evaluate_outcome_matches(
+        "h100-0", rows_of("h100", "h100-0", "drift")), ("4 of 5 matrix pods on h100-0 did not do what",)),
+    "matches: no rows": (lambda: compat.evaluate_outcome_matches("h100-0", []), ("no matrix pod ran on h100-0",)),
+    "matches: unpredictable": (lambda: compat.evaluate_outcome_matches(
+        "h100-0", rows_of("h100", "h100-0"), unpredictable="the driver version is unknown"), (
+        "no prediction for h100-0: the driver version is unknown",)),
+    "matches: a broken stack": (lambda: compat.evaluate_outcome_matches(
+        "h100-0", rows_of("h100", "h100-0", "uvm")), (
+        "3 of 3 matrix pods on h100-0 show no compatibility outcome", "/dev/nvidia-uvm")),
+    "forward: the 570 pool": (lambda: compat.evaluate_forward_compat(
+        "a100-570-0", run_of("a100").targets["a100-570-0"], rows_of("a100", "a100-570-0")), (
+        "forward compatibility works on a100-570-0 (NVIDIA A100-SXM4-80GB, driver 570.124.06, native CUDA 12.8)",)),
+    "forward: compat libs broken": (lambda: compat.evaluate_forward_compat(
+        "a100-570-0", run_of("a100", "broken").targets["a100-570-0"], rows_of("a100", "a100-570-0", "broken")), (
+        "ran on the host libcuda, not the image's cuda-compat one", "cudaErrorInsufficientDriver (35)")),
+    "forward: no target": (lambda: compat.evaluate_forward_compat("n", None, []), (
+        "no prediction for n: its facts are unknown",)),
+    "forward: no driver": (lambda: compat.evaluate_forward_compat("n", target(A100[0], None), []), (
+        "no prediction for n: the driver version is unknown",)),
+    "forward: a consumer gpu": (lambda: compat.evaluate_forward_compat(
+        "n", target("NVIDIA-GeForce-RTX-4090", "570.124.06"), []), ("supported on data-center GPUs only",
+                                                                   "NVIDIA GeForce RTX 4090 on n is consumer")),
+    "forward: nothing newer": (lambda: compat.evaluate_forward_compat(
+        "n", target("NVIDIA-H100-80GB-HBM3", "595.45.04"), rows_of("h100", "h100-0")), (
+        "no matrix image is newer than the native CUDA 13.2 of n", "matrix: 12.9.1, 13.0.2, 13.2.0")),
+    "forward: branch 560": (lambda: compat.evaluate_forward_compat(
+        "h100-0", run_of("h100", "560").targets["h100-0"], rows_of("h100", "h100-0", "560")), (
+        "no matrix image newer than CUDA 12.6 pairs with driver branch 560",)),
+    "forward: the refused image's twin ran": (lambda: compat.evaluate_forward_compat(
+        "n", target(*A100), twins(RAN_COMPAT)), ("(with NVIDIA_DISABLE_REQUIRE=1; without it: requirement error",)),
+    "forward: the twin ran on the host": (lambda: compat.evaluate_forward_compat(
+        "n", target(*A100), twins(dataclasses.replace(RAN_COMPAT, libcuda="/usr/lib/libcuda.so.570",
+                                                      libcuda_compat=False))), (
+        "nvidia/cuda:13.0.2-devel-ubuntu24.04 ran on the host libcuda",)),
+    "forward: unobserved": (lambda: compat.evaluate_forward_compat(
+        "n", target(*A100), twins(compat.Observation("other", "the pod never started"))), (
+        "forward compatibility could not be observed on n: nvidia/cuda:13.0.2-devel-ubuntu24.04: the pod never",)),
+    "major: healthy h100": (lambda: compat.evaluate_current_major_runs(
+        "h100-0", run_of("h100").targets["h100-0"], rows_of("h100", "h100-0")), (
+        "the CUDA 13 images run on h100-0 (NVIDIA H100 80GB HBM3, driver 580.95.05, native CUDA 13.0)",)),
+    "major: driver 560 refuses them": (lambda: compat.evaluate_current_major_runs(
+        "h100-0", run_of("h100", "560").targets["h100-0"], rows_of("h100", "h100-0", "560")), (
+        "CUDA 13 images fail on h100-0", "cudaErrorSystemDriverMismatch (803)",
+        "(with NVIDIA_DISABLE_REQUIRE=1; without it:")),
+    "major: compat libs broken": (lambda: compat.evaluate_current_major_runs(
+        "a100-570-0", run_of("a100", "broken").targets["a100-570-0"], rows_of("a100", "a100-570-0", "broken")), (
+        "CUDA 13 images fail on a100-570-0", "cudaErrorInsufficientDriver (35)")),
+    "major: no target": (lambda: compat.evaluate_current_major_runs("h100-0", None, rows_of("h100", "h100-0")), (
+        "the CUDA 13 images run on h100-0: ",)),
+    "major: no rows": (lambda: compat.evaluate_current_major_runs("n", None, []), (
+        "no probe-matrix image ran on n",)),
+    "major: only twins": (lambda: compat.evaluate_current_major_runs("n", None, twins(RAN_COMPAT)[1:]), (
+        "no probe-matrix image ran on n",)),
+    "major: unobserved": (lambda: compat.evaluate_current_major_runs(
+        "h100-0", None, rows_of("h100", "h100-0", "uvm")), ("the CUDA 13 images' outcome on h100-0 could not be",)),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_compat_verdict_names_its_check_node_and_facts(case: str) -> None:
+    make, words = CASES[case]
+    v = make()
+    assert v.check == CID[case.split(":")[0]]
+    for word in words:
+        assert word in v.summary, v.summary
+    check_recording("compat", case, lambda: shape(v))

@@ -55,3 +55,11 @@ def check_recording(name: str, case: str, make: Callable[[], Any]) -> None:
         raise AssertionError(f"recorded {case} in {path}: review the diff, then run again without {RECORD}")
     assert case in recorded, f"{case} is not recorded in {path}: run with {RECORD}=1 and review the diff"
     assert got == recorded[case]
+
+
+def shape(verdict: Verdict) -> dict[str, Any]:
+    """What a verdict says beside its wording: which check, which node, the outcome, whether it
+    says what was expected and observed, and how many lines of evidence it carries."""
+    return {"check": verdict.check, "node": verdict.node, "outcome": verdict.outcome.value,
+            "expected": verdict.expected is not None, "observed": verdict.observed is not None,
+            "evidence": len(verdict.evidence)}
