@@ -17,6 +17,7 @@ from verdict_record import check_recording, shape
 
 from gpuconf import images
 from gpuconf.checks import compat
+from gpuconf.cluster.outcomes import make_outcome
 from gpuconf.compat import tables
 from gpuconf.verdict import Outcome
 
@@ -223,3 +224,90 @@ def test_each_compat_verdict_names_its_check_node_and_facts(case: str) -> None:
     for word in words:
         assert word in v.summary, v.summary
     check_recording("compat", case, lambda: shape(v))
+
+
+# -------------------------------------------------------------------------------------------------
+# What the campaign plans, observes and predicts: recorded whole (names, roles, env; each pod's
+# result, CUDA error code, libcuda and evidence; each prediction's result, code and conditions)
+
+
+def pod(profile: str, cuda: str, *faults: str, env: tuple[tuple[str, str], ...] = (),
+        edit: Callable[[dict[str, Any]], None] | None = None, nvidia_runtime: bool = True) -> Any:
+    by_id = {"cdi": CDI_MODE, "560": DRIVER_560, "broken": COMPAT_BROKEN,
+             "uvm": {"id": "uvm-missing", "pool": "h100", "node": 0}}
+    nodes = (h100 if profile == "h100" else a100_570)(*(by_id[f] for f in faults))
+    outcome = run_pod(nodes[0], f"compat-{cuda}", cuda, env, nvidia_runtime=nvidia_runtime)
+    if edit is not None:
+        doc = json.loads(outcome.logs["probe"])
+        edit(doc)
+        outcome = dataclasses.replace(outcome, logs={**outcome.logs, "probe": json.dumps(doc)})
+    return outcome
+
+
+def pending(*, timed_out: bool, message: str | None = None) -> Any:
+    status: dict[str, Any] = {"phase": "Pending"}
+    if message:
+        status.update(reason="Unschedulable", message=message)
+    return make_outcome({"metadata": {"name": "c"}, "spec": {}, "status": status},
+                        [{"type": "Warning", "reason": "FailedScheduling", "firstTimestamp": "2026-11-29T00:00:00Z",
+                          "message": "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."}],
+                        logs={}, missing_logs={}, timed_out=timed_out)
+
+
+def vector_add_failed(doc: dict[str, Any]) -> None:
+    doc["devices"][0]["vector_add"].update(ok=False, verified=False, mismatches=7)
+
+
+def ptx_jit_failed(doc: dict[str, Any]) -> None:
+    e = tables.cuda_error(222)
+    doc["devices"][0]["ptx_jit"].update(ok=False, verified=False, result={
+        "call": "ptx_jit(device 0)", "code": e.code, "name": e.name, "message": e.message, "ms": 0.01,
+        "timed_out": False})
+
+
+CANARY = (("NVIDIA_REQUIRE_CUDA", compat.CANARY_REQUIREMENT),)
+OBSERVED: dict[str, Callable[[], Any]] = {
+    "observe: runs on the host libcuda": lambda: compat.observe(pod("h100", "12.9.1")),
+    "observe: runs on cuda-compat": lambda: compat.observe(pod("a100", "13.0.2")),
+    "observe: refused at creation": lambda: compat.observe(pod("h100", "13.0.2", "560")),
+    "observe: the disabled twin's 803": lambda: compat.observe(pod("h100", "13.0.2", "560",
+                                                                   env=(compat.DISABLE_REQUIRE,))),
+    "observe: 35 with compat libs broken": lambda: compat.observe(pod("a100", "13.0.2", "broken")),
+    "observe: uvm missing": lambda: compat.observe(pod("h100", "13.0.2", "uvm")),
+    "observe: no driver injected": lambda: compat.observe(pod("h100", "13.0.2", nvidia_runtime=False)),
+    "observe: nvml absent": lambda: compat.observe(pod("h100", "13.0.2", edit=lambda d: d.update(
+        nvml={"available": False, "reason": "nvmlInit_v2: Driver Not Loaded"}))),
+    "observe: vector-add wrong": lambda: compat.observe(pod("h100", "13.0.2", edit=vector_add_failed)),
+    "observe: no device": lambda: compat.observe(pod("h100", "13.0.2", edit=lambda d: d.update(devices=[]))),
+    "observe: PTX JIT failed": lambda: compat.observe(pod("h100", "13.0.2", edit=ptx_jit_failed)),
+    "observe: unreadable probe output": lambda: compat.observe(dataclasses.replace(
+        pod("h100", "13.0.2"), logs={"probe": "Segmentation fault"})),
+    "observe: pending past the deadline": lambda: compat.observe(pending(timed_out=True)),
+    "observe: pending, unschedulable": lambda: compat.observe(pending(
+        timed_out=False, message="0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")),
+    "canary: refused": lambda: compat.classify_canary(pod("h100", "13.0.2", env=CANARY)),
+    "canary: started": lambda: compat.classify_canary(pod("h100", "13.0.2", "cdi", env=CANARY)),
+    "canary: refused for another requirement": lambda: compat.classify_canary(pod("h100", "13.0.2", "560")),
+    "canary: no driver": lambda: compat.classify_canary(pod("h100", "13.0.2", env=CANARY, nvidia_runtime=False)),
+    "canary: never ran": lambda: compat.classify_canary(pending(timed_out=True)),
+    "plan: h100": lambda: compat.plan_pods([run_of("h100").targets["h100-0"]], canary_cuda="13.0.2"),
+    "plan: driver 560, two images": lambda: compat.plan_pods([run_of("h100", "560").targets["h100-0"]],
+                                                             canary_cuda="12.9.1", cudas=["12.9.1", "13.0.2"]),
+    "predicted: h100": lambda: [(r.pod, [(p.result, p.error_code, p.when, p.describe()) for p in r.predicted])
+                                for r in rows_of("h100", "h100-0")],
+    "predicted: driver 560 in cdi mode": lambda: [
+        (r.pod, [(p.result, p.error_code, p.when, p.describe()) for p in r.predicted])
+        for r in rows_of("h100", "h100-1", "cdi")],
+    "predicted: a100 on 570": lambda: [(r.pod, [(p.result, p.error_code, p.when) for p in r.predicted])
+                                       for r in rows_of("a100", "a100-570-0")],
+    "predicted: twins on driver 560": lambda: [(r.pod, r.label, [(p.result, p.error_code) for p in r.predicted])
+                                               for r in rows_of("h100", "h100-0", "560")],
+    "images": lambda: [compat.make_image("13.0.2"), compat.make_image("12.9.1", (("NVIDIA_REQUIRE_CUDA", "x"),
+                                                                                  ("A", "1")))],
+    "pools": lambda: [compat.pool_of("NVIDIA-H100-80GB-HBM3-SHARED"), compat.pool_of(None), compat.matrix_cudas()],
+}
+
+
+@pytest.mark.parametrize("case", OBSERVED)
+def test_what_the_campaign_plans_observes_and_predicts_is_the_recorded(case: str) -> None:
+    check_recording("compat", case, OBSERVED[case])
