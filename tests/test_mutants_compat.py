@@ -311,3 +311,42 @@ OBSERVED: dict[str, Callable[[], Any]] = {
 @pytest.mark.parametrize("case", OBSERVED)
 def test_what_the_campaign_plans_observes_and_predicts_is_the_recorded(case: str) -> None:
     check_recording("compat", case, OBSERVED[case])
+
+
+def test_a_target_reads_the_driver_and_gpu_from_the_labels_else_from_the_whole_node_probe() -> None:
+    labelled = compat.make_target("n", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb",
+                                        "nvidia.com/cuda.driver-version.full": "570.124.06"})
+    assert (labelled.node, labelled.product, labelled.driver, labelled.gpu, labelled.problem, labelled.notes) == (
+        "n", "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", "570.124.06", "NVIDIA-A100-SXM4-80GB", None, ())
+    assert labelled.model is not None and str(labelled.model.driver) == "570.124.06"
+    assert (labelled.model.gpu_name, labelled.model.gpu_class, labelled.model.brand, labelled.model.arch) == (
+        "NVIDIA A100-SXM4-80GB", "data-center", "Nvidia", "8.0")
+    older = compat.make_target("n", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                                     "nvidia.com/cuda.driver.major": "570", "nvidia.com/cuda.driver.minor": "124",
+                                     "nvidia.com/cuda.driver.rev": "06"})
+    assert older.driver == "570.124.06" and older.model is not None
+
+    whole = compat.probe_facts(pod("h100", "13.0.2"))
+    assert whole is not None
+    probed = compat.make_target("n", {}, whole)
+    assert (probed.driver, probed.gpu, probed.product) == ("580.95.05", "NVIDIA H100 80GB HBM3", None)
+    assert probed.notes == (
+        "driver 580.95.05 from NVML in the whole-node probe (no nvidia.com/cuda.driver-version.full)",
+        "GPU 'NVIDIA H100 80GB HBM3' from the whole-node probe (no nvidia.com/gpu.product)")
+    assert probed.model is not None and probed.model.gpu_class == "data-center"
+    no_nvml = dataclasses.replace(whole, nvml_gpus=())
+    assert compat.make_target("n", {"nvidia.com/cuda.driver-version.full": "580.95.05"}, no_nvml).gpu == \
+        "NVIDIA H100 80GB HBM3"  # CUDA's device name when NVML names none
+    assert compat.probe_facts(None) is None
+    assert compat.probe_facts(dataclasses.replace(pod("h100", "13.0.2"), logs={"probe": "{"})) is None
+
+
+@pytest.mark.parametrize(("driver", "problem"), [
+    ("570.abc", "driver '570.abc': "),
+    ("123.45.67", "driver branch 123 is not in gpuconf/data/driver_branches.yaml, so its native CUDA is unknown"),
+])
+def test_a_driver_the_tables_cannot_place_leaves_the_target_without_a_model(driver: str, problem: str) -> None:
+    t = compat.make_target("n", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+                                 "nvidia.com/cuda.driver-version.full": driver})
+    assert t.model is None and t.driver == driver and t.gpu == "NVIDIA-A100-SXM4-80GB"
+    assert t.problem is not None and t.problem.startswith(problem)
