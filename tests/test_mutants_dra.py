@@ -59,6 +59,13 @@ def cuda_failed(doc: dict[str, Any]) -> None:
     doc["devices"] = []
 
 
+def unreadable(doc: dict[str, Any]) -> None:
+    """A container given the driver (libcuda injected) whose CUDA and NVML both fail."""
+    doc["libcuda"] = json.loads(run_probe(N, [gpu(N, 0)])[1])["libcuda"]
+    cuda_failed(doc)
+    no_nvml(doc)
+
+
 def compat_libcuda(doc: dict[str, Any]) -> None:
     doc["libcuda"]["compat"] = True
 
@@ -141,6 +148,21 @@ def by_labels(labels: Mapping[str, str]) -> Callable[[], Any]:
     return lambda: dra.evaluate_attributes_match_hardware(NODE, DEVICES, None, labels)
 
 
+def mig_instance() -> list[SliceDevice]:
+    """The node's devices and a MIG instance of GPU 0 that CUDA in the whole-node probe does not list."""
+    mig = SliceDevice(NODE, dra.GPU_DRIVER, NODE, "gpu-0-mig-1g18gb-0", {
+        "type": "mig", "uuid": "MIG-00000000-0000-0000-0000-000000000000", "parentUUID": UUID[0],
+        "productName": "NVIDIA H200"})
+    return [*DEVICES, mig]
+
+
+def no_driver_version(devices: list[SliceDevice], node: str, products: tuple[str, str]) -> list[SliceDevice]:
+    """Two GPUs of ``node`` with two products and no driverVersion (a node of mixed GPUs)."""
+    return [dataclasses.replace(d, node=node, pool=node, attributes={
+        **{k: v for k, v in d.attributes.items() if k != "driverVersion"}, "productName": p})
+        for d, p in zip(devices, products, strict=True)]
+
+
 STEER = Steering("productName", "NVIDIA H200", (NODE,), ("a100-0", NODE))
 EVERYWHERE = Steering("driverVersion", "580.95.5", ("a100-0", NODE), ("a100-0", NODE))
 ADVERTISED = {"nvidia.com/gpu": "8", "cpu": "64"}
@@ -156,6 +178,7 @@ CASES: dict[str, Callable[[], Any]] = {
     "skip: other classes": lambda: dra.dra_skip_reason(serves_v1=True, device_classes=["x.example.com"]),
     "skip: runs": lambda: dra.dra_skip_reason(serves_v1=True, device_classes=[dra.GPU_CLASS, "x"], served="v1"),
     "node skip": lambda: (dra.node_skip_reason(NODE, []), dra.node_skip_reason(NODE, DEVICES)),
+    "threshold: a device without memory": lambda: dra.selector_threshold_gib(slice_with(0, memory_bytes=None)),
     "threshold": lambda: (dra.selector_threshold_gib(DEVICES), dra.selector_threshold_gib([]),
                           dra.selector_threshold_gib(slice_with(0, memory_bytes=2**29)),
                           dra.selector_threshold_gib(slice_with(0, type="mig"))),
@@ -251,7 +274,16 @@ CASES: dict[str, Callable[[], Any]] = {
     "labels: cuda runtime minor only": by_labels({"nvidia.com/cuda.runtime.minor": "8"}),
     "labels: count": by_labels({"nvidia.com/gpu.count": "7"}),
     "labels: count unreadable": by_labels({"nvidia.com/gpu.count": "eight"}),
+    "attributes: a MIG instance CUDA does not list": lambda: dra.evaluate_attributes_match_hardware(
+        NODE, mig_instance(), whole_node(N), LABELS),
+    "attributes: two devices of one unseen GPU": lambda: dra.evaluate_attributes_match_hardware(
+        NODE, [*DEVICES, dataclasses.replace(DEVICES[7], name="gpu-7-again")], seen(*range(7)), {}),
+    "attributes: memory exactly 1 % off": lambda: dra.evaluate_attributes_match_hardware(
+        NODE, slice_with(3, memory_bytes=N.gpus[3].memory_mib * 2**20 * 100 // 99), whole_node(N), LABELS),
     # dra.no-double-publication
+    "double: one GPU advertised": lambda: dra.evaluate_no_double_publication(
+        NODE, DEVICES, {"nvidia.com/gpu": "1"}, seen(0)),
+    "double: three gpus": lambda: dra.evaluate_no_double_publication(NODE, DEVICES, ADVERTISED, seen(0, 1, 2)),
     "double: nothing advertised": lambda: dra.evaluate_no_double_publication(
         NODE, DEVICES, {"cpu": "64", "nvidia.com/gpu": "0", "nvidia.com/mig-1g.18gb": "x"}, None),
     "double: same gpus": lambda: dra.evaluate_no_double_publication(NODE, DEVICES, ADVERTISED, seen(0, 1, 2, 3)),
@@ -301,6 +333,10 @@ CASES: dict[str, Callable[[], Any]] = {
         budget_s=5),
     "pending: placed, nothing allocated": lambda: dra.evaluate_unsatisfiable_pending(
         NODE, pod_outcome("dra-none-h200-0", run_probe(N, [])), [], budget_s=5),
+    "pending: no message, reason in an event": lambda: dra.evaluate_unsatisfiable_pending(
+        NODE, pod_outcome("dra-none-h200-0", None, message=None, events=[
+            {"type": "Warning", "reason": "FailedScheduling", "message": "0/1 nodes are available: 1 Insufficient cpu."}
+        ]), [], budget_s=5),
     "pending: other reason": lambda: dra.evaluate_unsatisfiable_pending(
         NODE, pod_outcome("dra-none-h200-0", None, message="0/1 nodes are available: 1 Insufficient cpu."), [],
         budget_s=5.4),
@@ -308,6 +344,8 @@ CASES: dict[str, Callable[[], Any]] = {
     "distinct: passes": lambda: dra.evaluate_distinct_claims(
         NODE, seen(2, 3), [claim("a", "p", "first", "gpu-2"), claim("b", "p", "second", "gpu-3")], DEVICES),
     "distinct: one gpu published": lambda: dra.evaluate_distinct_claims(NODE, None, [], DEVICES[:1]),
+    "distinct: two gpus published": lambda: dra.evaluate_distinct_claims(
+        NODE, seen(0, 1), [claim("a", "p", "first", "gpu-0"), claim("b", "p", "second", "gpu-1")], DEVICES[:2]),
     "distinct: not run": lambda: dra.evaluate_distinct_claims(NODE, None, [], DEVICES),
     "distinct: same device": lambda: dra.evaluate_distinct_claims(
         NODE, seen(2), [claim("a", "p", "first", "gpu-2"), claim("b", "p", "second", "gpu-2")], DEVICES),
@@ -326,6 +364,12 @@ CASES: dict[str, Callable[[], Any]] = {
     # steering
     "steering: mixed products": lambda: dra.steering_attribute({NODE: DEVICES, "a100-0": other_node()}),
     "steering: one product": lambda: dra.steering_attribute({NODE: DEVICES, "h200-1": DEVICES[:2]}),
+    "steering: the rarer product": lambda: dra.steering_attribute(
+        {NODE: DEVICES[:1], "a100-0": other_node()[:1], "a100-1": [dataclasses.replace(other_node()[1], node="a100-1",
+                                                                                      pool="a100-1")]}),
+    "steering: mixed nodes, no driverVersion": lambda: dra.steering_attribute(
+        {NODE: no_driver_version(DEVICES[:2], NODE, ("NVIDIA H200", "NVIDIA A100")),
+         "h200-1": no_driver_version(DEVICES[2:4], "h200-1", ("NVIDIA A100", "NVIDIA H200"))}),
     "steering: mixed drivers": lambda: dra.steering_attribute(
         {NODE: DEVICES, "h200-1": slice_with(0, driverVersion="570.1")[:1]}),
     "steering: nothing published": lambda: dra.steering_attribute(
@@ -370,6 +414,14 @@ CASES: dict[str, Callable[[], Any]] = {
     "shared: probe not run": lambda: dra.evaluate_shared_claim(NODE, None, seen(4), seen(), [], DEVICES),
     "shared: sidecar failed": lambda: dra.evaluate_shared_claim(NODE, seen(4), failing("no output"), seen(), [],
                                                                 DEVICES),
+    "shared: bystander sees only a device node": lambda: dra.evaluate_shared_claim(
+        NODE, seen(4), seen(4), seen(edit=lambda d: d["device_nodes"].update(gpus=["/dev/nvidia3"])),
+        [claim("c", "p", "gpu", "gpu-4")], DEVICES),
+    "shared: bystander's NVML sees one, CUDA none": lambda: dra.evaluate_shared_claim(
+        NODE, seen(4), seen(4), seen(1, edit=lambda d: d.update(devices=[])), [claim("c", "p", "gpu", "gpu-4")],
+        DEVICES),
+    "shared: bystander unreadable": lambda: dra.evaluate_shared_claim(
+        NODE, seen(4), seen(4), seen(edit=unreadable), [claim("c", "p", "gpu", "gpu-4")], DEVICES),
     "shared: bystander not run": lambda: dra.evaluate_shared_claim(NODE, seen(4), seen(4), None, [], DEVICES),
     "shared: two devices": lambda: dra.evaluate_shared_claim(
         NODE, seen(4), seen(4), seen(), [claim("c", "p", "gpu", "gpu-4", "gpu-5")], DEVICES),
@@ -393,6 +445,8 @@ CASES: dict[str, Callable[[], Any]] = {
     "lifecycle: nothing seen": lambda: dra.evaluate_claim_lifecycle(NODE, {}, []),
     "lifecycle: passes": lambda: dra.evaluate_claim_lifecycle(NODE, lifecycle({"p": ("p",), "q": ("q", "x")}), []),
     "lifecycle: unreserved": lambda: dra.evaluate_claim_lifecycle(NODE, lifecycle({"p": ("q",), "r": ("r",)}), []),
+    "lifecycle: reserved for two others": lambda: dra.evaluate_claim_lifecycle(
+        NODE, lifecycle({"p": ("q", "r")}), []),
     "lifecycle: two unreserved": lambda: dra.evaluate_claim_lifecycle(NODE, lifecycle({"p": (), "q": ("x",)}), []),
     "lifecycle: left": lambda: dra.evaluate_claim_lifecycle(NODE, lifecycle({"p": ("p",)}), ["p-claim-0", "other"]),
     "lifecycle: many left": lambda: dra.evaluate_claim_lifecycle(
@@ -403,6 +457,9 @@ CASES: dict[str, Callable[[], Any]] = {
                                                                          "watch failed: 503"),
     # dra.count-with-match-attribute
     "pair: one gpu": lambda: dra.evaluate_matched_pair(NODE, None, [], DEVICES[:1]),
+    "pair: two gpus published": lambda: dra.evaluate_matched_pair(
+        NODE, seen(0, 1), [claim("c", "p", "gpu", "gpu-0", "gpu-1")], DEVICES[:2]),
+    "pair: nothing allocated": lambda: dra.evaluate_matched_pair(NODE, seen(0, 1), [claim("c", "p", "gpu")], DEVICES),
     "pair: not run": lambda: dra.evaluate_matched_pair(NODE, None, [], DEVICES),
     "pair: passes": lambda: dra.evaluate_matched_pair(NODE, seen(0, 1), [claim("c", "p", "gpu", "gpu-0", "gpu-1")],
                                                       DEVICES),
