@@ -204,7 +204,11 @@ CASES: dict[str, tuple[Callable[[], Any], tuple[str, ...]]] = {
         "(with NVIDIA_DISABLE_REQUIRE=1; without it:")),
     "major: compat libs broken": (lambda: compat.evaluate_current_major_runs(
         "a100-570-0", run_of("a100", "broken").targets["a100-570-0"], rows_of("a100", "a100-570-0", "broken")), (
-        "CUDA 13 images fail on a100-570-0", "cudaErrorInsufficientDriver (35)")),
+        "CUDA 13 images fail on a100-570-0", "nvidia/cuda:13.0.2-devel-ubuntu24.04 cuda-error "
+        "cudaErrorInsufficientDriver (35): CUDA driver version is insufficient for CUDA runtime version; "
+        "nvidia/cuda:13.2.0-devel-ubuntu24.04 cuda-error")),
+    "major: refused, no twin": (lambda: compat.evaluate_current_major_runs("n", None, twins(RAN_COMPAT)[:1]), (
+        "CUDA 13 images fail on n: nvidia/cuda:13.0.2-devel-ubuntu24.04 rejected at container creation",)),
     "major: no target": (lambda: compat.evaluate_current_major_runs("h100-0", None, rows_of("h100", "h100-0")), (
         "the CUDA 13 images run on h100-0: ",)),
     "major: no rows": (lambda: compat.evaluate_current_major_runs("n", None, []), (
@@ -277,6 +281,12 @@ OBSERVED: dict[str, Callable[[], Any]] = {
     "observe: no driver injected": lambda: compat.observe(pod("h100", "13.0.2", nvidia_runtime=False)),
     "observe: nvml absent": lambda: compat.observe(pod("h100", "13.0.2", edit=lambda d: d.update(
         nvml={"available": False, "reason": "nvmlInit_v2: Driver Not Loaded"}))),
+    "observe: no GPU device node": lambda: compat.observe(pod("h100", "13.0.2", edit=lambda d: d[
+        "device_nodes"].update(gpus=[]))),
+    "observe: no control nor uvm device node": lambda: compat.observe(pod("h100", "13.0.2", edit=lambda d: d[
+        "device_nodes"].update({"/dev/nvidiactl": False, "/dev/nvidia-uvm": False}))),
+    "assemble: a node without facts": lambda: (lambda run: (run.unpredictable, run.skipped, run.pools, [
+        (r.pod, r.predicted, r.observed.result) for r in run.rows["n"]]))(unknown_node_run()),
     "observe: vector-add wrong": lambda: compat.observe(pod("h100", "13.0.2", edit=vector_add_failed)),
     "observe: no device": lambda: compat.observe(pod("h100", "13.0.2", edit=lambda d: d.update(devices=[]))),
     "observe: PTX JIT failed": lambda: compat.observe(pod("h100", "13.0.2", edit=ptx_jit_failed)),
@@ -306,6 +316,30 @@ OBSERVED: dict[str, Callable[[], Any]] = {
                                                                                   ("A", "1")))],
     "pools": lambda: [compat.pool_of("NVIDIA-H100-80GB-HBM3-SHARED"), compat.pool_of(None), compat.matrix_cudas()],
 }
+
+
+def unknown_node_run() -> compat.CompatRun:
+    """The campaign on a node whose driver is unknown (no label, no probe), beside a skipped one."""
+    targets = [compat.make_target("n", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-SHARED"})]
+    plan = compat.plan_pods(targets, canary_cuda="13.0.2")
+    node = h100()[0]
+    return compat.assemble(targets, plan, {p.name: run_pod(node, p.name, p.cuda, p.env) for p in plan},
+                           {"cordoned-0": "cordoned"})
+
+
+def test_only_a_refused_disabled_twin_gets_the_hint_about_nvidia_disable_require() -> None:
+    rows = rows_of("h100", "h100-0")
+    refused = [dataclasses.replace(r, observed=REFUSED) if r.cuda == "13.0.2" else r for r in rows]
+    v = compat.evaluate_outcome_matches("h100-0", refused)
+    assert v.outcome is Outcome.FAIL and "13.0.2-devel-ubuntu24.04 was predicted to be runs" in v.summary
+    assert "NVIDIA_DISABLE_REQUIRE" not in v.summary
+    twins_560 = [dataclasses.replace(r, observed=REFUSED) if r.disable_require else r
+                 for r in rows_of("h100", "h100-0", "560")]
+    hinted = compat.evaluate_outcome_matches("h100-0", twins_560)
+    assert hinted.summary.startswith("2 of 5 matrix pods on h100-0 did not do what gpuconf predict says: ")
+    assert hinted.summary.count("should have shown the runtime's outcome") == 1
+    assert hinted.summary.count("; nvidia/cuda:13.2.0-devel-ubuntu24.04 with NVIDIA_DISABLE_REQUIRE=1 was "
+                                "predicted") == 1
 
 
 @pytest.mark.parametrize("case", OBSERVED)
