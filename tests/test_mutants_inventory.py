@@ -2,9 +2,9 @@
 (scripts/mutation-score) found them unpinned: GPU counts between GFD, the device plugin, a
 whole-node probe, --expect and the node's pool; allocatable against capacity; each GFD label
 against what the GPU says; driver versions within a pool; the device nodes a GPU container needs.
-Each case asserts its check, node, outcome and the facts it names (counts, versions, identities);
-tests/data/verdicts/inventory.json records whether it says what was expected and observed and with
-how much evidence."""
+Each case asserts its check, node, outcome and the facts it names (counts, versions, identities), and
+its whole verdict (summary, expected, observed, evidence) is recorded in
+tests/data/verdicts/inventory.json."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from test_checks_inventory import whole_node_probe
-from verdict_record import check_recording, shape
+from verdict_record import check_recording
 
 from gpuconf.checks import inventory as inv
 from gpuconf.checks.inventory import DriverPolicy, NodeView
@@ -117,6 +117,15 @@ case("allocatable: shared replicas", ALLOCATABLE, "degraded", "1 GPU(s) Unhealth
 case("allocatable: a bad replicas label", ALLOCATABLE, "degraded", "4 GPU(s) Unhealthy")(
     lambda: inv.evaluate_allocatable_matches_capacity(node(capacity={"nvidia.com/gpu": "32"},
                                                            allocatable={"nvidia.com/gpu": "28"}, gpu_replicas="0")))
+case("allocatable: one replica of four unhealthy", ALLOCATABLE, "degraded", "1 GPU(s) Unhealthy",
+     "nvidia.com/gpu: 31 of 32 allocatable (1 unhealthy)")(
+    lambda: inv.evaluate_allocatable_matches_capacity(node(capacity={"nvidia.com/gpu": "32"},
+                                                           allocatable={"nvidia.com/gpu": "31"}, gpu_replicas="4")))
+case("allocatable: the resource missing from allocatable", ALLOCATABLE, "fail", "nothing is left allocatable")(
+    lambda: inv.evaluate_allocatable_matches_capacity(node(capacity={"nvidia.com/gpu": "1"}, allocatable={})))
+case("allocatable: an exporter view but no probe", ALLOCATABLE, "degraded", "1 GPU(s) Unhealthy (which one:")(
+    lambda: inv.evaluate_allocatable_matches_capacity(node(allocatable={"nvidia.com/gpu": "7"}),
+                                                      enumerated={u: u for u in UUIDS}))
 case("allocatable: nothing advertised", ALLOCATABLE, "not-tested", "no GPU resource advertised")(
     lambda: inv.evaluate_allocatable_matches_capacity(node(capacity={})))
 
@@ -161,6 +170,19 @@ case("count: under MIG", COUNT, "pass", "8 GPUs in every view (probe (CUDA devic
 case("count: single MIG strategy", COUNT, "fail", "probe (CUDA devices in a whole-node pod): 8; --expect: 7")(
     lambda: inv.evaluate_gpu_count(node(mig_strategy="single", gpu_product="NVIDIA-H100-80GB-HBM3-MIG-1g.10gb",
                                         capacity={"nvidia.com/gpu": "56"}), probe=PROBE, expected=7))
+case("count: two replicas", COUNT, "pass", "8 GPUs in every view (GFD label nvidia.com/gpu.count: 8; probe")(
+    lambda: inv.evaluate_gpu_count(node(capacity={"nvidia.com/gpu": "16"}, gpu_replicas="2"), probe=PROBE,
+                                   probe_requested=16))
+case("count: renamed shared resource", COUNT, "pass", "8 GPUs in every view (GFD label nvidia.com/gpu.count: 8; "
+     "probe")(
+    lambda: inv.evaluate_gpu_count(node(capacity={"nvidia.com/gpu.shared": "16"}, gpu_replicas="2"), probe=PROBE,
+                                   probe_requested=16))
+case("count: MIG mixed strategy, MIG product", COUNT, "pass", "8 GPUs in every view (GFD label nvidia.com/gpu.count: "
+     "8; device plugin (capacity, replicas removed): 8)")(
+    lambda: inv.evaluate_gpu_count(node(mig_strategy="mixed", gpu_product="NVIDIA-H100-80GB-HBM3-MIG-1g.10gb")))
+case("count: single strategy, no MIG product", COUNT, "pass", "8 GPUs in every view (GFD label nvidia.com/gpu.count: "
+     "8; device plugin (capacity, replicas removed): 8)")(
+    lambda: inv.evaluate_gpu_count(node(mig_strategy="single")))
 case("count: mixed models", COUNT, "pass", "8 GPUs in every view (device plugin (capacity, replicas removed): 8; "
      "probe")(
     lambda: inv.evaluate_gpu_count(node(gpu_count="7"), probe=probe_with(devices=(*PROBE.devices[:7], A100))))
@@ -205,6 +227,15 @@ case("labels: mixed models, labelled as the fewer", LABELS, "fail", "GPU 0 (", "
     lambda: inv.evaluate_labels_match_hardware(node(gpu_product="NVIDIA-A100-SXM4-80GB"),
                                                probe_with(devices=(*PROBE.devices[:7], A100))))
 
+case("labels: mixed models, labelled as neither", LABELS, "fail", "n mixes GPU models: GPU 7 (",
+     "is NVIDIA H100 80GB HBM3, where the other 7 are NVIDIA A100-SXM4-80GB")(
+    lambda: inv.evaluate_labels_match_hardware(node(gpu_product="X"), probe_with(devices=(
+        *(dataclasses.replace(A100, index=i, uuid=u) for i, u in enumerate(UUIDS[:7])), PROBE.devices[7]))))
+case("labels: MIG invalid, no config label", LABELS, "fail", "GFD labels the product X-MIG-INVALID",
+     "mig.strategy=mixed", "gpu.memory=0")(
+    lambda: inv.evaluate_labels_match_hardware(node(gpu_product="X-MIG-INVALID", gpu_memory="0",
+                                                    mig_strategy="mixed"), PROBE))
+
 NVML = "driver.nvml-initializes"
 case("nvml: initialises", NVML, "pass", "NVML driver 580.95.05")(lambda: inv.evaluate_nvml_initializes("n", PROBE))
 case("nvml: mismatch", NVML, "fail", "NVML fails: the kernel module and the user-space driver differ")(
@@ -231,7 +262,7 @@ def test_each_inventory_verdict_names_its_check_node_and_facts(name: str) -> Non
     assert v.node == "n"
     for word in words:
         assert word in v.summary, v.summary
-    check_recording("inventory", name, lambda: shape(v))
+    check_recording("inventory", name, lambda: v)
 
 
 def policy(nodes: list[NodeView], **declared: Any) -> dict[str, DriverPolicy]:
@@ -258,9 +289,12 @@ def pool_of(*drivers: str, product: str = "NVIDIA-H100-80GB-HBM3") -> list[NodeV
     (("580.95.05", "570.124.06"), {"branch": 580}, ["pass", "degraded"],
      ["driver 570.124.06 is on branch 570 while --expect declares branch 580 for pool h100"]),
     (("580.95.05",), {"branch": 580}, ["pass"], ["(branch-only policy)"]),
+    (("580.95.05", "580.82.07", "580.65.06"), {"branch": 580}, ["pass"] * 3, [
+        "the pool also runs 580.65.06, 580.82.07)"]),
     (("580.95.05", ""), {}, ["pass", "not-tested"], ["driver 580.95.05, as the rest of the"]),
 ], ids=["the odd node of three", "a tie goes to the newer", "versions compare as numbers", "an exact policy",
         "a branch policy allows the branch", "a branch policy fails another branch", "a branch policy, one node",
+        "a branch policy, three versions",
         "a node without a driver label"])
 def test_the_driver_is_compared_within_the_pool_or_with_the_policy(drivers: tuple[str, ...], declared: dict[str, Any],
                                                                   outcomes: list[str], words: list[str]) -> None:
@@ -274,13 +308,21 @@ def test_the_driver_is_compared_within_the_pool_or_with_the_policy(drivers: tupl
         assert word in summaries, summaries
     for v in verdicts:
         if v.outcome.value == "degraded":  # the check's severity: a pool runs, unevenly
-            assert v.expected and v.observed and v.observed in v.summary
+            assert v.expected is not None and v.observed is not None
+            assert f"driver {v.observed} " in v.summary and v.expected.removeprefix("a ").removesuffix(".x driver") \
+                in v.summary
 
 
 def test_pools_are_per_product_so_two_products_are_two_majorities() -> None:
     nodes = [*pool_of("580.95.05", "580.95.05"), *pool_of("570.124.06", product="NVIDIA-A100-SXM4-80GB-SHARED")]
     nodes[2] = dataclasses.replace(nodes[2], name="a")
     assert [v.outcome.value for v in inv.evaluate_driver_uniform(nodes)] == ["pass", "pass", "pass"]
+    shared = [*pool_of("580.95.05", "580.95.05"), *pool_of("570.124.06", product="NVIDIA-H100-80GB-HBM3-SHARED")]
+    shared[2] = dataclasses.replace(shared[2], name="s")
+    odd = inv.evaluate_driver_uniform(shared)[-1]
+    assert odd.node == "s" and odd.summary == "driver 570.124.06 while the NVIDIA-H100-80GB-HBM3 pool runs 580.95.05"
+    unlabelled = inv.evaluate_driver_uniform([node("u", labels={"nvidia.com/cuda.driver-version.full": "580.95.05"})])
+    assert unlabelled[0].summary == "driver 580.95.05, as the rest of the unknown pool"
 
 
 def test_the_pool_count_is_the_commonest_among_nodes_of_one_product_and_machine() -> None:
@@ -297,5 +339,9 @@ def test_the_pool_count_is_the_commonest_among_nodes_of_one_product_and_machine(
     assert inv.node_gpu_count(node(gpu_count="", capacity={"nvidia.com/gpu": "32"}, gpu_replicas="4")) == 8
     assert inv.node_gpu_count(node(capacity={"nvidia.com/mig-1g.10gb": "7"})) is None
     assert inv.node_gpu_count(node(gpu_count="", capacity={})) is None
+    assert inv.node_gpu_count(node(gpu_count="", mig_strategy="single",
+                                   gpu_product="NVIDIA-H100-80GB-HBM3-MIG-1g.10gb")) is None
+    assert inv.node_gpu_count(node(gpu_count="", capacity={"nvidia.com/gpu.shared": "16"}, gpu_replicas="2")) == 8
+    assert inv.node_gpu_count(node(gpu_count="", gpu_replicas="0")) == 8
     assert inv.gpu_resources({"nvidia.com/gpu": "8", "nvidia.com/mig-1g.10gb": "7", "cpu": "4",
                               "nvidia.com/gpu.shared": "x"}) == {"nvidia.com/gpu": 8, "nvidia.com/mig-1g.10gb": 7}
