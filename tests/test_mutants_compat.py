@@ -383,4 +383,19 @@ def test_a_driver_the_tables_cannot_place_leaves_the_target_without_a_model(driv
     t = compat.make_target("n", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
                                  "nvidia.com/cuda.driver-version.full": driver})
     assert t.model is None and t.driver == driver and t.gpu == "NVIDIA-A100-SXM4-80GB"
+    assert (t.node, t.product, t.notes) == ("n", "NVIDIA-A100-SXM4-80GB", ())
     assert t.problem is not None and t.problem.startswith(problem)
+
+
+def test_a_target_without_a_driver_keeps_its_gpu_and_the_probe_s_notes() -> None:
+    t = compat.make_target("n", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"})
+    assert (t.node, t.product, t.driver, t.gpu, t.model, t.notes) == (
+        "n", "NVIDIA-H100-80GB-HBM3", None, "NVIDIA-H100-80GB-HBM3", None, ())
+    whole = compat.probe_facts(pod("h100", "13.0.2"))
+    assert whole is not None
+    nameless = dataclasses.replace(whole, nvml_driver_version=None, nvml_gpus=())
+    probed = compat.make_target("n", {}, nameless)
+    assert (probed.gpu, probed.driver, probed.model) == ("NVIDIA H100 80GB HBM3", None, None)
+    assert probed.notes == ("GPU 'NVIDIA H100 80GB HBM3' from the whole-node probe (no nvidia.com/gpu.product)",)
+    no_name = dataclasses.replace(nameless, devices=tuple(dataclasses.replace(d, name=None) for d in whole.devices))
+    assert compat.make_target("n", {}, no_name).gpu is None
