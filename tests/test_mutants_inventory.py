@@ -238,7 +238,7 @@ case("labels: MIG invalid, no config label", LABELS, "fail", "GFD labels the pro
 
 NVML = "driver.nvml-initializes"
 case("nvml: initialises", NVML, "pass", "NVML driver 580.95.05")(lambda: inv.evaluate_nvml_initializes("n", PROBE))
-case("nvml: mismatch", NVML, "fail", "NVML fails: the kernel module and the user-space driver differ")(
+case("nvml: mismatch", NVML, "fail", "NVML does not initialise", "Driver/library version mismatch")(
     lambda: inv.evaluate_nvml_initializes("n", dataclasses.replace(
         PROBE, nvml_absent_reason="nvmlInit_v2: Driver/library version mismatch")))
 
