@@ -490,3 +490,30 @@ CASES: dict[str, Callable[[], Any]] = {
 def test_the_verdict_is_the_recorded_one(case: str) -> None:
     check_recording("dra", case, CASES[case])
 
+
+
+# -------------------------------------------------------------------------------------------------
+# A PASS names what it could not judge (fail closed: never a silent subset)
+
+
+def test_attributes_judged_without_cuda_say_which_comparisons_were_not_made() -> None:
+    v = dra.evaluate_attributes_match_hardware(NODE, DEVICES, seen(*range(8), edit=cuda_failed), LABELS)
+    assert v.outcome is Outcome.PASS, v.message()
+    assert v.summary == ("8 published devices agree with the GFD labels and the whole-node probe; not compared: "
+                         "compute capability, PCI address, memory and MIG instances (CUDA did not initialise in the "
+                         "whole-node probe: cudaErrorUnknown unknown error)")
+    assert v.evidence[-1].startswith("not compared: compute capability")
+    # with CUDA working nothing is left out
+    assert "not compared" not in dra.evaluate_attributes_match_hardware(NODE, DEVICES, seen(*range(8)), LABELS).summary
+
+
+def test_a_selector_claim_judged_on_nvml_alone_says_its_memory_was_not_judged() -> None:
+    pod = dra.pod_name("selector", NODE)
+    v = dra.evaluate_claim_allocates_probed_device(NODE, seen(5, name=pod, edit=cuda_failed),
+                                                   [claim("c1", pod, "gpu", "gpu-5")], DEVICES, min_gib=140)
+    assert v.outcome is Outcome.PASS, v.message()
+    assert v.summary.endswith("the GPU the pod sees; its memory was not read (CUDA did not initialise in the pod: "
+                              "cudaErrorUnknown), so the >= 140 GiB selector was not judged")
+    working = dra.evaluate_claim_allocates_probed_device(NODE, seen(5, name=pod), [claim("c1", pod, "gpu", "gpu-5")],
+                                                         DEVICES, min_gib=140)
+    assert working.outcome is Outcome.PASS and "not judged" not in working.summary

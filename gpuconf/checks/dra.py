@@ -248,6 +248,7 @@ def _mib(n: int) -> str:
 class _Comparison:
     problems: list[str] = field(default_factory=list)
     compared: set[str] = field(default_factory=set)  # which views said something
+    unjudged: list[str] = field(default_factory=list)  # what a view could not say, and why (a PASS names it)
 
     def text(self, what: str, device: SliceDevice, published: str | None, view: str, seen: str | None,
              *, same: bool | None = None) -> None:
@@ -278,6 +279,9 @@ def _compare_probe(cmp: _Comparison, devices: Sequence[SliceDevice], report: Cud
         cmp.problems.append(f"the whole-node probe ({how}) sees GPU {uuid}, which no ResourceSlice device publishes")
     cuda = {d.uuid: d for d in report.devices if d.uuid}
     nvml = {g.uuid: g for g in report.nvml_gpus if g.uuid}
+    if not report.init.ok:
+        cmp.unjudged.append(f"compute capability, PCI address, memory and MIG instances (CUDA did not initialise in "
+                            f"the whole-node probe: {report.init.name} {report.init.message})")
     for d in devices:
         if d.uuid is None:
             cmp.problems.append(f"{d.name} publishes no uuid attribute: it cannot be told from the node's other GPUs")
@@ -407,9 +411,10 @@ def evaluate_attributes_match_hardware(node: str, devices: Sequence[SliceDevice]
                       f"{cmp.problems[0]}" + (f" (and {len(cmp.problems) - 1} more)" if len(cmp.problems) > 1 else ""),
                       expected=f"the {len(devices)} published devices agree with {views}",
                       observed=f"{len(cmp.problems)} disagreement(s)", evidence=(*cmp.problems, *evidence))
-    return passed(check, node, f"{len(devices)} published devices agree with {views}",
+    unjudged = f"; not compared: {'; '.join(cmp.unjudged)}" if cmp.unjudged else ""
+    return passed(check, node, f"{len(devices)} published devices agree with {views}{unjudged}",
                   expected=f"the published devices agree with {views}", observed="no disagreement",
-                  evidence=tuple(evidence))
+                  evidence=(*evidence, *(f"not compared: {u}" for u in cmp.unjudged)))
 
 
 def evaluate_no_double_publication(node: str, devices: Sequence[SliceDevice], capacity: Mapping[str, str],
@@ -496,8 +501,12 @@ def evaluate_claim_allocates_probed_device(node: str, sighting: Sighting | None,
     if memory is not None and memory < min_gib * 2**30 * (1 - MEMORY_TOLERANCE):
         return failed(check, node, f"the selector asked for at least {min_gib} GiB but {device.describe()} has "
                       f"{_mib(memory)}", expected=f">= {min_gib} GiB", observed=_mib(memory), evidence=tuple(evidence))
-    return passed(check, node, f"the claim (memory >= {min_gib}Gi) got {device.describe()}, the GPU the pod sees",
-                  expected=device.uuid, observed=", ".join(seen), evidence=tuple(evidence))
+    # The device's identity came from NVML when CUDA failed in the pod: its memory was not read.
+    why = f"CUDA did not initialise in the pod: {report.init.name}" if not report.init.ok else "CUDA gave none"
+    unread = "" if memory is not None else (
+        f"; its memory was not read ({why}), so the >= {min_gib} GiB selector was not judged")
+    return passed(check, node, f"the claim (memory >= {min_gib}Gi) got {device.describe()}, the GPU the pod sees"
+                  f"{unread}", expected=device.uuid, observed=", ".join(seen), evidence=tuple(evidence))
 
 
 def evaluate_distinct_claims(node: str, sighting: Sighting | None, allocations: Sequence[Allocation],
