@@ -202,6 +202,12 @@ class Discovery:
         """Whether the GPU Operator's ClusterPolicy (nvidia.com/v1 clusterpolicies) is served."""
         return self.serves_resource("nvidia.com/v1", "clusterpolicies")
 
+    @property
+    def gpu_cluster(self) -> bool:
+        """Whether the GPU Operator's GPUCluster (nvidia.com/v1alpha1 gpuclusters, the operator's
+        DRA-first mode from v26.7: DRA driver, DCGM and the exporter, no device plugin, no GFD) is served."""
+        return self.serves_resource("nvidia.com/v1alpha1", "gpuclusters")
+
 
 def make_discovery(version: Mapping[str, Any], core: Mapping[str, Any], groups: Mapping[str, Any],
                    resource_lists: Mapping[str, Mapping[str, Any]]) -> Discovery:

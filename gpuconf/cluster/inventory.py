@@ -108,12 +108,34 @@ class Inventory:
     cluster_policy: ClusterPolicyState | None  # None: not served, or served with no object
     dra_served: bool = False  # the cluster serves resource.k8s.io/v1 ResourceSlices
     dra_version: str | None = None  # the newest resource.k8s.io version its ResourceSlices were read in
+    #: DeviceClass name -> its spec (selectors, ``extendedResourceName``), as listed
+    device_class_specs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, compare=False)
+    #: The GPU Operator's GPUCluster (nvidia.com/v1alpha1), its DRA-first mode: None when not served or none
+    gpu_cluster: ClusterPolicyState | None = None
+
+    @property
+    def extended_resources(self) -> dict[str, str]:
+        """DRA-backed extended resources (KEP-5004): resource name -> the DeviceClass serving it. A
+        class's explicit ``spec.extendedResourceName``, and for every class the implicit
+        ``deviceclass.resource.kubernetes.io/<class>``. Two classes naming the same resource: the
+        first by name (the scheduler's choice between them is not specified; both are in the specs)."""
+        out: dict[str, str] = {}
+        for name in sorted(self.device_class_specs):
+            explicit = str((self.device_class_specs[name] or {}).get("extendedResourceName") or "")
+            if explicit:
+                out.setdefault(explicit, name)
+            out.setdefault(f"{IMPLICIT_EXTENDED_PREFIX}{name}", name)
+        return out
 
     def node(self, name: str) -> GpuNode:
         for n in self.gpu_nodes:
             if n.name == name:
                 return n
         raise KeyError(f"no GPU node {name!r} (GPU nodes: {', '.join(n.name for n in self.gpu_nodes) or 'none'})")
+
+
+#: KEP-5004: every DeviceClass also serves the extended resource of this prefix and its own name.
+IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
 
 
 def _count(quantity: str) -> int:
@@ -172,7 +194,7 @@ def _gpu_node(node: Obj, slices: tuple[ResourceSliceInfo, ...]) -> GpuNode:
 
 def build_inventory(nodes: Iterable[Obj], runtime_classes: Iterable[Obj], device_classes: Iterable[Obj],
                     slices: Iterable[Obj], cluster_policy: Obj | None, *, dra_served: bool = False,
-                    dra_version: str | None = None) -> Inventory:
+                    dra_version: str | None = None, gpu_cluster: Obj | None = None) -> Inventory:
     """Pure: the inventory from listed objects. A node is a GPU node when it has a GPU extended
     resource (capacity or allocatable), the ``nvidia.com/gpu.present=true`` label, or a ResourceSlice."""
     slice_infos = tuple(sorted((_slice_info(s) for s in slices), key=lambda s: s.name))
@@ -188,11 +210,13 @@ def build_inventory(nodes: Iterable[Obj], runtime_classes: Iterable[Obj], device
             gpu_nodes.append(_gpu_node(node, tuple(by_node.get(name, ()))))
         else:
             others.append(name)
-    policy = None
-    if cluster_policy is not None:
-        policy = ClusterPolicyState(str((cluster_policy.get("metadata") or {}).get("name", "")),
-                                    (cluster_policy.get("status") or {}).get("state"),
-                                    dict(cluster_policy.get("spec") or {}))
+    def state(obj: Obj | None) -> ClusterPolicyState | None:
+        if obj is None:
+            return None
+        return ClusterPolicyState(str((obj.get("metadata") or {}).get("name", "")),
+                                  (obj.get("status") or {}).get("state"), dict(obj.get("spec") or {}))
+
+    device_classes = list(device_classes)
     return Inventory(
         gpu_nodes=tuple(sorted(gpu_nodes, key=lambda n: n.name)), other_nodes=tuple(sorted(others)),
         runtime_classes=tuple(sorted((RuntimeClassInfo(str((r.get("metadata") or {}).get("name", "")),
@@ -201,8 +225,11 @@ def build_inventory(nodes: Iterable[Obj], runtime_classes: Iterable[Obj], device
                                       for r in runtime_classes),
                                      key=lambda r: r.name)),
         device_classes=tuple(sorted(str((d.get("metadata") or {}).get("name", "")) for d in device_classes)),
-        slices=slice_infos, cluster_policy=policy, dra_served=dra_served,
-        dra_version=dra_version or ("v1" if dra_served else None))
+        slices=slice_infos, cluster_policy=state(cluster_policy), dra_served=dra_served,
+        dra_version=dra_version or ("v1" if dra_served else None),
+        device_class_specs={str((d.get("metadata") or {}).get("name", "")): dict(d.get("spec") or {})
+                            for d in device_classes},
+        gpu_cluster=state(gpu_cluster))
 
 
 def _list_all(cluster: Cluster, what: str, fn: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
@@ -245,8 +272,16 @@ def load_inventory(cluster: Cluster, *, node_selector: str | None = None) -> Inv
         except NotFoundError:  # the CRD went away between discovery and the list
             policies = []
         policy = policies[0] if policies else None
+    gpu_cluster: dict[str, Any] | None = None
+    if discovery.gpu_cluster:
+        try:
+            found = cluster.call_json("list gpuclusters", cluster.custom.list_cluster_custom_object,
+                                      "nvidia.com", "v1alpha1", "gpuclusters").get("items") or []
+        except NotFoundError:
+            found = []
+        gpu_cluster = found[0] if found else None
     return build_inventory(nodes, runtime_classes, device_classes, slices, policy, dra_served=dra_served,
-                           dra_version=version)
+                           dra_version=version, gpu_cluster=gpu_cluster)
 
 
 def list_active_pods(cluster: Cluster) -> list[dict[str, Any]]:

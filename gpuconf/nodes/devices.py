@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-__all__ = ["GPU_CLASS", "GPU_DRIVER", "MIG_CLASS", "PCI_ATTRIBUTES", "SliceDevice", "parse_quantity", "slice_devices"]
+__all__ = ["DeviceTaint", "GPU_CLASS", "GPU_DRIVER", "MIG_CLASS", "PCI_ATTRIBUTES", "SliceDevice", "parse_quantity",
+           "slice_devices"]
 
 #: NVIDIA's DRA driver and the DeviceClasses its chart installs (domain.md §5).
 GPU_DRIVER = "gpu.nvidia.com"
@@ -41,6 +42,25 @@ def parse_quantity(text: str) -> int | None:
 
 
 @dataclass(frozen=True)
+class DeviceTaint:
+    """A taint on a ResourceSlice device (KEP-5055, resource.k8s.io/v1 ``devices[].taints``): NVIDIA's
+    DRA driver reports GPU health this way (``gpu.nvidia.com/xid`` with the Xid as value, NoSchedule when
+    fatal, else None; ``gpu.nvidia.com/gpu-lost`` NoSchedule; ``gpu.nvidia.com/unmonitored`` None)."""
+
+    key: str
+    value: str = ""
+    effect: str = ""  # NoSchedule | NoExecute | None
+
+    @property
+    def blocks_allocation(self) -> bool:
+        """The scheduler allocates no device with this taint to a claim that does not tolerate it."""
+        return self.effect in ("NoSchedule", "NoExecute")
+
+    def __str__(self) -> str:
+        return f"{self.key}{'=' + self.value if self.value else ''}:{self.effect or 'None'}"
+
+
+@dataclass(frozen=True)
 class SliceDevice:
     """One device of a node-local ResourceSlice. ``attributes``: the values as strings, keyed by
     the short name for the driver's own domain (``uuid``) and fully qualified otherwise
@@ -52,6 +72,12 @@ class SliceDevice:
     name: str
     attributes: Mapping[str, str] = field(default_factory=dict)
     memory_bytes: int | None = None
+    taints: tuple[DeviceTaint, ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        """No taint keeps the scheduler from allocating it (the probes' claims tolerate none)."""
+        return not any(t.blocks_allocation for t in self.taints)
 
     @property
     def kind(self) -> str:
@@ -105,6 +131,8 @@ def slice_devices(slices: Iterable[Mapping[str, Any]], node: str, *,
                 if text is not None:
                     attributes[key.removeprefix(f"{driver}/")] = text
             memory = ((d.get("capacity") or {}).get("memory") or {}).get("value")
+            taints = tuple(DeviceTaint(str(t.get("key", "")), str(t.get("value") or ""), str(t.get("effect") or ""))
+                           for t in d.get("taints") or () if isinstance(t, Mapping))
             out.append(SliceDevice(node, driver, pool, str(d.get("name")), attributes,
-                                   parse_quantity(str(memory)) if memory is not None else None))
+                                   parse_quantity(str(memory)) if memory is not None else None, taints))
     return tuple(out)

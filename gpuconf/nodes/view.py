@@ -70,20 +70,28 @@ class NodeView:
     node: Any = field(default=None, compare=False, repr=False)  # the inventory's GpuNode, untouched
     #: Whether the run's probe pods can be placed here now (NotReady, cordoned, tainted, busy).
     availability: Availability = field(default_factory=Availability)
+    #: KEP-5004: the extended resource a DeviceClass maps onto this node's DRA GPUs (class gpu.nvidia.com's
+    #: ``spec.extendedResourceName``, e.g. nvidia.com/gpu) where no device plugin advertises it here, so
+    #: the scheduler serves a plain request for it through a claim it creates; None otherwise.
+    extended: str | None = None
 
     @classmethod
     def of(cls, name: str, labels: Mapping[str, str] | None = None, capacity: Mapping[str, str] | None = None,
            allocatable: Mapping[str, str] | None = None, devices: Sequence[SliceDevice] | int = (), *,
            slices: Sequence[Mapping[str, Any]] = (), runtime_classes: Iterable[RuntimeClassRef] = (),
-           device_classes: Iterable[str] = (GPU_CLASS, MIG_CLASS)) -> NodeView:
-        """A view from plain facts (tests; ``devices`` as a number: that many anonymous GPUs)."""
+           device_classes: Iterable[str] = (GPU_CLASS, MIG_CLASS),
+           extended_resources: Mapping[str, str] | None = None) -> NodeView:
+        """A view from plain facts (tests; ``devices`` as a number: that many anonymous GPUs;
+        ``extended_resources``: resource name -> DeviceClass, as Inventory.extended_resources)."""
         labels = dict(labels or {})
         if isinstance(devices, int):
             devices = tuple(SliceDevice(name, GPU_CLASS, name, f"gpu-{i}") for i in range(devices))
         found = tuple(devices) + slice_devices(slices, name)
         classes = set(device_classes)
-        return cls(name, labels, dict(capacity or {}), dict(allocatable or {}), found,
-                   gpu_runtime_class(runtime_classes, labels), GPU_CLASS in classes, MIG_CLASS in classes)
+        allocatable = dict(allocatable or {})
+        return cls(name, labels, dict(capacity or {}), allocatable, found,
+                   gpu_runtime_class(runtime_classes, labels), GPU_CLASS in classes, MIG_CLASS in classes,
+                   extended=dra_extended_resource(extended_resources or {}, found, allocatable))
 
     # -- what the API says (the members the label checks read) -------------------------------------
 
@@ -101,6 +109,19 @@ class NodeView:
     @functools.cached_property
     def facts(self) -> NodeFacts:
         return node_facts(self.labels, self.capacity, self.devices)
+
+    @property
+    def kind(self) -> str:
+        """How this node hands out whole GPUs, for the report: device plugin, DRA claims, a DRA-backed
+        extended resource (KEP-5004), device plugin and DRA both, or none."""
+        plugin = any(_count(self.capacity, r) for r in PLUGIN_RESOURCES) or self.mig == "mixed"
+        if self.extended and not plugin:
+            return f"DRA-backed extended resource {self.extended}"
+        if plugin and self.devices:
+            return "device plugin and DRA"
+        if plugin:
+            return "device plugin"
+        return "DRA claims" if self.devices else "none"
 
     @property
     def dra_gpus(self) -> int:
@@ -293,6 +314,18 @@ class NodeView:
         return Unavailable(Why.NO_GPU, f"{self.name} has no MIG instances: {want} asked for")
 
 
+def dra_extended_resource(extended_resources: Mapping[str, str], devices: Sequence[SliceDevice],
+                          allocatable: Mapping[str, str]) -> str | None:
+    """The extended resource DRA serves this node's whole GPUs under (KEP-5004): the explicit name a
+    DeviceClass for whole GPUs (gpu.nvidia.com) maps, when the node publishes GPUs in slices and no
+    device plugin advertises that resource here (the scheduler prefers the node's own allocatable)."""
+    if not any(d.kind == "gpu" for d in devices):
+        return None
+    names = sorted(r for r, c in extended_resources.items() if c == GPU_CLASS and not r.startswith(
+        "deviceclass.resource.kubernetes.io/"))
+    return next((r for r in names if _count(allocatable, r) < 1), None)
+
+
 def build_views(inventory: Any, *, tolerations: Sequence[Mapping[str, Any]] = (),
                 holders: Mapping[str, Sequence[GpuHolder]] | None = None, now: Any = None) -> dict[str, NodeView]:
     """One view per GPU node of ``inventory`` (gpuconf.cluster.Inventory), by node name, each with its
@@ -301,11 +334,13 @@ def build_views(inventory: Any, *, tolerations: Sequence[Mapping[str, Any]] = ()
     classes = tuple(RuntimeClassRef(rc.name, rc.handler, dict(getattr(rc, "node_selector", {}) or {}))
                     for rc in inventory.runtime_classes)
     device_classes = set(inventory.device_classes)
+    extended = dict(getattr(inventory, "extended_resources", {}) or {})
     views = {}
     for node in inventory.gpu_nodes:
         devices = slice_devices([s.raw for s in node.slices], node.name)
         views[node.name] = NodeView(node.name, node.labels, node.capacity, node.allocatable, devices,
                                     gpu_runtime_class(classes, node.labels), GPU_CLASS in device_classes,
                                     MIG_CLASS in device_classes, node,
-                                    availability(node, tolerations, (holders or {}).get(node.name, ()), now=now))
+                                    availability(node, tolerations, (holders or {}).get(node.name, ()), now=now),
+                                    dra_extended_resource(extended, devices, node.allocatable))
     return views
