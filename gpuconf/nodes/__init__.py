@@ -21,6 +21,6 @@ from gpuconf.nodes.offers import GpuRequest, Unavailable, Via, Why
 from gpuconf.nodes.view import NVIDIA_HANDLER, NodeView, RuntimeClassRef, build_views, gpu_runtime_class
 
 __all__ = ["Availability", "BUSY", "CORDONED", "DeviceTaint", "Fact", "GPU_CLASS", "GPU_DRIVER", "GpuHolder",
-           "GpuRequest",            "MIG_CLASS", "NOT_READY", "NVIDIA_HANDLER", "NodeFacts", "NodeView", "RuntimeClassRef", "SliceDevice",
-           "Source", "TAINTED", "TolerationError", "UNSCHEDULABLE_TAINT", "Unavailable", "Via", "Why",
+           "GpuRequest", "MIG_CLASS", "NOT_READY", "NVIDIA_HANDLER", "NodeFacts", "NodeView", "RuntimeClassRef",
+           "SliceDevice", "Source", "TAINTED", "TolerationError", "UNSCHEDULABLE_TAINT", "Unavailable", "Via", "Why",
            "build_views", "gpu_holders", "gpu_runtime_class", "parse_toleration", "placement_blocker", "slice_devices"]
