@@ -50,13 +50,15 @@ def shape(ask: GpuRequest | Unavailable) -> tuple[Any, ...]:
 #: smoke's replicas, physical count and the metrics suite's "holds every GPU"); whether the compat
 #: and isolation probes' one nvidia.com/gpu could be asked for; whether NCCL (whole, unshared,
 #: two or more) and DCGM (whole, unshared, every one allocatable) took the node; the RuntimeClass.
+#: DRA-only nodes are the exception: before the view asked through DRA, only the whole-node probe ran
+#: there (allocation mode All, physical count unknown); now every check asks through claims.
 BEFORE = {
     ("a100-mig-mixed", "a100-0"): (("MIG_ONLY",), False, False, False),
     ("a100-mps", "a100-0"): (("PLUGIN", 1, 1, None, False), True, False, False),
     ("geforce-workstation", "rtx-0"): (("PLUGIN", 2, 1, 2, True), True, True, True),
     ("geforce-workstation", "h100-0"): (("PLUGIN", 8, 1, 8, True), True, True, True),
     ("h100-mig-single", "h100-mig-0"): (("PLUGIN", 28, 1, 28, False), True, False, False),
-    ("h200-dra-only", "h200-0"): (("CLAIM", 8, 1, None, False), False, False, False),
+    ("h200-dra-only", "h200-0"): (("CLAIM", 8, 1, 8, True), True, True, True),
     ("healthy-h100", "h100-0"): (("PLUGIN", 8, 1, 8, True), True, True, True),
     ("healthy-h100", "h100-1"): (("PLUGIN", 8, 1, 8, True), True, True, True),
     ("mixed-driver-570", "a100-570-0"): (("PLUGIN", 8, 1, 8, True), True, True, True),
@@ -66,7 +68,7 @@ BEFORE = {
     ("multi-pool", "t4-0"): (("PLUGIN", 16, 4, 4, False), True, False, False),
     ("multi-pool", "l40s-0"): (("PLUGIN", 4, 1, 4, True), True, True, True),
     ("plugin-and-dra", "h100-0"): (("PLUGIN", 8, 1, 8, True), True, True, True),
-    ("plugin-and-dra", "h200-0"): (("CLAIM", 8, 1, None, False), False, False, False),
+    ("plugin-and-dra", "h200-0"): (("CLAIM", 8, 1, 8, True), True, True, True),
     ("t4-timeslicing", "t4-0"): (("PLUGIN", 16, 4, 4, False), True, False, False),
 }
 
@@ -100,15 +102,96 @@ def test_a_dra_only_node_is_asked_through_one_claim_for_every_gpu_and_not_throug
     view = profile_views("h200-dra-only")["h200-0"]
     ask = view.whole_node()
     assert isinstance(ask, GpuRequest) and ask.via is Via.CLAIM and ask.limits == {}
-    assert [(c.device_class, c.mode) for c in ask.claims] == [("gpu.nvidia.com", "All")]
-    assert ask.note == " (every GPU through one DRA claim)"
-    assert view.one_gpu() == Unavailable(
+    # ExactCount of the usable GPUs, not allocation mode All (which would wait for a tainted one too)
+    assert [(c.device_class, c.mode, c.count) for c in ask.claims] == [("gpu.nvidia.com", "ExactCount", 8)]
+    assert ask.note == " (every GPU through one DRA claim)" and ask.complete and ask.physical == 8
+    one = view.one_gpu()
+    assert isinstance(one, GpuRequest) and one.via is Via.CLAIM and one.limits == {} and one.count == 1
+    assert [(c.name, c.device_class, c.mode, c.count) for c in one.claims] == [("gpus", "gpu.nvidia.com",
+                                                                                "ExactCount", 1)]
+    assert view.offered(one) == 8 and view.kind == "DRA claims"
+    two = view.gpus(2)
+    assert isinstance(two, GpuRequest) and [c.count for c in two.claims] == [2]
+    assert view.gpus(9) == Unavailable(Why.TOO_FEW, "h200-0 has 8 usable DRA GPUs, and this check asks for 9")
+    nccl = view.exclusive(min_gpus=2, check="an all-GPU NCCL job")
+    assert isinstance(nccl, GpuRequest) and shape(nccl) == ("CLAIM", 8, 1, 8, True) and nccl.held_back == 0
+    # forcing the device plugin's path still says why it cannot
+    assert view.gpus(1, via=Via.PLUGIN) == Unavailable(
         Why.NO_PATH, "h200-0 advertises no nvidia.com/gpu: its 8 GPUs are published through DRA ResourceSlices "
         "only, and this check asks for nvidia.com/gpu")
     no_class = NodeView.of("h200-0", devices=8, device_classes=())
-    assert no_class.whole_node() == Unavailable(
-        Why.NO_PATH, "h200-0 publishes 8 GPUs through DRA ResourceSlices only, and the cluster has no DeviceClass "
-        "gpu.nvidia.com to claim them with")
+    reason = ("h200-0 publishes 8 GPUs through DRA ResourceSlices only, and the cluster has no DeviceClass "
+              "gpu.nvidia.com to claim them with")
+    assert no_class.whole_node() == Unavailable(Why.NO_PATH, f"{reason} (the whole-node probe)")
+    assert no_class.one_gpu() == Unavailable(Why.NO_PATH, f"{reason} (this check)")
+    assert no_class.exclusive(check="the diagnostic") == Unavailable(Why.NO_PATH, f"{reason} (the diagnostic)")
+
+
+def test_a_node_with_device_plugin_and_dra_keeps_asking_through_the_plugin():
+    view = NodeView.of("both", {}, {"nvidia.com/gpu": "8"}, {"nvidia.com/gpu": "8"}, 8,
+                       extended_resources={"nvidia.com/gpu": "gpu.nvidia.com"})
+    for ask in (view.whole_node(), view.one_gpu(), view.exclusive(min_gpus=2)):
+        assert isinstance(ask, GpuRequest) and ask.via is Via.PLUGIN and not ask.claims
+    assert view.extended is None and view.kind == "device plugin and DRA"
+    assert view.gpus(1, via=Via.CLAIM) == Unavailable(
+        Why.NO_PATH, "both does not serve its GPUs through DRA alone, and this check asks for a DRA claim")
+
+
+def test_a_dra_backed_extended_resource_is_asked_for_in_the_limits_as_users_do():
+    view = NodeView.of("h200", devices=8, extended_resources={
+        "nvidia.com/gpu": "gpu.nvidia.com", "deviceclass.resource.kubernetes.io/gpu.nvidia.com": "gpu.nvidia.com"})
+    assert view.extended == "nvidia.com/gpu" and view.kind == "DRA-backed extended resource nvidia.com/gpu"
+    one = view.one_gpu()
+    assert isinstance(one, GpuRequest) and one.via is Via.EXTENDED and not one.claims
+    assert one.limits == {"nvidia.com/gpu": 1} and view.offered(one) == 8
+    whole = view.whole_node()
+    assert isinstance(whole, GpuRequest) and shape(whole) == ("EXTENDED", 8, 1, 8, True)
+    assert whole.limits == {"nvidia.com/gpu": 8}
+    assert whole.note == " (every GPU as nvidia.com/gpu, served through DRA)"
+    dcgm = view.exclusive(check="the diagnostic")
+    assert isinstance(dcgm, GpuRequest) and dcgm.via is Via.EXTENDED and dcgm.count == 8
+    assert view.gpus(1, via=Via.CLAIM) == Unavailable(
+        Why.NO_PATH, "h200 serves its DRA GPUs as nvidia.com/gpu, not through a DRA claim, which this check asks for")
+    # only the implicit name (no spec.extendedResourceName): nobody asks for it as users do, so claims
+    implicit = NodeView.of("h200", devices=8, extended_resources={
+        "deviceclass.resource.kubernetes.io/gpu.nvidia.com": "gpu.nvidia.com"})
+    assert implicit.extended is None and getattr(implicit.one_gpu(), "via", None) is Via.CLAIM
+
+
+def tainted_slice(node: str, taints: dict[int, list[dict[str, str]]], gpus: int = 8) -> dict[str, Any]:
+    return {"spec": {"nodeName": node, "driver": "gpu.nvidia.com", "pool": {"name": node}, "devices": [
+        {"name": f"gpu-{i}", "attributes": {"type": {"string": "gpu"}, "uuid": {"string": f"GPU-{i}"}},
+         **({"taints": taints[i]} if i in taints else {})} for i in range(gpus)]}}
+
+
+def test_a_device_tainted_gpu_is_left_out_of_whole_node_asks_which_name_it():
+    xid = {"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoSchedule"}
+    unmonitored = {"key": "gpu.nvidia.com/unmonitored", "effect": "None"}
+    view = NodeView.of("h200", slices=[tainted_slice("h200", {3: [xid], 5: [unmonitored]})])
+    assert [d.name for d in view.tainted_gpus] == ["gpu-3"] and len(view.usable_gpus) == 7
+    left_out = "; 1 device-tainted GPU left out (gpu-3 (GPU-3): gpu.nvidia.com/xid=79:NoSchedule)"
+    for ask in (view.whole_node(), view.exclusive(min_gpus=2, check="an all-GPU NCCL job")):
+        assert isinstance(ask, GpuRequest) and shape(ask) == ("CLAIM", 7, 1, 7, False) and ask.held_back == 1
+        assert [(c.mode, c.count) for c in ask.claims] == [("ExactCount", 7)]
+        assert ask.note == f" (7 of 8 GPUs through one DRA claim{left_out})"
+    one = view.one_gpu()
+    assert isinstance(one, GpuRequest) and view.offered(one) == 7 and one.held_back == 1
+    assert view.gpus(8) == Unavailable(Why.TOO_FEW, f"h200 has 7 usable DRA GPUs{left_out}, and this check asks for 8")
+
+
+def test_a_node_whose_every_dra_gpu_is_tainted_asks_for_none_and_says_why():
+    lost = {"key": "gpu.nvidia.com/gpu-lost", "effect": "NoExecute"}
+    view = NodeView.of("h200", slices=[tainted_slice("h200", {0: [lost], 1: [lost]}, gpus=2)])
+    reason = ("every one of the 2 DRA GPUs of h200 carries a NoSchedule/NoExecute device taint, so no claim gets one "
+              "({check}); 2 device-tainted GPUs left out (gpu-0 (GPU-0): gpu.nvidia.com/gpu-lost:NoExecute; "
+              "gpu-1 (GPU-1): gpu.nvidia.com/gpu-lost:NoExecute)")
+    assert view.whole_node() == Unavailable(Why.UNHEALTHY, reason.format(check="the whole-node probe"))
+    assert view.one_gpu() == Unavailable(Why.UNHEALTHY, reason.format(check="this check"))
+    assert view.exclusive(check="the diagnostic") == Unavailable(Why.UNHEALTHY, reason.format(check="the diagnostic"))
+    one_left = NodeView.of("h200", slices=[tainted_slice("h200", {0: [lost]}, gpus=2)])
+    assert one_left.exclusive(min_gpus=2, check="an all-GPU NCCL job") == Unavailable(
+        Why.TOO_FEW, "h200 has 1 usable DRA GPU; 1 device-tainted GPU left out (gpu-0 (GPU-0): "
+        "gpu.nvidia.com/gpu-lost:NoExecute): an all-GPU NCCL job needs 2 or more")
 
 
 @pytest.mark.parametrize(("allocatable", "capacity", "devices", "why", "reason"), [
@@ -141,11 +224,9 @@ def test_a_renamed_shared_resource_is_asked_for_under_its_new_name():
     ({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb"}, {"nvidia.com/gpu": "28"},
      {"nvidia.com/gpu": "28"}, 0, 2, (Why.MIG_ONLY, "n advertises no whole GPUs as nvidia.com/gpu, only MIG "
                                       "instances (single strategy), and this check needs whole GPUs")),
-    ({}, {}, {}, 8, 1, (Why.NO_PATH, "n publishes its 8 GPUs through DRA ResourceSlices only: this check asks for "
-                        "nvidia.com/gpu and has no DRA variant yet")),
     ({}, {"nvidia.com/gpu": "1"}, {"nvidia.com/gpu": "1"}, 0, 2, (Why.TOO_FEW, "n has 1 GPU: this check needs 2 or "
                                                                   "more")),
-], ids=["time-sliced", "MIG single", "DRA only", "one GPU where two are needed"])
+], ids=["time-sliced", "MIG single", "one GPU where two are needed"])
 def test_exclusive_use_of_whole_gpus_is_refused_with_the_reason(labels, capacity, allocatable, devices, min_gpus,
                                                                  expected):
     assert NodeView.of("n", labels, capacity, allocatable, devices).exclusive(min_gpus=min_gpus) == \
@@ -250,7 +331,8 @@ def test_real_slices_make_a_dra_only_node_claimable_and_its_facts_read_from_attr
     bare = {"metadata": {"name": node, "labels": {}}, "spec": {}, "status": {
         "capacity": {"cpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}}
     view = build_views(build_inventory([bare], [], [{"metadata": {"name": "gpu.nvidia.com"}}], [slice_], None))[node]
-    assert shape(view.whole_node()) == ("CLAIM", gpus, 1, None, False)
+    assert shape(view.whole_node()) == ("CLAIM", gpus, 1, gpus, True)
+    assert getattr(view.one_gpu(), "via", None) is Via.CLAIM
     facts = view.facts
     assert (facts.product.value, facts.product.source) == (product, Source.SLICE)
     assert facts.gpus.value == str(gpus) and facts.gpus.source is Source.SLICE

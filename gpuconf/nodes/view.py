@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuconf.nodes.availability import Availability, GpuHolder, availability
@@ -129,6 +129,65 @@ class NodeView:
         return sum(d.kind == "gpu" for d in self.devices)
 
     @property
+    def usable_gpus(self) -> tuple[SliceDevice, ...]:
+        """The whole DRA GPUs a claim can get: no NoSchedule/NoExecute device taint (the probes' claims
+        tolerate none, so the scheduler never allocates a tainted one to them)."""
+        return tuple(d for d in self.devices if d.kind == "gpu" and d.usable)
+
+    @property
+    def tainted_gpus(self) -> tuple[SliceDevice, ...]:
+        """The whole DRA GPUs a device taint keeps the scheduler from allocating."""
+        return tuple(d for d in self.devices if d.kind == "gpu" and not d.usable)
+
+    @property
+    def dra_only(self) -> bool:
+        """The node's whole GPUs reach pods through DRA only: the DRA driver publishes GPUs and no device
+        plugin advertises nvidia.com/gpu (or its shared name) or MIG instances here. A node with both
+        keeps asking through the device plugin."""
+        plugin = any(_count(self.capacity, r) for r in PLUGIN_RESOURCES) or self.mig == "mixed"
+        return self.dra_gpus > 0 and not plugin
+
+    def dra_via(self) -> Via | None:
+        """How a container asks for this node's DRA GPUs: the DRA-backed extended resource (KEP-5004) as
+        users do where a DeviceClass maps one, else a claim on gpu.nvidia.com; None where the node is not
+        DRA-only or the cluster has no way to ask (no DeviceClass)."""
+        if not self.dra_only:
+            return None
+        if self.extended:
+            return Via.EXTENDED
+        return Via.CLAIM if self.claimable else None
+
+    def _left_out(self) -> str:
+        """Evidence naming the GPUs a device taint keeps out of a request ("" when none)."""
+        tainted = self.tainted_gpus
+        if not tainted:
+            return ""
+        names = "; ".join(f"{d.describe()}: {', '.join(str(t) for t in d.taints if t.blocks_allocation)}"
+                          for d in tainted)
+        return f"; {len(tainted)} device-tainted GPU{'s' if len(tainted) != 1 else ''} left out ({names})"
+
+    def _dra_request(self, n: int) -> GpuRequest:
+        """``n`` DRA GPUs for one container: the DRA-backed extended resource in its limits, or one claim
+        with an ExactCount request for ``n`` devices of gpu.nvidia.com."""
+        usable = len(self.usable_gpus)
+        held_back = self.dra_gpus - usable
+        if self.dra_via() is Via.EXTENDED:
+            assert self.extended is not None
+            note = f" ({self.extended} served through DRA by DeviceClass {GPU_CLASS}{self._left_out()})"
+            return GpuRequest(Via.EXTENDED, n, self.extended, held_back=held_back, note=note)
+        return GpuRequest(Via.CLAIM, n, claims=(ClaimRequest("gpus", GPU_CLASS, count=n),), held_back=held_back,
+                          note=f" (through one DRA claim on {GPU_CLASS}{self._left_out()})")
+
+    def _no_dra_path(self, check: str) -> Unavailable:
+        """Why a DRA-only node's GPUs cannot be asked for: no DeviceClass to claim them with."""
+        return Unavailable(Why.NO_PATH, f"{self.name} publishes {self.dra_gpus} GPUs through DRA ResourceSlices "
+                           f"only, and the cluster has no DeviceClass {GPU_CLASS} to claim them with ({check})")
+
+    def _all_tainted(self, check: str) -> Unavailable:
+        return Unavailable(Why.UNHEALTHY, f"every one of the {self.dra_gpus} DRA GPUs of {self.name} carries a "
+                           f"NoSchedule/NoExecute device taint, so no claim gets one ({check}){self._left_out()}")
+
+    @property
     def replicas(self) -> int:
         """Time-slicing replicas per GPU as GFD labels them (1: not shared, or not labelled)."""
         value = self.labels.get("nvidia.com/gpu.replicas", "1")
@@ -209,28 +268,45 @@ class NodeView:
             return GpuRequest(Via.PLUGIN, 1 if self.sharing == "mps" else allocatable, GPU, replicas=self.replicas,
                               physical=self.physical_count(), held_back=held_back, mig_units=mig_units,
                               complete=complete, per_container=per_container)
-        if self.dra_gpus and self.claimable:
-            return GpuRequest(Via.CLAIM, self.dra_gpus, claims=(ClaimRequest("gpus", GPU_CLASS, mode="All"),),
-                              note=" (every GPU through one DRA claim)")
-        if self.dra_gpus:
-            return Unavailable(Why.NO_PATH, f"{self.name} publishes {self.dra_gpus} GPUs through DRA ResourceSlices "
-                               f"only, and the cluster has no DeviceClass {GPU_CLASS} to claim them with")
+        if self.dra_only:
+            return self._dra_whole("the whole-node probe")
         return self._no_whole_gpus("the whole-node probe")
+
+    def _dra_whole(self, check: str) -> GpuRequest | Unavailable:
+        """Every usable DRA GPU of a DRA-only node in one container: an ExactCount of that number (not
+        allocation mode All, which would wait for a tainted GPU too), ``complete`` only when no GPU is
+        left out; the note names the tainted ones."""
+        if self.dra_via() is None:
+            return self._no_dra_path(check)
+        usable = len(self.usable_gpus)
+        if usable < 1:
+            return self._all_tainted(check)
+        ask = self._dra_request(usable)
+        every = "every GPU" if usable == self.dra_gpus else f"{usable} of {self.dra_gpus} GPUs"
+        how = f"as {self.extended}, served through DRA" if ask.via is Via.EXTENDED else "through one DRA claim"
+        return replace(ask, physical=usable, complete=usable == self.dra_gpus,
+                       note=f" ({every} {how}{self._left_out()})")
 
     def physical_count(self) -> int | None:
         """Physical GPUs as GFD counts them (nvidia.com/gpu.count), or None."""
         count = self.labels.get("nvidia.com/gpu.count", "")
         return int(count) if count.isdigit() else None
 
-    def gpus(self, n: int, *, via: Via | None = Via.PLUGIN, check: str = "this check") -> GpuRequest | Unavailable:
-        """``n`` GPUs (or time-slicing replicas of them) for one container, through the device plugin:
-        nvidia.com/gpu, else its renamed nvidia.com/gpu.shared. ``offered`` on the request is how many
-        the node has; MPS gives one per container (the plugin refuses more). DRA claims for these
-        checks come with the DRA-first issue; ``via`` names the path the caller can use."""
-        if via is not Via.PLUGIN:
-            raise ValueError(f"{via}: only requests through the device plugin are built here")
+    def gpus(self, n: int, *, via: Via | None = None, check: str = "this check") -> GpuRequest | Unavailable:
+        """``n`` GPUs (or time-slicing replicas of them) for one container: through the device plugin
+        (nvidia.com/gpu, else its renamed nvidia.com/gpu.shared) where it advertises them; on a DRA-only
+        node through DRA (the DRA-backed extended resource, else one claim for ``n`` devices of
+        gpu.nvidia.com), counting the usable (untainted) devices. MPS gives one per container (the plugin
+        refuses more). ``via``: force a path (Via.PLUGIN: the device plugin's, or why not)."""
+        if via not in (None, Via.PLUGIN, Via.CLAIM, Via.EXTENDED):
+            raise ValueError(f"{via}: whole GPUs come through the device plugin or DRA")
         if (blocked := self.blocked()) is not None:
             return blocked
+        if via is not Via.PLUGIN and self.dra_only:
+            return self._dra_gpus(n, via, check)
+        if via is not None and via is not Via.PLUGIN:
+            return Unavailable(Why.NO_PATH, f"{self.name} does not serve its GPUs through DRA alone, and {check} asks "
+                               f"for a {via.value}")
         resource = next((r for r in PLUGIN_RESOURCES if _count(self.allocatable, r) >= 1), None)
         if resource is None:
             return self._no_whole_gpus(check)
@@ -246,17 +322,43 @@ class NodeView:
         return GpuRequest(Via.PLUGIN, n, resource, replicas=self.replicas, held_back=_count(self.capacity, resource)
                           - offered, mig_units=self.mig == "single", per_container=1 if self.sharing == "mps" else None)
 
+    def _dra_gpus(self, n: int, via: Via | None, check: str) -> GpuRequest | Unavailable:
+        path = self.dra_via()
+        if path is None:
+            return self._no_dra_path(check)
+        if via is not None and via is not path:
+            served = f"as {self.extended}" if path is Via.EXTENDED else "through claims"
+            return Unavailable(Why.NO_PATH, f"{self.name} serves its DRA GPUs {served}, not through a {via.value}, "
+                               f"which {check} asks for")
+        offered = len(self.usable_gpus)
+        if offered < 1:
+            return self._all_tainted(check)
+        if path is Via.EXTENDED and self.extended is not None and self.availability.held(self.extended):
+            offered = max(0, offered - self.availability.held(self.extended))
+            if offered < n:
+                return self._busy(f"{offered} {self.extended} free, and {check} asks for {n}")
+        if offered < n:
+            return Unavailable(Why.TOO_FEW, f"{self.name} has {offered} usable DRA GPU{'s' if offered != 1 else ''}"
+                               f"{self._left_out()}, and {check} asks for {n}")
+        return self._dra_request(n)
+
     def one_gpu(self, *, check: str = "this check") -> GpuRequest | Unavailable:
         return self.gpus(1, check=check)
 
     def offered(self, ask: GpuRequest) -> int:
-        """How many units of ``ask``'s resource the node has allocatable (for a claim: its devices)."""
+        """How many units of ``ask``'s resource the node has allocatable: the device plugin's free
+        ones; for DRA (a claim or a DRA-backed extended resource) its usable (untainted) GPUs, less
+        those pods outside the run hold as the extended resource."""
+        if ask.via in (Via.CLAIM, Via.EXTENDED):
+            held = self.availability.held(ask.resource) if ask.resource is not None else 0
+            return max(0, len(self.usable_gpus) - held)
         return self._free(ask.resource) if ask.resource is not None else ask.count
 
     def exclusive(self, *, min_gpus: int = 1, check: str = "this check") -> GpuRequest | Unavailable:
-        """Every whole GPU of the node, unshared, through the device plugin (NCCL, the DCGM
-        diagnostic): the request counts the GPUs the node advertises, allocatable or not
-        (``held_back`` says how many are not: the callers judge that themselves)."""
+        """Every whole GPU of the node, unshared (NCCL, the DCGM diagnostic): through the device plugin,
+        the GPUs the node advertises, allocatable or not (``held_back`` says how many are not: the
+        callers judge that themselves); on a DRA-only node every usable DRA GPU as an ExactCount of that
+        number, so one device-tainted GPU does not block the node (``complete`` False, the note names it)."""
         if (blocked := self.blocked()) is not None:
             return blocked
         whole = _count(self.capacity, GPU)
@@ -266,10 +368,15 @@ class NodeView:
         if self.mig == "single" or (self.mig == "mixed" and whole < 1):
             return Unavailable(Why.MIG_ONLY, f"{self.name} advertises no whole GPUs as nvidia.com/gpu, only MIG "
                                f"instances ({self.mig} strategy), and {check} needs whole GPUs")
+        if whole < 1 and self.dra_only:
+            usable = len(self.usable_gpus)
+            if self.dra_via() is not None and 1 <= usable < min_gpus:
+                return Unavailable(Why.TOO_FEW, f"{self.name} has {usable} usable DRA GPU{'s' if usable != 1 else ''}"
+                                   f"{self._left_out()}: {check} needs {min_gpus} or more")
+            if self.availability.holders:
+                return self._busy(f"{check} needs every GPU of {self.name}")
+            return self._dra_whole(check)
         if whole < 1:
-            if self.devices:
-                return Unavailable(Why.NO_PATH, f"{self.name} publishes its {self.dra_devices} GPUs through DRA "
-                                   f"ResourceSlices only: {check} asks for nvidia.com/gpu and has no DRA variant yet")
             return Unavailable(Why.NO_GPU, f"{self.name} advertises no nvidia.com/gpu")
         if whole < min_gpus:
             return Unavailable(Why.TOO_FEW, f"{self.name} has {whole} GPU{'s' if whole != 1 else ''}: {check} needs "
