@@ -208,6 +208,8 @@ def make_nccl_probe_pod(
     gang: str | None = None,
     iters: int | None = None,
     warmup: int | None = None,
+    gpu_resource: str = "nvidia.com/gpu",
+    resource_claims: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """An nccl-probe pod: the all-reduce sweep over the ``gpu_count`` GPUs it is given, in one
     process, or as ``rank`` of a ``world_size``-rank job whose rank 0 serves the NCCL unique id at
@@ -225,8 +227,12 @@ def make_nccl_probe_pod(
     admits all of them or none, so a rank never holds a node's GPUs while its peers wait.
 
     ``iters`` and ``warmup`` (the probe's ``--iters``/``--warmup``, default 20 and 5 per size;
-    sizes from 256 MiB run ``max(1, iters/4)``) lengthen the sweep, as the burn-in tier does."""
-    if gpu_count < 1:
+    sizes from 256 MiB run ``max(1, iters/4)``) lengthen the sweep, as the burn-in tier does.
+
+    The GPUs: ``gpu_count`` of ``gpu_resource`` in the limits (the device plugin's, or a DRA-backed
+    extended resource), or ``resource_claims`` (pod claim name -> ResourceClaimTemplate name) with
+    ``gpu_count`` 0, as make_cuda_probe_pod gives them."""
+    if gpu_count < 1 and not resource_claims:
         raise ValueError("an nccl-probe pod asks for at least one GPU")
     if iters is not None and iters < 1 or warmup is not None and warmup < 0:
         raise ValueError(f"the nccl-probe times at least one iteration and warms up zero or more: iters {iters}, "
@@ -252,11 +258,14 @@ def make_nccl_probe_pod(
     if rank is not None:
         args += ["--rank", str(rank), "--world-size", str(world_size), "--id-addr", str(id_addr),
                  "--bootstrap-timeout", str(bootstrap_timeout_s)]
+    probe: dict[str, Any] = {"name": "probe", "gpu_count": gpu_count}
+    if resource_claims:
+        probe["claims"] = [{"name": k, "template": v} for k, v in resource_claims.items()]
     (pod,) = render("cuda-probe-pod.yaml.j2", {
         "name": name, "namespace": namespace, "run_id": run_id, "check": check, "mode": mode, "image": image,
         "probe": "nccl-probe", "args": args,
         "sources_configmap": sources_configmap_name("nccl-probe") if mode == "zero-registry" else "",
-        "node": node, "gpu_resource": "nvidia.com/gpu", "containers": [{"name": "probe", "gpu_count": gpu_count}],
+        "node": node, "gpu_resource": gpu_resource, "containers": [probe],
         "env": [{"name": k, "value": v} for k, v in {"NCCL_DEBUG": "INFO", **(env or {})}.items()],
         "tolerations": [dict(t) for t in tolerations], "runtime_class": runtime_class,
         "priority_class": PRIORITY_CLASS, "call_timeout_s": step_timeout_s, "deadline_s": deadline_s,

@@ -18,7 +18,7 @@ import pytest
 from gpuconf.checks import dcgm as checks
 from gpuconf.checks.nccl import holders_by_node
 from gpuconf.cluster import PodOutcome, list_active_pods, run_campaign
-from gpuconf.kit import ClusterHandle, judge, run_context
+from gpuconf.kit import ClusterHandle, gpu_ask, judge, require, run_context
 from gpuconf.nodes import NodeView
 
 pytestmark = [pytest.mark.health, pytest.mark.dcgm]
@@ -55,10 +55,11 @@ def dcgm_runs(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle, gpu_no
         if reason is not None:
             runs.skipped[node.name] = reason
             continue
+        ask = require(node.exclusive(check="the diagnostic"))  # not_a_diag_node said it is a GpuRequest
         pods.append(checks.make_dcgm_diag_pod(
             name=checks.pod_name(node.name), namespace=ctx.namespace, run_id=ctx.run_id, node=node.name,
-            gpu_count=node.exclusive().count, level=level, timeout_s=budget,
-            registry=config.getoption("--registry"), runtime_class=node.runtime_class))
+            level=level, timeout_s=budget, registry=config.getoption("--registry"), runtime_class=node.runtime_class,
+            **gpu_ask(config, ask, check="dcgm")))
     if pods:
         by_name = {p["metadata"]["name"]: p["spec"]["nodeSelector"]["kubernetes.io/hostname"] for p in pods}
         # the campaign's budget covers the pull, the hostengine's start and dcgmi's own timeout

@@ -38,8 +38,12 @@ def isolation_probes(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeVi
         ask = node.one_gpu()
         for planned in checks.plan_node(node.name, node.offered(ask) if ask else 0,
                                         max_request=ask.per_container if ask else None):
+            # N GPUs as the node view asks for N: the device plugin's resource, a DRA-backed extended
+            # resource, or one claim for N devices; a pod that requests none gets neither limits nor claim
+            sized = node.gpus(planned.gpu_count, check="the isolation pods") if planned.gpu_count else None
             pod = cuda_probe_pod(request.config, name=planned.name, check="isolation", node=node.name,
-                                 gpu_count=planned.gpu_count, gpu_resource=ask.resource if ask else "nvidia.com/gpu",
+                                 ask=sized or None, gpu_count=planned.gpu_count,
+                                 gpu_resource=ask.resource if ask and ask.resource else "nvidia.com/gpu",
                                  sidecar_gpu_count=planned.sidecar_gpu_count, env=dict(planned.env))
             if planned.waits:  # queued behind the node's other GPU pods: it may be Pending a while
                 pod["metadata"].setdefault("annotations", {})[SCHEDULE_BUDGET_ANNOTATION] = str(int(timeout))

@@ -27,8 +27,17 @@ from gpuconf.checks import nccl as checks
 from gpuconf.cluster import PodOutcome, list_active_pods, run_campaign
 from gpuconf.compat import tables
 from gpuconf.compat.tables import NcclFloor
-from gpuconf.kit import ClusterHandle, judge, probe_block, record_metrics, record_series, require, run_context
-from gpuconf.nodes import GpuRequest, NodeView, Unavailable
+from gpuconf.kit import (
+    ClusterHandle,
+    gpu_ask,
+    judge,
+    probe_block,
+    record_metrics,
+    record_series,
+    require,
+    run_context,
+)
+from gpuconf.nodes import GpuRequest, NodeView, Unavailable, Via
 from gpuconf.probe_pods import NCCL_JOB_LABEL, make_nccl_job_service, make_nccl_probe_pod, nccl_rank0_address
 from gpuconf.probes import ProbeParseError
 from gpuconf.probes.nccl import NcclProbeReport, parse_nccl_probe
@@ -42,6 +51,12 @@ def nccl_request(node: NodeView) -> GpuRequest | Unavailable:
     """Every whole GPU of the node for one NCCL pod (the node view's exclusive request, two or more),
     or why the node takes no all-GPU NCCL job (shared GPUs, MIG instances, DRA only, one GPU)."""
     return node.exclusive(min_gpus=2, check="an all-GPU NCCL job")
+
+
+def gpus_of(config: pytest.Config, node: NodeView) -> dict[str, object]:
+    """How a node's nccl-probe pod asks for every GPU of the node: nvidia.com/gpu in its limits, or the
+    whole-node claim (an ExactCount of the usable DRA GPUs) on a DRA-only node."""
+    return gpu_ask(config, require(nccl_request(node)), check="nccl")
 
 
 def whole_gpus(node: NodeView) -> int:
@@ -77,16 +92,20 @@ def intra_node(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle, gpu_n
         expected, expected_from = declared_gpus(expect_profile, node), "its --expect pool declares"
         if expected is None:
             expected, expected_from = peers.get(node.name), "its pool's other nodes have"
-        ask = nccl_request(node)
-        verdict = checks.evaluate_preflight(node.name, capacity=ask.count, allocatable=ask.count - ask.held_back,
+        ask = require(nccl_request(node))
+        allocatable = ask.count - ask.held_back
+        if ask.via is not Via.PLUGIN:
+            # DRA: the job asks for the usable GPUs; a device-tainted one is left out (the note names it)
+            # and reported once by the DRA suite, not again as a GPU missing from the pool
+            allocatable, expected = ask.count, expected if not ask.held_back else None
+        verdict = checks.evaluate_preflight(node.name, capacity=ask.count, allocatable=allocatable,
                                             holders=holders.get(node.name, []), expected=expected,
-                                            expected_from=expected_from)
+                                            expected_from=expected_from, note=ask.note)
         run.preflight[node.name] = verdict
         if verdict.outcome is Outcome.PASS and node.name not in run.blocked:
             pods.append(make_nccl_probe_pod(name=f"nccl-{node.name}", namespace=ctx.namespace, run_id=ctx.run_id,
-                                            check="nccl", node=node.name, gpu_count=whole_gpus(node),
-                                            registry=config.getoption("--registry"),
-                                            runtime_class=node.runtime_class))
+                                            check="nccl", node=node.name, registry=config.getoption("--registry"),
+                                            runtime_class=node.runtime_class, **gpus_of(config, node)))
     if pods:
         for name, outcome in run_campaign(ctx, pods, timeout=config.getoption("gpuconf_timeout")).items():
             run.outcomes[name.removeprefix("nccl-")] = outcome
@@ -221,7 +240,7 @@ def run_jobs(config: pytest.Config, jobs: list[tuple[str, list[NodeView]]]) -> l
         for rank, node in enumerate(nodes):
             pods.append(make_nccl_probe_pod(
                 name=f"{job}-r{rank}", namespace=ctx.namespace, run_id=ctx.run_id, check="nccl", node=node.name,
-                gpu_count=whole_gpus(node), registry=config.getoption("--registry"),
+                registry=config.getoption("--registry"), **gpus_of(config, node),
                 runtime_class=node.runtime_class, rank=rank, world_size=len(nodes), id_addr=address,
                 bootstrap_timeout_s=BOOTSTRAP_TIMEOUT_S,
                 hostname=f"{job}-r{rank}", subdomain=job, labels={NCCL_JOB_LABEL: job},
@@ -415,9 +434,9 @@ def burn_in(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView], intr
         if not nodes:
             break
         pods = [make_nccl_probe_pod(name=f"nccl-bi{number}-{node.name}", namespace=ctx.namespace, run_id=ctx.run_id,
-                                    check="nccl", node=node.name, gpu_count=whole_gpus(node),
-                                    registry=config.getoption("--registry"), runtime_class=node.runtime_class,
-                                    iters=BURN_IN_ITERS) for node in nodes]
+                                    check="nccl", node=node.name, registry=config.getoption("--registry"),
+                                    runtime_class=node.runtime_class, iters=BURN_IN_ITERS, **gpus_of(config, node))
+                for node in nodes]
         outcomes = run_campaign(ctx, pods, timeout=config.getoption("gpuconf_timeout"))
         for node in nodes:
             out.rounds[node.name].append(burn_in_round(number, outcomes.get(f"nccl-bi{number}-{node.name}")))

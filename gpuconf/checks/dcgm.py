@@ -30,7 +30,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from gpuconf.compat import tables
-from gpuconf.nodes import NodeView, Unavailable
+from gpuconf.nodes import NodeView, Unavailable, Via
 from gpuconf.probe_pods import DEFAULT_TOLERATIONS, PRIORITY_CLASS, probe_pod_name
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
@@ -139,11 +139,14 @@ def _script(level: int, timeout_s: int, start_s: int) -> str:
 
 def make_dcgm_diag_pod(*, name: str, namespace: str, run_id: str, node: str, gpu_count: int, level: int,
                        timeout_s: int, registry: str | None = None, runtime_class: str | None = None,
-                       tolerations: Sequence[Mapping[str, str]] = DEFAULT_TOLERATIONS) -> dict[str, Any]:
-    """The diag pod for ``node``: every one of its ``gpu_count`` GPUs by nvidia.com/gpu, placed by
-    nodeSelector (the scheduler still decides), dcgmi's budget ``timeout_s`` and the pod's deadline
-    a minute beyond it."""
-    if gpu_count < 1:
+                       tolerations: Sequence[Mapping[str, str]] = DEFAULT_TOLERATIONS,
+                       gpu_resource: str = "nvidia.com/gpu",
+                       resource_claims: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The diag pod for ``node``: every one of its ``gpu_count`` GPUs by ``gpu_resource`` (nvidia.com/gpu,
+    from the device plugin or a DRA-backed extended resource), or through ``resource_claims`` (pod claim
+    name -> ResourceClaimTemplate name, ``gpu_count`` 0), placed by nodeSelector (the scheduler still
+    decides), dcgmi's budget ``timeout_s`` and the pod's deadline a minute beyond it."""
+    if gpu_count < 1 and not resource_claims:
         raise ValueError("a DCGM diag pod asks for at least one GPU")
     diag_level(level)  # an unknown level is an error here, not a pod that fails on the node
     security = {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "allowPrivilegeEscalation": False,
@@ -161,9 +164,12 @@ def make_dcgm_diag_pod(*, name: str, namespace: str, run_id: str, node: str, gpu
             "image": diag_image(registry),
             "command": ["bash", "-c", _script(level, int(timeout_s), int(_data()["hostengine_start_s"]))],
             "securityContext": security,
-            "resources": {"limits": {"nvidia.com/gpu": str(gpu_count)}},
+            "resources": {"limits": {gpu_resource: str(gpu_count)}} if gpu_count > 0 else {},
         }],
     }
+    if resource_claims:
+        spec["resourceClaims"] = [{"name": k, "resourceClaimTemplateName": v} for k, v in resource_claims.items()]
+        spec["containers"][0]["resources"]["claims"] = [{"name": k} for k in resource_claims]
     if runtime_class:
         spec["runtimeClassName"] = runtime_class
     return {
@@ -188,7 +194,7 @@ def not_a_diag_node(node: NodeView) -> str | None:
     ask = node.exclusive(check="the diagnostic")
     if isinstance(ask, Unavailable):
         return ask.reason
-    if ask.held_back:
+    if ask.held_back and ask.via is Via.PLUGIN:  # DRA: the usable GPUs, the device-tainted ones named in the note
         return (f"only {ask.count - ask.held_back} of the {ask.count} GPUs of {node.name} are allocatable: the "
                 "diagnostic needs all of them (inventory.allocatable-matches-capacity reports the rest)")
     return None

@@ -31,10 +31,11 @@ _NVSWITCH_PARTS = ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA H10
 
 
 def evaluate_preflight(node: str, *, capacity: int, allocatable: int, holders: Sequence[GpuHolder],
-                       expected: int | None = None, expected_from: str = "") -> Verdict:
+                       expected: int | None = None, expected_from: str = "", note: str = "") -> Verdict:
     """A node takes an all-GPU NCCL job only with every GPU it should have (``expected``: what
     --expect declares or its pool's other nodes have, ``expected_from`` says which) allocatable and
-    free; otherwise say so by name now, rather than let the job time out Pending or run short."""
+    free; otherwise say so by name now, rather than let the job time out Pending or run short.
+    ``note``: how the job asks for them (the node view's, e.g. the device-tainted GPUs left out)."""
     cid = "nccl.preflight-gpus-free"
     if capacity < 1:
         return not_tested(cid, node, f"{node} advertises no nvidia.com/gpu")
@@ -56,7 +57,7 @@ def evaluate_preflight(node: str, *, capacity: int, allocatable: int, holders: S
                           + ", ".join(f"{h.namespace}/{h.name}: {h.gpus}" for h in holders[:5])
                           + (f" and {len(holders) - 5} more" if len(holders) > 5 else "")
                           + "): NCCL runs on idle nodes only")
-    return passed(cid, node, f"all {capacity} GPUs allocatable and free")
+    return passed(cid, node, f"all {capacity} GPUs allocatable and free{note}")
 
 
 def pool_gpu_counts(nodes: Sequence[tuple[str, str, int]]) -> dict[str, int]:

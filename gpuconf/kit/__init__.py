@@ -14,6 +14,7 @@ from gpuconf.kit.probes import (
     blocked,
     claim_template,
     cuda_probe_pod,
+    gpu_ask,
     native_probe_cuda,
     parsed_probe,
     probe_block,
@@ -32,5 +33,6 @@ from gpuconf.kit.state import (
 )
 
 __all__ = ["blocked", "DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "claim_template", "compat_cudas",
-           "cuda_probe_pod", "inventory", "judge", "native_probe_cuda", "node_views", "parsed_probe", "probe_block",
-           "probe_pod_metrics", "probe_report", "record_metrics", "record_series", "require", "run_context", "session"]
+           "cuda_probe_pod", "gpu_ask", "inventory", "judge", "native_probe_cuda", "node_views", "parsed_probe",
+           "probe_block", "probe_pod_metrics", "probe_report", "record_metrics", "record_series", "require",
+           "run_context", "session"]

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from gpuconf.nodes import GpuRequest, NodeView
     from gpuconf.probe_pods import ClaimRequest
 
-__all__ = ["WholeNodeProbes", "blocked", "claim_template", "cuda_probe_pod", "native_probe_cuda", "parsed_probe",
-           "probe_block", "probe_report"]
+__all__ = ["WholeNodeProbes", "blocked", "claim_template", "cuda_probe_pod", "gpu_ask", "native_probe_cuda",
+           "parsed_probe", "probe_block", "probe_report"]
 
 class WholeNodeProbes(dict[str, PodOutcome]):
     """The whole-node probes by node, and for each GPU node without one the node view's reason why
@@ -49,6 +49,17 @@ def claim_template(config: pytest.Config, claims: tuple[ClaimRequest, ...], *, c
         state.templates[claims] = ctx.create("resourceclaimtemplate", api.create_namespaced_resource_claim_template,
                                              api.delete_namespaced_resource_claim_template, body)
     return state.templates[claims]
+
+
+def gpu_ask(config: pytest.Config, ask: GpuRequest, *, check: str) -> dict[str, Any]:
+    """How a probe pod's container asks for ``ask``'s GPUs, as keyword arguments of the pod builders
+    (make_cuda_probe_pod, make_nccl_probe_pod, make_dcgm_diag_pod): a claim from the run's template for
+    its requests (no GPU limits), or ``count`` of its resource in the limits (the device plugin's, a MIG
+    profile's, or a DRA-backed extended resource the scheduler serves through a claim it makes)."""
+    if ask.claims:
+        return {"gpu_count": 0, "resource_claims": {ask.claims[0].name: claim_template(config, ask.claims,
+                                                                                          check=check)}}
+    return {"gpu_count": ask.count, "gpu_resource": ask.resource or "nvidia.com/gpu"}
 
 
 def native_probe_cuda(node: NodeView) -> str:
@@ -96,11 +107,7 @@ def cuda_probe_pod(config: pytest.Config, *, name: str, check: str, cuda: str = 
             kw["runtime_class"] = gpu_runtime_class(RuntimeClassRef(rc.name, rc.handler, rc.node_selector)
                                                     for rc in (inv.runtime_classes if inv is not None else ()))
     if ask is not None:
-        if ask.claims:
-            kw["resource_claims"] = {ask.claims[0].name: claim_template(config, ask.claims, check=check)}
-            kw["gpu_count"] = 0
-        else:
-            kw["gpu_count"], kw["gpu_resource"] = ask.count, ask.resource
+        kw.update(gpu_ask(config, ask, check=check))
     return make_cuda_probe_pod(name=name, namespace=ctx.namespace, run_id=ctx.run_id, check=check, cuda=cuda,
                                node=node, **kw)
 
