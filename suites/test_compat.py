@@ -1,4 +1,4 @@
-"""Compat: the deliberate driver/toolkit mismatch. On every node that advertises nvidia.com/gpu, a
+"""Compat: the deliberate driver/toolkit mismatch. On every node that can give a probe one GPU, a
 canary with NVIDIA_REQUIRE_CUDA=cuda>=99.0 shows whether the runtime checks requirements, and the
 probe matrix (every CUDA of gpuconf.images.matrix(), with NVIDIA_DISABLE_REQUIRE=1 twins where a
 rejection is predicted) is held against gpuconf predict. One campaign feeds every check; the
@@ -12,6 +12,7 @@ from gpuconf.checks import compat
 from gpuconf.checks.probe_start import blocked_by
 from gpuconf.cluster import run_campaign
 from gpuconf.kit import DEFAULT_PROBE_CUDA, compat_cudas, cuda_probe_pod, judge, parsed_probe, run_context
+from gpuconf.nodes import Via
 from gpuconf.probes import ProbeParseError
 from gpuconf.verdict import Verdict, not_tested
 
@@ -21,15 +22,19 @@ pytestmark = pytest.mark.compat
 @pytest.fixture(scope="module")
 def compat_run(request, gpu_inventory, gpu_nodes) -> compat.CompatRun:
     config = request.config
-    # each probe asks for one GPU as the node view says (the device plugin's resource); a node that
-    # cannot give one is not probed, with the view's reason (MIG instances only, DRA only, none allocatable)
+    # each probe asks for one GPU as the node view says (the device plugin's resource, a DRA claim or a
+    # DRA-backed extended resource); a node that cannot give one is not probed, with the view's reason
+    # (MIG instances only, no DeviceClass to claim with, none allocatable)
     asks = {name: view.one_gpu() for name, view in gpu_nodes.items()}
     skipped = {name: ask.reason for name, ask in asks.items() if not ask}
     nodes = [n for n in gpu_inventory.gpu_nodes if n.name not in skipped]
-    targets = [compat.make_target(n.name, n.labels) for n in nodes]
+    # GPUs given through DRA (a claim, or a DRA-backed extended resource) are injected through CDI by the DRA driver
+    dra = {name for name, ask in asks.items() if ask and ask.via in (Via.CLAIM, Via.EXTENDED)}
+    targets = [compat.make_target(n.name, n.labels, dra=n.name in dra) for n in nodes]
     if any(t.driver is None or t.gpu is None for t in targets):  # labels missing: ask the whole-node probes
         probes = request.getfixturevalue("whole_node_probes")
-        targets = [compat.make_target(n.name, n.labels, compat.probe_facts(probes.get(n.name))) for n in nodes]
+        targets = [compat.make_target(n.name, n.labels, compat.probe_facts(probes.get(n.name)), dra=n.name in dra)
+                   for n in nodes]
     plan = compat.plan_pods(targets, canary_cuda=DEFAULT_PROBE_CUDA, cudas=compat_cudas(config))
     pods = [cuda_probe_pod(config, name=p.name, check="compat", cuda=p.cuda, node=p.node, ask=asks[p.node],
                            env=dict(p.env)) for p in plan]
@@ -66,7 +71,8 @@ def labels_owner(request, node: str) -> Verdict | None:
 @pytest.mark.check("runtime.require-cuda-enforced")
 def test_require_cuda_enforced(gpu_node, compat_run, record_property):
     skip_unprobed(compat_run, "runtime.require-cuda-enforced", gpu_node, record_property)
-    judge(compat.evaluate_require_enforced(gpu_node, compat_run.canaries, compat_run.pools), record_property)
+    judge(compat.evaluate_require_enforced(gpu_node, compat_run.canaries, compat_run.pools, dra=compat_run.dra),
+          record_property)
 
 
 @pytest.mark.cncf("driver_runtime_management")

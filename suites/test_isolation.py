@@ -23,7 +23,7 @@ Observations = dict[str, dict[str, PodOutcome]]  # node -> role -> outcome
 
 def gpu_request(gpu_nodes: dict[str, NodeView], node: str) -> GpuRequest:
     """How the node's isolation pods ask for one GPU (NOT TESTED with the node view's reason where
-    they cannot: MIG instances only, DRA only, none allocatable)."""
+    they cannot: MIG instances only, no DeviceClass to claim DRA GPUs with, none allocatable)."""
     return require(gpu_nodes[node].one_gpu())
 
 

@@ -49,7 +49,7 @@ pytestmark = pytest.mark.nccl
 
 def nccl_request(node: NodeView) -> GpuRequest | Unavailable:
     """Every whole GPU of the node for one NCCL pod (the node view's exclusive request, two or more),
-    or why the node takes no all-GPU NCCL job (shared GPUs, MIG instances, DRA only, one GPU)."""
+    or why the node takes no all-GPU NCCL job (shared GPUs, MIG instances, one GPU or one usable DRA GPU)."""
     return node.exclusive(min_gpus=2, check="an all-GPU NCCL job")
 
 

@@ -19,7 +19,7 @@ from gpuconf.checks import sharing as checks
 from gpuconf.checks.isolation import sighting
 from gpuconf.cluster import Inventory, PodOutcome, run_campaign
 from gpuconf.expect import ExpectPool, ExpectProfile
-from gpuconf.kit import cuda_probe_pod, judge, run_context
+from gpuconf.kit import cuda_probe_pod, judge, require, run_context
 from gpuconf.nodes import NodeView
 from gpuconf.verdict import not_tested
 
@@ -27,6 +27,15 @@ pytestmark = pytest.mark.sharing
 
 UuidViews = dict[str, frozenset[str]]  # node -> the distinct GPU UUIDs its whole-node probe saw
 Record = Callable[[str, object], None]  # pytest's record_property
+
+
+@pytest.fixture(autouse=True)
+def _not_on_dra_nodes(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView]) -> None:
+    """A node that gives its GPUs through DRA: every sharing check NOT TESTED, not applicable, with the
+    node view's reason (the DRA driver's own sharing is not modelled)."""
+    node = getattr(getattr(request.node, "callspec", None), "params", {}).get("gpu_node")
+    if node in gpu_nodes and (why := gpu_nodes[node].dra_sharing()) is not None:
+        require(why)
 
 
 def facts(inv: Inventory, node: str) -> checks.SharingFacts:

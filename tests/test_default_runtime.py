@@ -63,6 +63,15 @@ def test_a_pod_without_runtime_class_that_sees_its_gpu_passes() -> None:
     assert v.summary.startswith("a pod naming no runtimeClassName, given 1 GPU, sees it (GPU-")
 
 
+def test_a_gpu_given_through_a_dra_claim_is_named_as_given() -> None:
+    given = "1 GPU through a DRA claim on gpu.nvidia.com"
+    v = evaluate_default_runtime(NODE, probe("runtime-default-h100-0", 1), None, "nvidia", given=given)
+    assert v.outcome is Outcome.PASS
+    assert v.summary.startswith(f"a pod naming no runtimeClassName, given {given}, sees it (GPU-")
+    v = evaluate_default_runtime(NODE, probe("runtime-default-h100-0", 0), None, None, given=given)
+    assert v.summary.startswith(f"no runtime injected the GPU: a pod given {given} sees none")
+
+
 def test_only_the_runtime_class_path_working_is_degraded_naming_the_setting_to_change() -> None:
     v = evaluate_default_runtime(NODE, probe("runtime-default-h100-0", 0), probe("inventory-h100-0", 8), "nvidia")
     assert v.outcome is Outcome.DEGRADED and v.node == NODE

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from gpuconf import images
@@ -125,6 +125,9 @@ class Target:
     model: rules.Node | None
     problem: str | None = None  # why there is no model
     notes: tuple[str, ...] = ()
+    #: The probes' GPUs are given through DRA (a claim, or a DRA-backed extended resource): the DRA driver
+    #: injects them through CDI, so the prediction is cdi mode's whatever the canary shows.
+    dra: bool = False
 
 
 def probe_facts(outcome: PodOutcome | None) -> CudaProbeReport | None:
@@ -138,11 +141,16 @@ def probe_facts(outcome: PodOutcome | None) -> CudaProbeReport | None:
         return None
 
 
-def make_target(node: str, labels: Mapping[str, str], probe: CudaProbeReport | None = None) -> Target:
+def make_target(node: str, labels: Mapping[str, str], probe: CudaProbeReport | None = None, *,
+                dra: bool = False) -> Target:
     """The node's facts: driver from GFD's labels (``cuda.driver-version.full``, or the
     ``cuda.driver.major/minor/rev`` older GFD releases publish alone) or the probe's NVML,
     GPU from ``nvidia.com/gpu.product`` or the probe's device name, resolved as ``gpuconf
-    predict`` resolves ``--driver`` and ``--gpu``."""
+    predict`` resolves ``--driver`` and ``--gpu``. ``dra``: the probes get their GPUs through DRA."""
+    return replace(_target(node, labels, probe), dra=dra)
+
+
+def _target(node: str, labels: Mapping[str, str], probe: CudaProbeReport | None) -> Target:
     product = labels.get("nvidia.com/gpu.product")
     driver, _ = label_driver_version(labels)
     notes: list[str] = []
@@ -297,7 +305,7 @@ def plan_pods(targets: Sequence[Target], *, canary_cuda: str, cudas: Sequence[st
         for cuda in cudas if cudas is not None else matrix_cudas():
             tag = "cuda" + cuda.replace(".", "-")
             out.append(PlannedPod(_pod_name(t.node, tag), t.node, cuda, "matrix"))
-            if t.model is not None and _rejected_in_legacy(t.model, cuda):
+            if t.model is not None and not t.dra and _rejected_in_legacy(t.model, cuda):
                 out.append(PlannedPod(_pod_name(t.node, f"{tag}-disable-require"), t.node, cuda, "disable-require",
                                       (DISABLE_REQUIRE,)))
     return out
@@ -398,6 +406,19 @@ def observe(outcome: PodOutcome) -> Observation:
                        evidence + notes)
 
 
+# --- GPUs given through DRA ------------------------------------------------------------------------
+
+#: Why a node whose probes get their GPUs through DRA is predicted in cdi mode. NVIDIA's DRA driver
+#: writes a CDI spec for each prepared device (its nvcdi library, the toolkit's), and the container
+#: runtime applies its edits: no NVIDIA runtime hook reads NVIDIA_REQUIRE_CUDA, so a mismatched image
+#: starts and CUDA itself fails (803, 35). Simulated behaviour as the docs describe it (domain.md §3,
+#: §5; nvidia-container-toolkit#1470 still asks for requirements in CDI mode): a real sample of a
+#: claim-given container with NVIDIA_REQUIRE_CUDA=cuda>=99.0 would settle it.
+DRA_CDI = ("injected through CDI by the DRA driver: NVIDIA_REQUIRE_CUDA is not enforced and the legacy runtime "
+           "hook does not run, so the prediction is cdi mode's")
+DRA_REQUIRE_NA = "the DRA driver injects through CDI: NVIDIA_REQUIRE_CUDA is not enforced there"
+
+
 # --- the canary -------------------------------------------------------------------------------
 
 
@@ -473,6 +494,8 @@ class CompatRun:
     skipped: Mapping[str, str] = field(default_factory=dict)
     #: Why a node's predictions could not be made (the driver unknown...).
     unpredictable: Mapping[str, str] = field(default_factory=dict)
+    #: The nodes whose probes got their GPUs through DRA (injected through CDI by the DRA driver).
+    dra: frozenset[str] = frozenset()
 
 
 def assemble(targets: Sequence[Target], plan: Sequence[PlannedPod], outcomes: Mapping[str, PodOutcome],
@@ -492,14 +515,18 @@ def assemble(targets: Sequence[Target], plan: Sequence[PlannedPod], outcomes: Ma
         if target.model is None:
             unpredictable[p.node] = target.problem or "the node's facts are unknown"
         else:
+            modes = (Mode.CDI,) if target.dra else canaries[p.node].modes()
             try:
-                predicted = predict_outcomes(target.model, image, canaries[p.node].modes())
+                predicted = predict_outcomes(target.model, image, modes)
             except VersionError as exc:
                 unpredictable[p.node] = str(exc)
-        rows[p.node].append(MatrixRow(p.name, p.cuda, image.ref or p.cuda, p.env, predicted,
-                                      observe(outcomes[p.name])))
+        observed = observe(outcomes[p.name])
+        if target.dra:
+            observed = replace(observed, evidence=(f"pod {p.name}: the GPU was {DRA_CDI}", *observed.evidence))
+        rows[p.node].append(MatrixRow(p.name, p.cuda, image.ref or p.cuda, p.env, predicted, observed))
     return CompatRun(by_node, canaries, {n: tuple(r) for n, r in rows.items()},
-                     {t.node: pool_of(t.product) for t in targets}, dict(skipped or {}), unpredictable)
+                     {t.node: pool_of(t.product) for t in targets}, dict(skipped or {}), unpredictable,
+                     frozenset(t.node for t in targets if t.dra))
 
 
 # --- runtime.require-cuda-enforced ---------------------------------------------------------------
@@ -511,11 +538,14 @@ def _enforcement(enforcing: bool) -> str:
 
 
 def evaluate_require_enforced(node: str, canaries: Mapping[str, Canary], pools: Mapping[str, str | None], *,
-                              declared: str | None = None) -> Verdict:
+                              declared: str | None = None, dra: Collection[str] = ()) -> Verdict:
     """The node's enforcement against its pool's (the majority; a tie makes the non-enforcing nodes
-    the odd ones), or against ``declared`` (legacy | cdi | jit-cdi) when given."""
+    the odd ones), or against ``declared`` (legacy | cdi | jit-cdi) when given. ``dra``: nodes whose
+    probes get their GPUs through DRA: not applicable there (CDI), and no vote in their pool."""
     cid = "runtime.require-cuda-enforced"
     canary = canaries.get(node)
+    if node in dra:
+        return not_tested(cid, node, f"not applicable: {DRA_REQUIRE_NA}")
     if canary is None:
         return not_tested(cid, node, f"no canary ran on {node}")
     if canary.enforcing is None:
@@ -531,7 +561,7 @@ def evaluate_require_enforced(node: str, canaries: Mapping[str, Canary], pools: 
                       f"{declared}", expected=f"{_enforcement(want)} (declared mode {declared})", observed=observed,
                       evidence=canary.evidence)
     pool = pools.get(node)
-    members = [n for n, p in pools.items() if p == pool] if pool is not None else [node]
+    members = [n for n, p in pools.items() if p == pool and n not in dra] if pool is not None else [node]
     known = {n: canaries[n].enforcing for n in members if n in canaries and canaries[n].enforcing is not None}
     votes = Counter(known.values())
     name = pool or f"{node} (no nvidia.com/gpu.product label)"

@@ -75,22 +75,26 @@ def _not_injected(report: CudaProbeReport) -> str:
 
 
 def evaluate_default_runtime(node: str, default: Sighting, with_class: Sighting | None,
-                             runtime_class: str | None) -> Verdict:
+                             runtime_class: str | None, *, given: str | None = None) -> Verdict:
     """A pod given one GPU that names no runtimeClassName sees it (the node's default runtime is the
     NVIDIA runtime, or CDI injects it). ``with_class``: the whole-node probe, which names
-    ``runtime_class`` (None: the cluster has no RuntimeClass for the NVIDIA runtime)."""
+    ``runtime_class`` (None: the cluster has no RuntimeClass for the NVIDIA runtime). ``given``: what
+    the pod was given (``1 GPU through a DRA claim on gpu.nvidia.com``: the DRA driver injects it
+    through CDI)."""
     cid = "runtime.default-runtime-injects-gpu"
+    allocated = given or "1 nvidia.com/gpu"
     if default.report is None:
         return failed(cid, node, f"the pod without runtimeClassName gave no probe output: {default.failure}",
                       expected="a probe report", observed=default.failure or "nothing")
     seen = _sees_gpu(default.report)
     if seen:
-        return passed(cid, node, f"a pod naming no runtimeClassName, given 1 GPU, sees it ({', '.join(seen)})",
+        return passed(cid, node, f"a pod naming no runtimeClassName, given {given or '1 GPU'}, sees it "
+                      f"({', '.join(seen)})",
                       expected="the allocated GPU visible", observed=", ".join(seen))
     lacks = _not_injected(default.report)
-    evidence = (f"{default.where}: allocated 1 nvidia.com/gpu, {lacks}",)
+    evidence = (f"{default.where}: allocated {allocated}, {lacks}",)
     if runtime_class is None:
-        return failed(cid, node, f"no runtime injected the GPU: a pod given 1 nvidia.com/gpu sees none ({lacks}), "
+        return failed(cid, node, f"no runtime injected the GPU: a pod given {allocated} sees none ({lacks}), "
                       "and the cluster has no RuntimeClass for the NVIDIA runtime either",
                       expected="the allocated GPU visible", observed=lacks, evidence=evidence)
     if with_class is None or with_class.report is None:
@@ -101,7 +105,7 @@ def evaluate_default_runtime(node: str, default: Sighting, with_class: Sighting 
         return failed(cid, node, f"no runtime injected the GPU, with or without RuntimeClass {runtime_class} "
                       f"({lacks})", expected="the allocated GPU visible", observed=lacks, evidence=evidence)
     return failed(cid, node, f"only pods naming runtimeClassName {runtime_class} get their GPU: a pod without it "
-                  f"was allocated 1 nvidia.com/gpu but no runtime injected it ({lacks}); the node's default "
+                  f"was allocated {allocated} but no runtime injected it ({lacks}); the node's default "
                   "runtime is not the NVIDIA runtime", expected="the allocated GPU visible without a runtimeClassName",
                   observed=lacks, evidence=(*evidence, f"{with_class.where} (runtimeClassName {runtime_class}) "
                                             f"sees {len(_sees_gpu(with_class.report))} GPU(s)"))

@@ -61,6 +61,16 @@ class GpuRequest:
     def __bool__(self) -> bool:
         return True
 
+    def describe(self) -> str:
+        """What the container is given, for evidence: ``1 nvidia.com/gpu``, ``2 GPUs through a DRA claim on
+        gpu.nvidia.com``, ``1 nvidia.com/gpu served through DRA``."""
+        if self.via is Via.CLAIM:
+            classes = ", ".join(dict.fromkeys(c.device_class for c in self.claims))
+            return f"{self.count} {'GPU' if self.count == 1 else 'GPUs'} through a DRA claim on {classes}"
+        if self.via is Via.EXTENDED:
+            return f"{self.count} {self.resource} served through DRA"
+        return f"{self.count} {self.resource}"
+
     @property
     def limits(self) -> dict[str, int]:
         """The container's resource limits for this request (none for a claim)."""

@@ -157,6 +157,17 @@ class NodeView:
             return Via.EXTENDED
         return Via.CLAIM if self.claimable else None
 
+    def dra_sharing(self) -> Unavailable | None:
+        """Why the sharing checks (GFD's replicas and strategy labels, the device plugin's time-slicing
+        and MPS) do not apply to a node that gives its GPUs through DRA, or None. The DRA driver shares
+        GPUs its own way (time-slicing and MPS set by an opaque config on a claim, alpha feature gates,
+        or consumable capacity), which gpuconf does not model yet: NOT TESTED, never PASS."""
+        if self.dra_via() is None:
+            return None
+        return Unavailable(Why.NO_PATH, f"not applicable: {self.name} gives its GPUs through DRA ({self.kind}); the "
+                           "DRA driver's time-slicing and MPS (alpha, set by an opaque config on a claim) are not "
+                           "modelled, and the device plugin's sharing these checks judge is not there")
+
     def _left_out(self) -> str:
         """Evidence naming the GPUs a device taint keeps out of a request ("" when none)."""
         tainted = self.tainted_gpus
@@ -248,7 +259,7 @@ class NodeView:
     def whole_node(self) -> GpuRequest | Unavailable:
         """Every GPU of the node in one container (the whole-node probe): every allocatable
         nvidia.com/gpu (one replica on MPS, whose plugin gives a container one at most); on a node
-        that publishes its GPUs through DRA only, one claim for all of them (allocation mode All)."""
+        that publishes its GPUs through DRA only, every usable one through DRA (see _dra_whole)."""
         if (blocked := self.blocked()) is not None:
             return blocked
         allocatable, capacity = _count(self.allocatable, GPU), _count(self.capacity, GPU)

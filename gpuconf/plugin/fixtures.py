@@ -43,8 +43,9 @@ def gpu_nodes(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> dict[
 def whole_node_probes(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView]) -> dict[str, PodOutcome]:
     """One cuda-probe per GPU node holding every GPU the node view's whole_node() asks for, launched
     together: every allocatable nvidia.com/gpu, or on a node that publishes its GPUs through DRA only
-    one ResourceClaim for all of them (allocation mode All), so inventory, smoke, health and metrics
-    cover DRA nodes too. A node the view cannot ask gets no probe (its checks say why)."""
+    every usable one (no NoSchedule/NoExecute device taint) through one ResourceClaim (ExactCount) or the
+    DRA-backed extended resource, so inventory, smoke, health and metrics cover DRA nodes too. A node
+    the view cannot ask gets no probe (its checks say why)."""
     from gpuconf.cluster import run_campaign
 
     state = session(request.config)
