@@ -32,8 +32,8 @@ def test_over_asking_gpus_is_insufficient(request, gpu_nodes, record_property):
                    if (ask := node.one_gpu()) and ask.via is Via.PLUGIN and ask.resource == "nvidia.com/gpu"),
                   default=0)
     if largest < 1:
-        pytest.skip("no node advertises nvidia.com/gpu through a device plugin (a DRA-only or MIG-only cluster; "
-                    "an unsatisfiable claim is dra.unsatisfiable-selector-pending's)")
+        pytest.skip("no node advertises nvidia.com/gpu (DRA-only or MIG-only cluster): an unsatisfiable claim is "
+                    "dra.unsatisfiable-selector-pending's")
     pod = cuda_probe_pod(request.config, name="over-ask", check="scheduling", gpu_count=largest + 1)
     (outcome,) = run_campaign(run_context(request.config), [pod], timeout=BUDGET_S,
                               schedule_budget=EVENT_GRACE_S).values()
@@ -70,8 +70,9 @@ def test_default_runtime_injects_gpu(gpu_node, gpu_nodes, default_runtime_probes
                                      record_property):
     outcome = default_runtime_probes.get(gpu_node)
     if outcome is None:
-        pytest.skip(f"{gpu_node} gives a pod no whole GPU ({gpu_nodes[gpu_node].kind}): MIG instances (mixed "
-                    "strategy) are judged by the MIG suite")
+        why = gpu_nodes[gpu_node].one_gpu()
+        pytest.skip(f"{why.reason if not why else f'no probe ran on {gpu_node}'} (MIG instances are judged by the "
+                    "MIG suite)")
     runtime_class = gpu_nodes[gpu_node].runtime_class
     whole = whole_node_probes.get(gpu_node)
     ask = gpu_nodes[gpu_node].one_gpu()
