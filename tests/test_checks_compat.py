@@ -361,3 +361,54 @@ def test_the_pod_env_replaces_the_image_s_own():
     image = compat.make_image("13.0.2", [("NVIDIA_REQUIRE_CUDA", "cuda>=99.0")])
     assert image.env is not None and [e for e in image.env if e.startswith("NVIDIA_REQUIRE_CUDA=")] == [
         "NVIDIA_REQUIRE_CUDA=cuda>=99.0"]
+
+
+# --- GPUs given through DRA (a claim, or a DRA-backed extended resource): CDI by the DRA driver ---------
+
+
+def dra_campaign(nodes: list[SimNode], dra: set[str]) -> compat.CompatRun:
+    """The campaign as the suite plans it when ``dra`` nodes' probes get their GPUs through DRA."""
+    targets = [compat.make_target(n.name, node_labels(n), dra=n.name in dra) for n in nodes]
+    plan = compat.plan_pods(targets, canary_cuda="13.0.2")
+    by_name = {n.name: n for n in nodes}
+    outcomes = {p.name: run_pod(by_name[p.node], p.name, p.cuda, p.env) for p in plan}
+    return compat.assemble(targets, plan, outcomes)
+
+
+def test_a_dra_node_is_predicted_in_cdi_mode_and_its_mismatch_fails_cleanly_in_cuda():
+    # the emulation injects the DRA node's GPU through CDI (toolkit-cdi-mode): requirements unchecked
+    nodes = h100(CDI_MODE, {**DRIVER_560, "node": 0})
+    run = dra_campaign(nodes, {"h100-0"})
+    assert run.dra == frozenset({"h100-0"}) and run.targets["h100-0"].dra
+    rows = run.rows["h100-0"]
+    assert not any(r.disable_require for r in rows)  # no legacy rejection to look behind on a DRA node
+    assert all(p.when and all(w.startswith("cdi mode") for w in p.when) for r in rows for p in r.predicted)
+    newest = next(r for r in rows if r.cuda == MATRIX[-1])
+    assert newest.observed.result == "cuda-error"  # started, and CUDA itself refused the too-old driver
+    matches = compat.evaluate_outcome_matches("h100-0", rows)
+    assert matches.outcome is Outcome.PASS
+    assert any("injected through CDI by the DRA driver" in e for e in matches.evidence)
+    # the other node of the pool asks through the device plugin: predicted in the mode its canary showed
+    assert all(w.startswith("legacy mode") for r in run.rows["h100-1"] for p in r.predicted for w in p.when)
+
+
+def test_a_dra_node_refusing_an_image_for_its_requirement_is_not_what_cdi_does():
+    # a legacy-mode runtime on a node whose GPUs are given through DRA: the prediction (CDI) fails
+    run = dra_campaign(h100(DRIVER_560), {"h100-0"})
+    v = compat.evaluate_outcome_matches("h100-0", run.rows["h100-0"])
+    assert v.outcome is Outcome.FAIL and "rejected at container creation" in v.summary
+    assert "was predicted to be cuda-error" in v.summary
+
+
+def test_require_cuda_enforced_is_not_applicable_where_the_dra_driver_injects_and_dra_nodes_do_not_vote():
+    c = canaries(a=False, b=False, h=True)
+    pools = dict.fromkeys(c, "NVIDIA-H100-80GB-HBM3")
+    dra = {"a", "b"}
+    v = compat.evaluate_require_enforced("a", c, pools, dra=dra)
+    assert v.outcome is Outcome.NOT_TESTED
+    assert v.summary == ("not applicable: the DRA driver injects through CDI: NVIDIA_REQUIRE_CUDA is not enforced "
+                         "there")
+    # the plugin node is judged against its pool's plugin nodes only: alone, and enforcing, it passes
+    lone = compat.evaluate_require_enforced("h", c, pools, dra=dra)
+    assert lone.outcome is Outcome.PASS and "(1)" in lone.summary
+    assert compat.evaluate_require_enforced("h", c, pools).outcome is Outcome.DEGRADED  # without: the odd one

@@ -90,14 +90,40 @@ def test_the_pod_holds_every_gpu_runs_the_level_and_drops_every_capability() -> 
      {"nvidia.com/gpu": "7"}, 0, "MIG-enabled"),
     ({"nvidia.com/gpu.replicas": "4", "nvidia.com/gpu.sharing-strategy": "mps"}, {"nvidia.com/gpu": "16"},
      {"nvidia.com/gpu": "16"}, 0, "mps, 4 replicas"),
-    ({}, {}, {}, 8, "DRA ResourceSlices only"),
+    ({}, {}, {}, 8, None),
     ({}, {"nvidia.com/gpu": "8"}, {"nvidia.com/gpu": "7"}, 0, "only 7 of the 8"),
-], ids=["whole idle GPUs", "mixed MIG", "single MIG", "MPS", "DRA only", "a GPU unhealthy"])
+], ids=["whole idle GPUs", "mixed MIG", "single MIG", "MPS", "DRA only: through a claim", "a GPU unhealthy"])
 def test_only_nodes_with_whole_exclusive_gpus_get_a_diag_pod(labels: dict[str, str], capacity: dict[str, str],
                                                              allocatable: dict[str, str], dra: int,
                                                              why: str | None) -> None:
     reason = dcgm.not_a_diag_node(NodeView.of("n", labels, capacity, allocatable, dra))
     assert (reason is None) if why is None else (why in (reason or ""))
+
+
+def test_a_dra_only_node_is_diagnosed_through_one_claim_on_its_usable_gpus() -> None:
+    from gpuconf.nodes import GpuRequest, Via
+
+    xid = {"key": "gpu.nvidia.com/xid", "value": "48", "effect": "NoSchedule"}
+    slice_ = {"spec": {"nodeName": "n", "driver": "gpu.nvidia.com", "pool": {"name": "n"}, "devices": [
+        {"name": f"gpu-{i}", "attributes": {"uuid": {"string": f"GPU-{i}"}}, **({"taints": [xid]} if i == 2 else {})}
+        for i in range(4)]}}
+    node = NodeView.of("n", slices=[slice_])
+    assert dcgm.not_a_diag_node(node) is None  # the tainted GPU is left out, not a reason to skip the node
+    ask = node.exclusive(check="the diagnostic")
+    assert isinstance(ask, GpuRequest) and ask.via is Via.CLAIM and ask.count == 3 and "gpu-2 (GPU-2)" in ask.note
+    assert "no DeviceClass gpu.nvidia.com" in (dcgm.not_a_diag_node(NodeView.of("n", devices=4, device_classes=()))
+                                               or "")
+    pod = dcgm.make_dcgm_diag_pod(name="dcgm-diag-n", namespace="ns", run_id="r1", node="n", gpu_count=0, level=1,
+                                  timeout_s=600, resource_claims={"gpus": "gpuconf-gpus-0"})
+    (c,) = pod["spec"]["containers"]
+    assert pod["spec"]["resourceClaims"] == [{"name": "gpus", "resourceClaimTemplateName": "gpuconf-gpus-0"}]
+    assert c["resources"] == {"claims": [{"name": "gpus"}]}  # no GPU limits: the claim is its GPUs
+    assert assess(pod).violations == ()
+    extended = dcgm.make_dcgm_diag_pod(name="x", namespace="ns", run_id="r", node="n", gpu_count=8, level=1,
+                                       timeout_s=60, gpu_resource="nvidia.com/gpu")
+    assert extended["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "8"}}
+    with pytest.raises(ValueError, match="at least one GPU"):
+        dcgm.make_dcgm_diag_pod(name="x", namespace="ns", run_id="r", node="n", gpu_count=0, level=1, timeout_s=60)
 
 
 # --- dcgm.diag-passes -----------------------------------------------------------------------------

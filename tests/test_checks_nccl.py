@@ -216,6 +216,12 @@ def test_a_node_short_of_the_gpus_its_pool_has_is_named_by_the_preflight():
 
 # --- burn-in ----------------------------------------------------------------------------------------
 
+def test_the_preflight_pass_says_how_the_job_asks_for_the_gpus():
+    note = "; 1 device-tainted GPU left out (gpu-3 (GPU-3): gpu.nvidia.com/xid=79:NoSchedule)"
+    v = checks.evaluate_preflight("h200-0", capacity=7, allocatable=7, holders=[], note=note)
+    assert v.outcome is Outcome.PASS and v.summary == f"all 7 GPUs allocatable and free{note}"
+
+
 def burn_in_rounds(*busbw: float | None, hung: int | None = None) -> list[checks.BurnInRound]:
     """Rounds from the emulated healthy H100 document, each with its large-message busbw (None: no
     document), and round ``hung`` from the nccl-hang document."""

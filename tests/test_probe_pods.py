@@ -179,6 +179,22 @@ def test_an_nccl_probe_pod_compiles_the_nccl_probe_and_runs_one_rank_of_a_job():
         make_nccl_probe_pod(name="x", namespace="ns", run_id="r", check="nccl", node=None, gpu_count=1, rank=0)
 
 
+def test_an_nccl_probe_pod_on_a_dra_only_node_gets_its_gpus_through_a_claim():
+    from gpuconf.probe_pods import make_nccl_probe_pod
+
+    pod = make_nccl_probe_pod(name="nccl-h200-0", namespace="ns", run_id="r", check="nccl", node="h200-0",
+                              gpu_count=0, resource_claims={"gpus": "gpuconf-gpus-1"})
+    (probe,) = pod["spec"]["containers"]
+    assert pod["spec"]["resourceClaims"] == [{"name": "gpus", "resourceClaimTemplateName": "gpuconf-gpus-1"}]
+    assert probe["resources"].get("claims") == [{"name": "gpus"}] and "limits" not in probe["resources"]
+    assert pod["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "h200-0"}  # placed by the scheduler
+    extended = make_nccl_probe_pod(name="nccl-x", namespace="ns", run_id="r", check="nccl", node="x", gpu_count=8,
+                                   gpu_resource="example.com/gpu")
+    assert extended["spec"]["containers"][0]["resources"]["limits"] == {"example.com/gpu": "8"}
+    with pytest.raises(ValueError, match="at least one GPU"):
+        make_nccl_probe_pod(name="x", namespace="ns", run_id="r", check="nccl", node="x", gpu_count=0)
+
+
 def test_an_nccl_job_has_a_headless_service_naming_rank_0_and_rank_pods_under_it():
     from gpuconf.cluster import campaign
     from gpuconf.probe_pods import (
