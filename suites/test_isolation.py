@@ -49,7 +49,9 @@ def isolation_probes(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeVi
                 pod["metadata"].setdefault("annotations", {})[SCHEDULE_BUDGET_ANNOTATION] = str(int(timeout))
             pods.append(pod)
             roles[planned.name] = (node.name, planned.role)
-    outcomes = run_campaign(run_context(request.config), pods, timeout=timeout)
+    # GPUs through DRA: which devices each claim got is read from the claims while the pods run
+    dra = any((ask := n.one_gpu()) and ask.dra for n in gpu_nodes.values() if n.blocked() is None)
+    outcomes = run_campaign(run_context(request.config), pods, timeout=timeout, record_claims=dra)
     observed: Observations = {}
     for name, outcome in outcomes.items():
         node, role = roles[name]
@@ -68,14 +70,27 @@ def seen(probes: Observations, node: str, role: str, container: str = "probe") -
 # mechanism through their own pods are NOT TESTED, blocked by them, when they fail too.
 
 
-def sees_only_allocated(node: str, gpu_nodes: dict[str, NodeView], probes: Observations) -> Verdict | None:
+def grants(gpu_nodes: dict[str, NodeView], probes: Observations, node: str) -> dict[str, checks.ClaimGrant] | None:
+    """What each GPU pod of ``node`` was allocated through its claims (by sighting), where the node view
+    asks through DRA; None where the device plugin allocates."""
+    ask = gpu_nodes[node].one_gpu()
+    if not (ask and ask.dra):
+        return None
+    return {checks.sighting(outcome).where: checks.claim_grant(outcome, gpu_nodes[node].devices)
+            for role, outcome in probes.get(node, {}).items() if role in ("one", "split", "two")}
+
+
+def sees_only_allocated(node: str, gpu_nodes: dict[str, NodeView], probes: Observations,
+                        selected: frozenset[str] = frozenset({checks.CLAIM_OWNER})) -> Verdict | None:
     ask = gpu_nodes[node].one_gpu()
     if not isinstance(ask, GpuRequest):
         return None
     observed = [(n, s) for n, role in ((1, "one"), (2, "two")) if (s := seen(probes, node, role)) is not None]
     return checks.evaluate_sees_only_allocated(node, observed, replicas=ask.replicas,
                                                allocatable=gpu_nodes[node].offered(ask),
-                                               one_per_container=ask.per_container == 1)
+                                               one_per_container=ask.per_container == 1,
+                                               grants=grants(gpu_nodes, probes, node),
+                                               owner_selected=checks.CLAIM_OWNER in selected)
 
 
 def envvar_honoured(node: str, probes: Observations) -> Verdict | None:
@@ -105,9 +120,9 @@ def test_envvar_without_request_gets_no_gpu(gpu_node, gpu_nodes, isolation_probe
 @pytest.mark.cncf("secure_accelerator_access")
 @pytest.mark.needs_probe
 @pytest.mark.check("isolation.sees-only-allocated")
-def test_sees_only_allocated(gpu_node, gpu_nodes, isolation_probes, record_property):
+def test_sees_only_allocated(gpu_node, gpu_nodes, isolation_probes, selected_check_ids, record_property):
     gpu_request(gpu_nodes, gpu_node)  # NOT TESTED with the node view's reason where it cannot ask for one GPU
-    judge(sees_only_allocated(gpu_node, gpu_nodes, isolation_probes), record_property)
+    judge(sees_only_allocated(gpu_node, gpu_nodes, isolation_probes, selected_check_ids), record_property)
 
 
 @pytest.mark.cncf("secure_accelerator_access")
@@ -119,7 +134,8 @@ def test_concurrent_pods_disjoint(gpu_node, gpu_nodes, isolation_probes, record_
     together = checks.held_together(pods["one"], pods["split"]) if {"one", "split"} <= set(pods) else None
     judge(blocked_by(checks.evaluate_concurrent_pods_disjoint(
         gpu_node, seen(isolation_probes, gpu_node, "one"), seen(isolation_probes, gpu_node, "split"),
-        allocatable=gpu_nodes[gpu_node].offered(ask), replicas=ask.replicas, together=together),
+        allocatable=gpu_nodes[gpu_node].offered(ask), replicas=ask.replicas, together=together,
+        grants=grants(gpu_nodes, isolation_probes, gpu_node)),
         sees_only_allocated(gpu_node, gpu_nodes, isolation_probes)), record_property)
 
 

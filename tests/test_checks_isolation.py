@@ -317,3 +317,72 @@ def test_the_probe_documents_the_tests_feed_are_real_cuda_probe_documents():
     for outcome in pods.values():
         for name, text in outcome.logs.items():
             assert json.loads(text)["schema"] == "gpuconf.cuda-probe/v1", (outcome.name, name)
+
+
+# --- GPUs given through DRA claims: each pod sees exactly the devices its claim was allocated -----
+
+
+def claimed(outcome: PodOutcome, devices: Sequence[str], pool: str = NODE) -> PodOutcome:
+    """``outcome`` with the pod's claim as run_campaign(record_claims=True) saw it allocated."""
+    import dataclasses
+
+    claim = {"metadata": {"name": f"{outcome.name}-gpus", "ownerReferences": [{"kind": "Pod", "name": outcome.name}]},
+             "status": {"allocation": {"devices": {"results": [
+                 {"request": "gpus", "driver": "gpu.nvidia.com", "pool": pool, "device": d} for d in devices]}}}}
+    return dataclasses.replace(outcome, claims=(claim,))
+
+
+def slice_of(n: SimNode) -> tuple:
+    from gpuconf.nodes import SliceDevice
+
+    return tuple(SliceDevice(n.name, "gpu.nvidia.com", n.name, f"gpu-{i}", {"uuid": g.uuid})
+                 for i, g in enumerate(n.gpus))
+
+
+def test_a_pod_given_gpus_through_a_claim_sees_exactly_the_devices_its_claim_was_allocated():
+    from gpuconf.checks.isolation import CLAIM_OWNER, claim_grant
+
+    n = sim_node()
+    devices = slice_of(n)
+    one = claimed(pod_outcome("iso-one-h100-0", {"probe": run_probe(n, [Visible(n.gpus[0])], {})}), ["gpu-0"])
+    two = claimed(pod_outcome("iso-two-h100-0", {"probe": run_probe(n, [Visible(g) for g in n.gpus[2:4]], {})}),
+                  ["gpu-2", "gpu-3"])
+    grants = {sighting(p).where: claim_grant(p, devices) for p in (one, two)}
+    assert grants["pod iso-two-h100-0"].uuids == (n.gpus[2].uuid, n.gpus[3].uuid)
+    seen = [(1, sighting(one)), (2, sighting(two))]
+    v = evaluate_sees_only_allocated(NODE, seen, allocatable=8, grants=grants)
+    assert v.outcome is Outcome.PASS and v.summary.endswith("; each pod sees exactly the devices its claim was "
+                                                            "allocated")
+    assert f"pod iso-one-h100-0: its claim was allocated gpu-0 ({n.gpus[0].uuid})" in v.evidence
+    # the DRA driver prepared another GPU than the claim's: the DRA suite's finding, once
+    wrong = claimed(pod_outcome("iso-one-h100-0", {"probe": run_probe(n, [Visible(n.gpus[1])], {})}), ["gpu-0"])
+    grants["pod iso-one-h100-0"] = claim_grant(wrong, devices)
+    mixed = [(1, sighting(wrong)), (2, sighting(two))]
+    blocked = evaluate_sees_only_allocated(NODE, mixed, allocatable=8, grants=grants)
+    finding = (f"pod iso-one-h100-0 sees {n.gpus[1].uuid} but its claim was allocated gpu-0 ({n.gpus[0].uuid}): the "
+               "DRA driver prepared another GPU than the one allocated")
+    assert blocked.outcome is Outcome.NOT_TESTED and blocked.summary == f"blocked by {CLAIM_OWNER}: {finding}"
+    alone = evaluate_sees_only_allocated(NODE, mixed, allocatable=8, grants=grants, owner_selected=False)
+    assert alone.outcome is Outcome.FAIL and alone.summary.startswith(finding)
+    assert f"{CLAIM_OWNER}, is not part of this run" in alone.summary
+
+
+def test_an_unknown_claim_allocation_is_not_tested_and_claims_tell_two_pods_apart():
+    from gpuconf.checks.isolation import claim_grant
+
+    n = sim_node()
+    devices = slice_of(n)
+    one = pod_outcome("iso-one-h100-0", {"probe": run_probe(n, [Visible(n.gpus[0])], {})})
+    grants = {"pod iso-one-h100-0": claim_grant(one, devices)}  # no claim recorded while it ran
+    v = evaluate_sees_only_allocated(NODE, [(1, sighting(one))], allocatable=8, grants=grants)
+    assert v.outcome is Outcome.NOT_TESTED and "which devices its claim got is unknown" in v.summary
+    stale = claim_grant(claimed(one, ["gpu-9"]), devices)
+    assert stale.unknown is not None and "gpu.nvidia.com/h100-0/gpu-9, which no ResourceSlice" in stale.unknown
+    # two pods whose claims got different GPUs and which both see one: a failure whatever their times
+    leaky = sim_node("visible-devices-all")
+    a, b = (claimed(pod_outcome(f"iso-{r}-h100-0", {"probe": run_probe(leaky, [Visible(leaky.gpus[i])], {})},
+                                times=("2026-11-29T00:00:05Z", "2026-11-29T00:00:05Z")), [f"gpu-{i}"])
+            for i, r in enumerate(("one", "split")))
+    pair = {sighting(p).where: claim_grant(p, slice_of(leaky)) for p in (a, b)}
+    v = evaluate_concurrent_pods_disjoint(NODE, sighting(a), sighting(b), allocatable=8, together=None, grants=pair)
+    assert v.outcome is Outcome.FAIL and v.summary.startswith("their claims gave two pods different GPUs (")

@@ -16,12 +16,15 @@ from dataclasses import dataclass, field
 
 from gpuconf.cluster import PodOutcome
 from gpuconf.diagnose import diagnose
+from gpuconf.nodes import SliceDevice
 from gpuconf.probe_pods import probe_pod_name
 from gpuconf.probes import ProbeParseError
 from gpuconf.probes.cuda import CudaProbeReport, parse_cuda_probe
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
 __all__ = [
+    "CLAIM_OWNER",
+    "ClaimGrant",
     "GpuView",
     "PlannedPod",
     "Sighting",
@@ -32,9 +35,14 @@ __all__ = [
     "evaluate_sees_only_allocated",
     "held_together",
     "plan_node",
+    "claim_grant",
     "pod_name",
     "sighting",
 ]
+
+#: The check that owns "a pod sees another GPU than its claim was allocated" (the DRA driver prepares
+#: the wrong device): gpuconf.checks.probe_start's table of owners.
+CLAIM_OWNER = "dra.claim-allocates-the-probed-device"
 
 
 
@@ -106,6 +114,38 @@ def sighting(outcome: PodOutcome, container: str = "probe") -> Sighting:
         return Sighting(where, parse_cuda_probe(text, exit_code=code, source=where))
     except ProbeParseError as exc:
         return Sighting(where, None, str(exc))
+
+
+@dataclass(frozen=True)
+class ClaimGrant:
+    """The devices a pod's ResourceClaims were allocated (``status.allocation.devices.results``, as
+    run_campaign(record_claims=True) saw them while the pod ran), as the GPU UUIDs the node's slices
+    publish for them; ``unknown`` says why they are not known (then nothing is judged on them)."""
+
+    uuids: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()  # the devices, for evidence: gpu-3 (GPU-...)
+    unknown: str | None = None
+
+
+def claim_grant(outcome: PodOutcome, devices: Sequence[SliceDevice]) -> ClaimGrant:
+    """What ``outcome``'s pod was allocated through its claims (a claim from the run's template, or the
+    one the scheduler made for a DRA-backed extended resource: both name the pod as owner)."""
+    if not outcome.claims:
+        why = outcome.claims_error or "no allocated claim of the pod was seen while it ran"
+        return ClaimGrant(unknown=f"the allocation of pod {outcome.name}'s claim is unknown: {why}")
+    by_key = {(d.driver, d.pool, d.name): d for d in devices}
+    uuids, names = [], []
+    for claim in outcome.claims:
+        allocation = ((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}
+        for r in allocation.get("results") or ():
+            key = (str(r.get("driver")), str(r.get("pool")), str(r.get("device")))
+            device = by_key.get(key)
+            if device is None or not device.uuid:
+                return ClaimGrant(unknown=f"pod {outcome.name}'s claim was allocated {'/'.join(key)}, which no "
+                                  "ResourceSlice of the node publishes with a UUID")
+            uuids.append(device.uuid)
+            names.append(device.describe())
+    return ClaimGrant(tuple(uuids), tuple(names))
 
 
 @dataclass(frozen=True)
@@ -236,8 +276,14 @@ def _count_problems(view: GpuView, requested: int, *, shared: bool) -> list[str]
 
 
 def evaluate_sees_only_allocated(node: str, seen: Sequence[tuple[int, Sighting]], *, replicas: int = 1,
-                                 allocatable: int | None = None, one_per_container: bool = False) -> Verdict:
-    """Each pod requesting N GPUs sees exactly N (1 to N distinct where ``replicas`` > 1)."""
+                                 allocatable: int | None = None, one_per_container: bool = False,
+                                 grants: Mapping[str, ClaimGrant] | None = None,
+                                 owner_selected: bool = True) -> Verdict:
+    """Each pod requesting N GPUs sees exactly N (1 to N distinct where ``replicas`` > 1). ``grants``
+    (by sighting ``where``): the pods got their GPUs through DRA claims, and each must see exactly the
+    devices its claim was allocated; one that sees others is :data:`CLAIM_OWNER`'s finding (the DRA
+    driver prepared another device), NOT TESTED blocked by it, or a failure where that check is not
+    part of the run (``owner_selected`` False)."""
     cid = "isolation.sees-only-allocated"
     shared = replicas > 1
     evidence: list[str] = []
@@ -265,6 +311,26 @@ def evaluate_sees_only_allocated(node: str, seen: Sequence[tuple[int, Sighting]]
     if blind:
         return not_tested(cid, node, f"what {len(blind)} of {len(seen)} pod(s) on {node} see could not be read: "
                           + "; ".join(blind))
+    claimed = ""
+    if grants is not None:
+        for requested, s in seen:
+            grant = grants.get(s.where) or ClaimGrant(unknown=f"no claim of {s.where} was recorded")
+            if grant.unknown is not None:
+                return not_tested(cid, node, f"{s.where} sees {requested} GPU{'s' if requested != 1 else ''} as "
+                                  f"requested, but which devices its claim got is unknown: {grant.unknown}")
+            assert s.report is not None
+            view = GpuView.of(s.report)
+            ids = set(view.cuda if view.cuda is not None and not view.mig else view.nvml or ())
+            evidence.append(f"{s.where}: its claim was allocated {', '.join(grant.names)}")
+            if ids != set(grant.uuids):
+                finding = (f"{s.where} sees {_ids(sorted(ids))} but its claim was allocated {_ids(grant.names)}: the "
+                           "DRA driver prepared another GPU than the one allocated")
+                if owner_selected:
+                    return not_tested(cid, node, f"blocked by {CLAIM_OWNER}: {finding}")
+                return failed(cid, node, f"{finding} (the check that reports this, {CLAIM_OWNER}, is not part of "
+                              "this run)", expected=f"exactly {', '.join(grant.uuids)}",
+                              observed=", ".join(sorted(ids)) or "none", evidence=tuple(evidence))
+        claimed = "; each pod sees exactly the devices its claim was allocated"
     counts = sorted({n for n, _ in seen})
     note = ""
     if 2 not in counts and allocatable is not None and allocatable < 2:
@@ -273,7 +339,7 @@ def evaluate_sees_only_allocated(node: str, seen: Sequence[tuple[int, Sighting]]
         note = f"; N=2 not tested: {node} shares its GPUs through MPS, whose device plugin gives a container one"
     how = "1 to N distinct GPUs (time-sliced)" if shared else "exactly N"
     return passed(cid, node, f"pods requesting N = {' and '.join(map(str, counts))} GPUs see {how} "
-                  f"({'; '.join(saw)}){note}", evidence=tuple(evidence))
+                  f"({'; '.join(saw)}){note}{claimed}", evidence=tuple(evidence))
 
 
 def held_together(a: PodOutcome, b: PodOutcome) -> bool | None:
@@ -304,10 +370,12 @@ def _allocated(report: CudaProbeReport) -> frozenset[str] | None:
 
 
 def evaluate_concurrent_pods_disjoint(node: str, a: Sighting | None, b: Sighting | None, *, allocatable: int,
-                                      replicas: int = 1, together: bool | None = None) -> Verdict:
+                                      replicas: int = 1, together: bool | None = None,
+                                      grants: Mapping[str, ClaimGrant] | None = None) -> Verdict:
     """Two pods each given one GPU at the same time on ``node`` see different GPU UUIDs. A GPU
     both see is a failure when they held their GPUs at the same time (``together``), or when the
-    device plugin gave them different ones; a GPU handed from one to the other is not."""
+    device plugin (or, with ``grants``, their DRA claims) gave them different ones; a GPU handed from
+    one to the other is not."""
     cid = "isolation.concurrent-pods-disjoint"
     if allocatable < 2:
         return not_tested(cid, node, f"{node} has {allocatable} allocatable nvidia.com/gpu; two pods with one "
@@ -324,6 +392,9 @@ def evaluate_concurrent_pods_disjoint(node: str, a: Sighting | None, b: Sighting
     va, vb = GpuView.of(a.report), GpuView.of(b.report)
     ua, ub = va.uuids(), vb.uuids()
     ga, gb = _allocated(a.report), _allocated(b.report)
+    if grants is not None:  # DRA: the claims' allocations, not NVIDIA_VISIBLE_DEVICES
+        ga, gb = (frozenset(g.uuids) if (g := grants.get(s.where)) is not None and g.unknown is None else None
+                  for s in (a, b))
     evidence = (f"{a.where}: {va.describe(full=True)}; {_env_line(a.report)}",
                 f"{b.where}: {vb.describe(full=True)}; {_env_line(b.report)}")
     if not ua or not ub:
@@ -339,7 +410,8 @@ def evaluate_concurrent_pods_disjoint(node: str, a: Sighting | None, b: Sighting
         return failed(cid, node, f"two pods each given one GPU at the same time both see {_ids(shared)}",
                       expected="disjoint GPU UUIDs", observed=observed, evidence=evidence)
     if ga is not None and gb is not None and not ga & gb:
-        return failed(cid, node, f"the device plugin gave two pods different GPUs ({_ids(sorted(ga))} and "
+        return failed(cid, node, f"{'their claims' if grants is not None else 'the device plugin'} gave two "
+                      f"pods different GPUs ({_ids(sorted(ga))} and "
                       f"{_ids(sorted(gb))}) but both see {_ids(shared)}", expected="disjoint GPU UUIDs",
                       observed=observed, evidence=evidence)
     if together is False:

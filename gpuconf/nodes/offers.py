@@ -61,6 +61,13 @@ class GpuRequest:
     def __bool__(self) -> bool:
         return True
 
+    @property
+    def dra(self) -> bool:
+        """The GPUs come through DRA (a claim, or a DRA-backed extended resource the scheduler serves with a
+        claim it makes): which device the container got is in that claim's allocation, and the DRA driver
+        injects it through CDI."""
+        return self.via in (Via.CLAIM, Via.EXTENDED)
+
     def describe(self) -> str:
         """What the container is given, for evidence: ``1 nvidia.com/gpu``, ``2 GPUs through a DRA claim on
         gpu.nvidia.com``, ``1 nvidia.com/gpu served through DRA``."""

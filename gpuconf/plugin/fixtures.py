@@ -80,6 +80,13 @@ def selected_checks(session: pytest.Session) -> frozenset[str]:
 
 
 @pytest.fixture(scope="session")
+def selected_check_ids(request: pytest.FixtureRequest) -> frozenset[str]:
+    """The check ids this run selected: a dependant whose owner check is not among them fails with its
+    cause instead of waiting on a verdict nobody reports."""
+    return selected_checks(request.session)
+
+
+@pytest.fixture(scope="session")
 def expect_profile(request: pytest.FixtureRequest) -> Any:
     """The declared cluster profile given with --expect (gpuconf.expect.ExpectProfile), or None."""
     return request.config.stash[SESSION].expect
