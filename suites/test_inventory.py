@@ -36,6 +36,8 @@ def unhealthy_views(request, node) -> tuple[dict[str, str] | None, frozenset[str
     name, ask = node.name, node.whole_node()
     if not ask or not ask.held_back or ask.replicas != 1 or ask.mig_units or ask.count != node.offered(ask):
         return None, None
+    if ask.dra:  # held back by a device taint, which the DRA suite names: not the device plugin's Unhealthy
+        return None, None
     from gpuconf.checks.metrics import gpu_name, probe_gpus
 
     probes = request.getfixturevalue("whole_node_probes")
