@@ -38,6 +38,7 @@ from gpuconf.sim.node_facts import (
 from gpuconf.sim.profile import Profile, Sharing, SimCluster, SimNode
 
 __all__ = [
+    "GPU_CLUSTER_NAME",
     "MIG_PARTED_CONFIG",
     "MPS_PIPE_DIRECTORY",
     "NETWORK_NOT_READY",
@@ -62,6 +63,8 @@ __all__ = [
     "make_cluster_policy",
     "make_cluster_policy_crd",
     "make_device_classes",
+    "make_gpu_cluster",
+    "make_gpu_cluster_crd",
     "make_lease",
     "make_node",
     "make_node_status",
@@ -620,6 +623,38 @@ def make_cluster_policy(cluster: SimCluster) -> Obj:
                  "migManager": {"enabled": mig, "config": {"name": MIG_PARTED_CONFIG, "default": "all-disabled"}},
                  "mig": {"strategy": strategy},
                  "validator": {"plugin": {"env": []}}, "cdi": {"enabled": True, "default": False}},
+    }
+
+
+def make_gpu_cluster_crd() -> Obj:
+    """A minimal gpuclusters.nvidia.com (GPU Operator 26.7's GPUCluster CRD, nvidia.com/v1alpha1,
+    cluster-scoped, schema left open)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gpuclusters.nvidia.com"},
+        "spec": {"group": "nvidia.com", "scope": "Cluster",
+                 "names": {"plural": "gpuclusters", "singular": "gpucluster", "kind": "GPUCluster",
+                           "listKind": "GPUClusterList"},
+                 "versions": [{"name": "v1alpha1", "served": True, "storage": True, "subresources": {"status": {}},
+                               "schema": {"openAPIV3Schema": {"type": "object",
+                                                              "x-kubernetes-preserve-unknown-fields": True}}}]},
+    }
+
+
+#: The one GPUCluster object the simulated operator runs from.
+GPU_CLUSTER_NAME = "gpu-cluster"
+
+
+def make_gpu_cluster() -> Obj:
+    """GPUCluster ``gpu-cluster``: the operands it manages (NVIDIA's DRA driver, DCGM, dcgm-exporter;
+    anchors-2026-12.md section 4). The field names inside spec are NOT from a real object: the
+    operator's docs review pages name the managed components but no sample CR was at hand; a real
+    ``kubectl get gpucluster -o yaml`` from a 26.7 install would settle them. gpuconf reads only that
+    the object exists (Inventory.gpu_cluster)."""
+    return {
+        "apiVersion": "nvidia.com/v1alpha1", "kind": "GPUCluster", "metadata": {"name": GPU_CLUSTER_NAME},
+        "spec": {"draDriver": {"enabled": True, "driver": "gpu.nvidia.com"}, "dcgm": {"enabled": True},
+                 "dcgmExporter": {"enabled": True}},
     }
 
 

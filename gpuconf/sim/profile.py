@@ -92,6 +92,15 @@ class Operator:
 
     present: bool = False
     version: str | None = None
+    #: clusterpolicy: the ClusterPolicy ``cluster-policy`` deploys the operands (driver, toolkit, device
+    #: plugin, GFD, DCGM exporter...). gpucluster: GPU Operator 26.7's GPUCluster CR (nvidia.com/v1alpha1,
+    #: Technology Preview) manages only NVIDIA's DRA driver, DCGM and dcgm-exporter; no device plugin, no
+    #: driver, no GFD, and never a ClusterPolicy beside it (anchors-2026-12.md section 4).
+    mode: str = "clusterpolicy"
+
+    @property
+    def gpucluster(self) -> bool:
+        return self.present and self.mode == "gpucluster"
 
 
 @dataclass(frozen=True)
@@ -163,6 +172,9 @@ class DevicePluginConfig:
 class DraConfig:
     enabled: bool = False
     driver: str = "gpu.nvidia.com"
+    #: KEP-5004 (beta, on by default in 1.36): the extended resource (e.g. nvidia.com/gpu) the GPU
+    #: DeviceClass maps with ``spec.extendedResourceName``, so a plain resource request is served by DRA
+    extended_resource: str | None = None
 
 
 @dataclass(frozen=True)
@@ -483,7 +495,8 @@ def _build_pool(raw: Mapping[str, Any], where: _Where, at: Path_) -> NodePool:
         raise where.error((*at, "interconnect", "nvlink_gbps"), "an NVLink bandwidth without nvlink: true")
     dra = raw.get("dra", {})
     return NodePool(raw["name"], raw["count"], gpu, raw["gpus_per_node"], driver, toolkit, plugin,
-                    DraConfig(dra.get("enabled", False), dra.get("driver", "gpu.nvidia.com")), interconnect,
+                    DraConfig(dra.get("enabled", False), dra.get("driver", "gpu.nvidia.com"),
+                              dra.get("extended_resource")), interconnect,
                     tuple(sorted(raw.get("labels", {}).items())))
 
 
@@ -499,14 +512,41 @@ def _build(data: dict[str, Any], where: _Where) -> Profile:
         if pool.dra.enabled and minor < 34:
             raise where.error(("pools", i, "dra", "enabled"), f"DRA (resource.k8s.io/v1) needs Kubernetes >= 1.34, "
                                                              f"the profile says {kubernetes}")
+        if pool.dra.extended_resource is not None:
+            at = ("pools", i, "dra", "extended_resource")
+            if not pool.dra.enabled:
+                raise where.error(at, "an extended resource served by DRA needs dra.enabled: true")
+            if minor < 36:
+                raise where.error(at, f"DRA-backed extended resources (KEP-5004, DRAExtendedResource) are on by "
+                                      f"default from Kubernetes 1.36, the profile says {kubernetes}")
+            if pool.device_plugin.enabled:
+                raise where.error(at, f"pool {pool.name!r} runs the device plugin, which would advertise "
+                                      f"{pool.dra.extended_resource} itself; set device_plugin.enabled: false")
+    others = {p.dra.extended_resource for p in pools if p.dra.extended_resource is not None}
+    if len(others) > 1:  # one DeviceClass gpu.nvidia.com carries one extendedResourceName
+        raise where.error(("pools",), f"pools map different extended resources ({', '.join(sorted(others))}) "
+                                      f"through the one DeviceClass gpu.nvidia.com")
     classes = tuple(RuntimeClassSpec(r["name"], r["handler"])
                     for r in data.get("runtime_classes", [{"name": "nvidia", "handler": "nvidia"}]))
     for i, rc in enumerate(classes):
         if any(other.name == rc.name for other in classes[:i]):
             raise where.error(("runtime_classes", i, "name"), f"duplicate RuntimeClass {rc.name!r}")
     op = data.get("operator", {"present": False})
+    if op.get("mode", "clusterpolicy") == "gpucluster":
+        if not op["present"]:
+            raise where.error(("operator", "mode"), "mode gpucluster needs present: true")
+        for i, pool in enumerate(pools):
+            if pool.device_plugin.enabled:
+                raise where.error(("pools", i, "device_plugin", "enabled"),
+                                  f"pool {pool.name!r} enables the device plugin, which the GPU Operator's "
+                                  f"GPUCluster mode does not deploy (it manages the DRA driver, DCGM and "
+                                  f"dcgm-exporter only); set device_plugin.enabled: false")
+            if not pool.dra.enabled:
+                raise where.error(("pools", i, "dra", "enabled"),
+                                  f"pool {pool.name!r} has no DRA driver, the only way GPUCluster mode hands "
+                                  f"out GPUs; set dra.enabled: true")
     profile = Profile(data["name"], " ".join(data["description"].split()), where.name, tuple(pools), kubernetes,
-                      Operator(op["present"], op.get("version")), classes)
+                      Operator(op["present"], op.get("version"), op.get("mode", "clusterpolicy")), classes)
     faults = tuple(_resolve_fault(profile, raw, where, ("faults", i)) for i, raw in enumerate(data.get("faults", [])))
     return replace(profile, faults=faults)
 
@@ -855,6 +895,9 @@ class SimNode:
     #: success, or failed (mig-apply-failed); pending and rebooting, its states mid-change, are not simulated
     mig_config_state: str = "success"
     tenant_pods: tuple[TenantPod, ...] = ()  # tenant workloads bound to the node (gpus-busy)
+    #: GPU Feature Discovery runs and labels the node (False under the GPU Operator's GPUCluster mode,
+    #: which deploys no GFD: the node then carries no nvidia.com/ label at all)
+    gfd: bool = True
     faults: tuple[str, ...] = ()  # ids of the faults applied here (provenance)
 
     @property
@@ -914,7 +957,7 @@ def _mig_instances(prefix: str, counts: MigCounts, gpu: GpuModel) -> tuple[SimMi
     return tuple(out)
 
 
-def _pool_nodes(profile: str, pool: NodePool) -> list[SimNode]:
+def _pool_nodes(profile: str, pool: NodePool, gfd: bool = True) -> list[SimNode]:
     memory = pool.gpu.memory_mib or 0
     pcis = [_pci(i) for i in range(pool.gpus_per_node)]
     mig = pool.device_plugin.mig
@@ -927,7 +970,7 @@ def _pool_nodes(profile: str, pool: NodePool) -> list[SimNode]:
                    mig_mode=mig.enabled and bool(mig.for_gpu(i)))
             for i in range(pool.gpus_per_node))
         nodes.append(SimNode(name, pool, n, gpus, pool.driver, pool.driver, True, pool.toolkit, pool.device_plugin,
-                             True, pool.dra, pool.interconnect))
+                             True, pool.dra, pool.interconnect, gfd=gfd))
     return nodes
 
 
@@ -1029,7 +1072,7 @@ def expand(profile: Profile) -> SimCluster:
     first: dict[str, int] = {}
     for pool in profile.pools:
         first[pool.name] = len(nodes)
-        nodes.extend(_pool_nodes(profile.name, pool))
+        nodes.extend(_pool_nodes(profile.name, pool, gfd=not profile.operator.gpucluster))
     classes = profile.runtime_classes
     for fault in profile.faults:
         if fault.id == "no-runtimeclass":
