@@ -595,18 +595,22 @@ def make_runtime_class(name: str, handler: str) -> Obj:
     return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name}, "handler": handler}
 
 
-def make_cluster_policy_crd() -> Obj:
-    """A minimal clusterpolicies.nvidia.com (the GPU Operator's CRD, schema left open)."""
+def _open_crd(plural: str, kind: str, version: str) -> Obj:
+    """A minimal cluster-scoped nvidia.com CRD with its schema left open."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "clusterpolicies.nvidia.com"},
+        "metadata": {"name": f"{plural}.nvidia.com"},
         "spec": {"group": "nvidia.com", "scope": "Cluster",
-                 "names": {"plural": "clusterpolicies", "singular": "clusterpolicy", "kind": "ClusterPolicy",
-                           "listKind": "ClusterPolicyList"},
-                 "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                 "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
+                 "versions": [{"name": version, "served": True, "storage": True, "subresources": {"status": {}},
                                "schema": {"openAPIV3Schema": {"type": "object",
                                                               "x-kubernetes-preserve-unknown-fields": True}}}]},
     }
+
+
+def make_cluster_policy_crd() -> Obj:
+    """clusterpolicies.nvidia.com (the GPU Operator's CRD)."""
+    return _open_crd("clusterpolicies", "ClusterPolicy", "v1")
 
 
 def make_cluster_policy(cluster: SimCluster) -> Obj:
@@ -627,18 +631,8 @@ def make_cluster_policy(cluster: SimCluster) -> Obj:
 
 
 def make_gpu_cluster_crd() -> Obj:
-    """A minimal gpuclusters.nvidia.com (GPU Operator 26.7's GPUCluster CRD, nvidia.com/v1alpha1,
-    cluster-scoped, schema left open)."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "gpuclusters.nvidia.com"},
-        "spec": {"group": "nvidia.com", "scope": "Cluster",
-                 "names": {"plural": "gpuclusters", "singular": "gpucluster", "kind": "GPUCluster",
-                           "listKind": "GPUClusterList"},
-                 "versions": [{"name": "v1alpha1", "served": True, "storage": True, "subresources": {"status": {}},
-                               "schema": {"openAPIV3Schema": {"type": "object",
-                                                              "x-kubernetes-preserve-unknown-fields": True}}}]},
-    }
+    """gpuclusters.nvidia.com (GPU Operator 26.7's GPUCluster CRD, nvidia.com/v1alpha1, cluster-scoped)."""
+    return _open_crd("gpuclusters", "GPUCluster", "v1alpha1")
 
 
 #: The one GPUCluster object the simulated operator runs from.
