@@ -334,6 +334,9 @@ class NodeAgents:
                 and not dead:
             self._renew(node.name)
         for rs in resource_slices(node):
+            for device in cast(list[Obj], cast(Obj, rs["spec"])["devices"]):
+                for taint in device.get("taints") or []:
+                    taint["timeAdded"] = rfc3339(now)  # the DRA driver's health check tainted it as it started
             meta = cast(Obj, rs["metadata"])
             meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": uid,
                                         "controller": True}]

@@ -261,9 +261,12 @@ def resource_slices(node: SimNode) -> list[dict[str, object]]:
                     "parentUUID": {"string": g.uuid}, "profile": {"string": inst.profile}, **overrides},
                     "capacity": {"memory": {"value": f"{inst.memory_mib}Mi"}}})
             continue
-        devices.append({"name": f"gpu-{g.index}", "attributes": {
+        device: dict[str, object] = {"name": f"gpu-{g.index}", "attributes": {
             **common, "type": {"string": "gpu"}, "uuid": {"string": g.uuid}, **overrides},
-            "capacity": {"memory": {"value": f"{g.memory_mib}Mi"}}})
+            "capacity": {"memory": {"value": f"{g.memory_mib}Mi"}}}
+        if g.dra_taints:  # timeAdded: set by the agent when it publishes (the API server would default it)
+            device["taints"] = [{"key": k, "value": v, "effect": e} for k, v, e in g.dra_taints]
+        devices.append(device)
     return [{
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
         "metadata": {"name": f"{node.name}-{node.dra.driver}"},

@@ -835,6 +835,9 @@ class SimGpu:
     #: MIG mode on as NVML reports it, instances or not: set where mig-manager enabled it; a GPU whose
     #: instances are gone (mig-layout-drift to none, mig-apply-failed) keeps it
     mig_mode: bool = False
+    #: device taints (key, value, effect) NVIDIA's DRA driver publishes on the GPU's slice device
+    #: (KEP-5055; its NVMLDeviceHealthCheck: gpu.nvidia.com/xid, gpu-lost, unmonitored) (dra-device-taint)
+    dra_taints: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def mig_enabled(self) -> bool:
@@ -1007,6 +1010,19 @@ def _busy(node: SimNode, f: FaultSpec) -> SimNode:
     return replace(node, tenant_pods=(*node.tenant_pods, pod))
 
 
+def _device_taint(node: SimNode, f: FaultSpec) -> SimNode:
+    """The DRA driver's health check tainted the GPU's slice device; an Xid taint also leaves the Xid
+    in the GPU's log, where DCGM (and so the exporter's DCGM_FI_DEV_XID_ERRORS) sees it."""
+    gpu = node.gpus[cast(int, f.gpu)]
+    key, value, effect = f.param("key"), f.param("value"), f.param("effect")
+    taints = (*[t for t in gpu.dra_taints if (t[0], t[2]) != (key, effect)], (key, value, effect))
+    xids = (*gpu.xids, int(value)) if key == XID_TAINT and value.isdigit() else gpu.xids
+    return _gpu(node, gpu.index, dra_taints=taints, xids=xids)
+
+
+#: The device taint key NVIDIA's DRA driver uses for an Xid, the Xid as its value (gpu-health-checking guide).
+XID_TAINT = "gpu.nvidia.com/xid"
+
 #: Where gpus-busy puts its tenant's training pods.
 TENANT_NAMESPACE = "tenant-a"
 
@@ -1053,6 +1069,7 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
     "dra-prepares-wrong-device": lambda n, f: replace(n, dra_shift=f.param("shift")),
     "mig-sibling-visible": lambda n, f: replace(n, mig_sibling_visible=True),
     "dra-slice-stale": lambda n, f: _gpu(n, cast(int, f.gpu), present=False, dra_listed=True),
+    "dra-device-taint": _device_taint,
     "mixed-gpu-models": lambda n, f: _gpu(n, cast(int, f.gpu), model=f.param("model"),
                                           memory_mib=f.param("model").memory_mib),
     "mig-strategy-mismatch": lambda n, f: replace(n, device_plugin=replace(
