@@ -267,7 +267,8 @@ class NodeAgents:
         for rc in self.cluster.runtime_classes:
             api.ignoring((409,), api.node.create_runtime_class, make_runtime_class(rc.name, rc.handler))
         drivers = {n.dra.driver for n in self.cluster.nodes if n.dra.enabled}
-        for device_class in make_device_classes(drivers):
+        for device_class in make_device_classes(drivers, extended_resource=self.cluster.extended_resource,
+                                                gpu_selectors=self.cluster.gpu_class_selectors):
             api.ignoring((409,), api.resource.create_device_class, device_class)
         if self.cluster.profile.operator.gpucluster:  # GPUCluster mode: no ClusterPolicy, no mig-manager
             self._register_gpu_cluster()

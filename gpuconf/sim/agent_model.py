@@ -580,14 +580,23 @@ def make_lease(node_name: str, node_uid: str | None, *, duration: int, now_micro
             "spec": {"holderIdentity": node_name, "leaseDurationSeconds": duration, "renewTime": now_micro}}
 
 
-def make_device_classes(drivers: Iterable[str]) -> list[Obj]:
-    """The DeviceClasses NVIDIA's DRA driver chart installs (gpu.nvidia.com, mig.nvidia.com)."""
+def make_device_classes(drivers: Iterable[str], *, extended_resource: str | None = None,
+                        gpu_selectors: Iterable[str] = ()) -> list[Obj]:
+    """The DeviceClasses NVIDIA's DRA driver chart installs (gpu.nvidia.com, mig.nvidia.com). The GPU
+    class maps ``extended_resource`` (KEP-5004 ``spec.extendedResourceName``) where the cluster serves
+    that resource through DRA, and carries ``gpu_selectors`` after its own (extended-resource-stale)."""
     out = []
     for driver in sorted(set(drivers)):
         for kind, name in (("gpu", driver), ("mig", driver.replace("gpu.", "mig.", 1))):
+            expressions = [f"device.driver == '{driver}' && device.attributes['{driver}'].type == '{kind}'"]
+            spec: Obj = {}
+            if kind == "gpu":
+                expressions += list(gpu_selectors)
+                if extended_resource:
+                    spec["extendedResourceName"] = extended_resource
+            spec["selectors"] = [{"cel": {"expression": e}} for e in expressions]
             out.append({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
-                        "spec": {"selectors": [{"cel": {"expression": (
-                            f"device.driver == '{driver}' && device.attributes['{driver}'].type == '{kind}'")}}]}})
+                        "spec": spec})
     return out
 
 

@@ -304,7 +304,7 @@ def fault_catalog() -> Mapping[str, FaultDef]:
             row["id"], row["summary"], " ".join(row["mechanism"].split()), row["scope"], tuple(row["alters"]),
             tuple(row["requires"]), row["caught_by"]["check"], row["caught_by"]["suite"], row["severity"],
             params, row["example_profile"], tuple(row["sources"]))
-    implemented = set(_NODE_FAULTS) | {"no-runtimeclass"}
+    implemented = set(_NODE_FAULTS) | set(_CLUSTER_FAULTS)
     if set(out) != implemented:  # every catalogued fault has an implementation, and nothing else does
         raise ValueError(f"gpuconf/data/faults.yaml and gpuconf/sim/profile.py disagree on: "
                          f"{', '.join(sorted(set(out) ^ implemented))}")
@@ -558,6 +558,9 @@ def _requirement_problem(need: str, profile: Profile, pool: NodePool | None, spe
     if need == "nvidia-runtimeclass":
         ok = any(rc.name == "nvidia" for rc in profile.runtime_classes)
         return None if ok else "the profile has no RuntimeClass named nvidia to remove"
+    if need == "extended-resource":
+        ok = any(p.dra.extended_resource for p in profile.pools)
+        return None if ok else "no pool maps an extended resource to DRA (dra.extended_resource)"
     assert pool is not None
     plugin = pool.device_plugin
     checks: dict[str, tuple[bool, str]] = {
@@ -615,6 +618,17 @@ def _param_value(param: FaultParam, value: Any, pool: NodePool | None) -> tuple[
         problem = _mig_problem(counts, pool.gpu) if counts else None
         return counts, problem
     return value, None
+
+
+def _cluster_fault_checks(fault: FaultDef, profile: Profile, params: dict[str, Any]) -> tuple[str, str] | None:
+    """Rules of cluster-scope faults: (parameter, problem) or None."""
+    if fault.id == "extended-resource-stale":
+        if "'" in params["product"] or "\\" in params["product"]:
+            return "product", "a product name without quotes or backslashes"
+        present = sorted({p.gpu.name for p in profile.pools})
+        if params["product"] in present:
+            return "product", f"is a model the cluster has ({', '.join(present)}): the selector would still match"
+    return None
 
 
 def _fault_checks(fault: FaultDef, pool: NodePool | None, gpu: int | None,
@@ -768,7 +782,7 @@ def _resolve_fault(profile: Profile, raw: Any, where: _Where, at: Path_) -> Faul
         problem = _requirement_problem(need, profile, pool, params)
         if problem:
             raise where.error((*at, "pool") if "pool" in raw else (*at, "id"), f"{fault.id} needs {need}: {problem}")
-    bad = _fault_checks(fault, pool, gpu, params)
+    bad = _fault_checks(fault, pool, gpu, params) if pool else _cluster_fault_checks(fault, profile, params)
     if bad:
         name, problem = bad
         raise where.error((*at, name) if name in raw else (*at, "id"),
@@ -925,6 +939,14 @@ class SimCluster:
     profile: Profile
     nodes: tuple[SimNode, ...]
     runtime_classes: tuple[RuntimeClassSpec, ...]  # effective (no-runtimeclass removes nvidia)
+    #: CEL selectors the GPU DeviceClass carries beyond the DRA driver's own, left from earlier
+    #: hardware (extended-resource-stale)
+    gpu_class_selectors: tuple[str, ...] = ()
+
+    @property
+    def extended_resource(self) -> str | None:
+        """The extended resource the GPU DeviceClass maps (KEP-5004), None when none does."""
+        return next((p.dra.extended_resource for p in self.profile.pools if p.dra.extended_resource), None)
 
     def node(self, name: str) -> SimNode:
         for n in self.nodes:
@@ -1023,6 +1045,9 @@ def _device_taint(node: SimNode, f: FaultSpec) -> SimNode:
 #: The device taint key NVIDIA's DRA driver uses for an Xid, the Xid as its value (gpu-health-checking guide).
 XID_TAINT = "gpu.nvidia.com/xid"
 
+#: Faults of the whole cluster, applied in expand() to its cluster-level facts.
+_CLUSTER_FAULTS = ("no-runtimeclass", "extended-resource-stale")
+
 #: Where gpus-busy puts its tenant's training pods.
 TENANT_NAMESPACE = "tenant-a"
 
@@ -1091,9 +1116,13 @@ def expand(profile: Profile) -> SimCluster:
         first[pool.name] = len(nodes)
         nodes.extend(_pool_nodes(profile.name, pool, gfd=not profile.operator.gpucluster))
     classes = profile.runtime_classes
+    selectors: tuple[str, ...] = ()
     for fault in profile.faults:
         if fault.id == "no-runtimeclass":
             classes = tuple(rc for rc in classes if rc.name != "nvidia")
+            continue
+        if fault.id == "extended-resource-stale":
+            selectors = (*selectors, f"device.attributes['gpu.nvidia.com'].productName == '{fault.param('product')}'")
             continue
         assert fault.pool is not None
         pool = profile.pool(fault.pool)
@@ -1103,7 +1132,7 @@ def expand(profile: Profile) -> SimCluster:
             i = first[pool.name] + n
             nodes[i] = apply(nodes[i], fault)
             nodes[i] = replace(nodes[i], faults=(*nodes[i].faults, fault.id))
-    return SimCluster(profile, tuple(nodes), classes)
+    return SimCluster(profile, tuple(nodes), classes, selectors)
 
 
 def expand_nodes(profile: Profile) -> list[SimNode]:

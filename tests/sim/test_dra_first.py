@@ -3,6 +3,7 @@ device taints in ResourceSlices and the allocator, DRA-backed extended resources
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,8 @@ from gpuconf.sim.dra import AllocationError, allocate, tolerates
 from gpuconf.sim.node_facts import node_labels, resource_slices
 from gpuconf.sim.profile import ProfileError, expand, load_profile, with_faults
 
-from .test_agent_support import running_agents
+from .test_agent_pods import BASE, probe_report, terminated
+from .test_agent_support import finished, running_agents, wait_gone, wait_pod
 from .test_dra_allocation import CLASSES, claim, exactly, gpu, slice_for
 
 DATA = Path(__file__).resolve().parents[2] / "gpuconf" / "data"
@@ -198,3 +200,183 @@ def test_the_agents_publish_the_taint_with_its_time(apiserver, api_client):
         taint = taints["gpu-5"][0]
         assert (taint.key, taint.value, taint.effect) == ("gpu.nvidia.com/xid", "48", "NoSchedule")
         assert taint.time_added is not None
+
+
+# --- DRA-backed extended resources (KEP-5004) ------------------------------------------------------
+
+
+@pytest.fixture
+def plane(apiserver):
+    from gpuconf.sim.controllers import ControlPlane
+    from gpuconf.sim.scheduler import Scheduler
+
+    with ControlPlane(apiserver.store, scheduler=Scheduler(apiserver.store, initial_backoff=0.02,
+                                                          max_backoff=0.2)) as control_plane:
+        yield control_plane
+
+
+def gpu_pod(name: str, *containers: tuple[str, dict[str, str]], node: str | None = "h200-0",
+            probe: bool = False) -> dict:
+    spec: dict = {"restartPolicy": "Never", "containers": [
+        {"name": c, "image": BASE if probe else "busybox:1.36", "resources": {"limits": limits}}
+        for c, limits in containers]}
+    if node:
+        spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    labels = {"gpuconf.io/probe": "cuda-probe"} if probe else {}
+    return {"metadata": {"name": name, "labels": labels}, "spec": spec}
+
+
+def test_the_gpu_device_class_maps_the_extended_resource(apiserver, api_client):
+    resource = client.ResourceV1Api(api_client)
+    with running_agents(apiserver, api_client, "h200-dra-extended"):
+        gpu_class = resource.read_device_class("gpu.nvidia.com")
+        assert gpu_class.spec.extended_resource_name == "nvidia.com/gpu"
+        assert resource.read_device_class("mig.nvidia.com").spec.extended_resource_name is None
+
+
+def test_a_pod_asking_nvidia_gpu_gets_the_special_claim_and_sees_its_devices(apiserver, api_client, core,
+                                                                              namespace, plane):
+    resource = client.ResourceV1Api(api_client)
+    with running_agents(apiserver, api_client, "h200-dra-extended") as agents:
+        body = gpu_pod("two", ("main", {"nvidia.com/gpu": "2"}))
+        body["spec"]["containers"][0]["command"] = ["sleep", "infinity"]
+        core.create_namespaced_pod(namespace, body)
+        pod = wait_pod(core, namespace, "two", lambda p: p.status.phase == "Running", timeout=20)
+        status = api_client.sanitize_for_serialization(pod)["status"]
+        claim_name = status["extendedResourceClaimStatus"]["resourceClaimName"]
+        prefix = "two-extended-resources-"
+        assert claim_name.startswith(prefix) and len(claim_name) == len(prefix) + 5
+        assert status["extendedResourceClaimStatus"]["requestMappings"] == [
+            {"containerName": "main", "resourceName": "nvidia.com/gpu", "requestName": "container-0-request-0"}]
+        claim = api_client.sanitize_for_serialization(resource.read_namespaced_resource_claim(claim_name, namespace))
+        assert claim["metadata"]["annotations"] == {"resource.kubernetes.io/extended-resource-claim": "true"}
+        assert claim["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "Pod", "name": "two",
+                                                         "uid": pod.metadata.uid, "controller": True}]
+        assert claim["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
+        assert claim["spec"] == {"devices": {"requests": [{"name": "container-0-request-0", "exactly": {
+            "deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 2}}]}}
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert [(r["pool"], r["device"]) for r in results] == [("h200-0", "gpu-0"), ("h200-0", "gpu-1")]
+        assert claim["status"]["reservedFor"] == [{"resource": "pods", "name": "two", "uid": pod.metadata.uid}]
+        # the next pod's claim gets other devices, and CDI injects exactly those into its container
+        core.create_namespaced_pod(namespace, gpu_pod("probe", ("probe", {"nvidia.com/gpu": "2"}), probe=True))
+        done = wait_pod(core, namespace, "probe", finished, timeout=20)
+        report = probe_report(core, namespace, "probe", terminated(done, "probe").exit_code)
+        gpus = agents.cluster.node("h200-0").gpus
+        assert report.exit_code == 0
+        assert [d.uuid for d in report.devices] == [gpus[2].uuid, gpus[3].uuid]
+        core.delete_namespaced_pod("two", namespace)
+        wait_gone(core, namespace, "two")
+        deadline = time.monotonic() + 10
+        while resource.list_namespaced_resource_claim(namespace).items and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert resource.list_namespaced_resource_claim(namespace).items == []  # the claims go with their pods
+
+
+def test_request_names_count_every_resource_of_the_container_and_devices_are_not_shared(
+        apiserver, api_client, core, namespace, plane):
+    resource = client.ResourceV1Api(api_client)
+    with running_agents(apiserver, api_client, "h200-dra-extended"):
+        core.create_namespaced_pod(namespace, gpu_pod(
+            "multi", ("a", {"nvidia.com/gpu": "1", "cpu": "100m"}),
+            ("b", {"nvidia.com/gpu": "1", "deviceclass.resource.kubernetes.io/gpu.nvidia.com": "1"}), node="h200-1"))
+        pod = wait_pod(core, namespace, "multi", lambda p: p.spec.node_name is not None, timeout=20)
+        pod = wait_pod(core, namespace, "multi", lambda p: p.status.extended_resource_claim_status is not None)
+        status = api_client.sanitize_for_serialization(pod)["status"]["extendedResourceClaimStatus"]
+        # what kube-scheduler v1.36.2 wrote for this very pod (the real tier, 2026-12-03)
+        assert status["requestMappings"] == [
+            {"containerName": "b", "resourceName": "deviceclass.resource.kubernetes.io/gpu.nvidia.com",
+             "requestName": "container-1-request-0"},
+            {"containerName": "a", "resourceName": "nvidia.com/gpu", "requestName": "container-0-request-1"},
+            {"containerName": "b", "resourceName": "nvidia.com/gpu", "requestName": "container-1-request-1"}]
+        claim = resource.read_namespaced_resource_claim(status["resourceClaimName"], namespace)
+        assert [r.name for r in claim.spec.devices.requests] == [
+            "container-0-request-1", "container-1-request-0", "container-1-request-1"]
+        assert [r.device for r in claim.status.allocation.devices.results] == ["gpu-0", "gpu-1", "gpu-2"]
+        # a second pod does not get the first one's devices
+        core.create_namespaced_pod(namespace, gpu_pod("more", ("main", {"nvidia.com/gpu": "5"}), node="h200-1"))
+        more = wait_pod(core, namespace, "more", lambda p: p.status.extended_resource_claim_status is not None,
+                        timeout=20)
+        other = resource.read_namespaced_resource_claim(more.status.extended_resource_claim_status.resource_claim_name,
+                                                        namespace)
+        assert [r.device for r in other.status.allocation.devices.results] == [f"gpu-{i}" for i in range(3, 8)]
+
+
+def test_a_pod_asking_more_than_the_usable_gpus_stays_pending_with_the_real_text(apiserver, api_client, core,
+                                                                                namespace, plane):
+    with running_agents(apiserver, api_client, "h200-dra-extended", faults=[{"id": "dra-device-taint", "gpu": 3}]):
+        core.create_namespaced_pod(namespace, gpu_pod("eight", ("main", {"nvidia.com/gpu": "8"})))
+        pod = wait_pod(core, namespace, "eight", lambda p: any(
+            c.type == "PodScheduled" and c.status == "False" for c in p.status.conditions or []), timeout=20)
+        condition = next(c for c in pod.status.conditions if c.type == "PodScheduled")
+        assert condition.message == (
+            "0/2 nodes are available: 1 cannot allocate all claims, 1 node(s) didn't match Pod's node "
+            "affinity/selector. still not schedulable, preemption: 0/2 nodes are available: 2 Preemption is not "
+            "helpful for scheduling.")
+        assert pod.status.extended_resource_claim_status is None
+        assert client.ResourceV1Api(api_client).list_namespaced_resource_claim(namespace).items == []
+
+
+def test_a_node_whose_device_plugin_advertises_the_resource_is_left_to_the_plugin():
+    from gpuconf.sim.scheduler import extended_requests, extended_resource_classes
+
+    classes = [{"metadata": {"name": "gpu.nvidia.com"}, "spec": {"extendedResourceName": "nvidia.com/gpu"}},
+               {"metadata": {"name": "mig.nvidia.com"}, "spec": {}}]
+    mapped = extended_resource_classes(classes)
+    assert mapped == {"deviceclass.resource.kubernetes.io/gpu.nvidia.com": "gpu.nvidia.com",
+                      "deviceclass.resource.kubernetes.io/mig.nvidia.com": "mig.nvidia.com",
+                      "nvidia.com/gpu": "gpu.nvidia.com"}
+    spec = {"containers": [{"name": "a", "resources": {"limits": {"memory": "1Gi", "nvidia.com/gpu": "2"}}},
+                           {"name": "b", "resources": {"limits": {"cpu": "1"}}}]}
+    assert [(r.container, r.request, r.count) for r in extended_requests(spec, mapped)] == [
+        ("a", "container-0-request-1", 2)]
+
+
+def test_a_stale_selector_on_the_mapping_class_keeps_every_nvidia_gpu_pod_pending(apiserver, api_client, core,
+                                                                                  namespace, plane):
+    resource = client.ResourceV1Api(api_client)
+    with running_agents(apiserver, api_client, "h200-dra-extended", faults=[{"id": "extended-resource-stale"}]):
+        selectors = [s.cel.expression for s in resource.read_device_class("gpu.nvidia.com").spec.selectors]
+        assert selectors[1] == "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"
+        core.create_namespaced_pod(namespace, gpu_pod("one", ("main", {"nvidia.com/gpu": "1"}), node=None))
+        pod = wait_pod(core, namespace, "one", lambda p: any(
+            c.type == "PodScheduled" and c.status == "False" for c in p.status.conditions or []), timeout=20)
+        condition = next(c for c in pod.status.conditions if c.type == "PodScheduled")
+        assert condition.message == (
+            "0/2 nodes are available: 2 cannot allocate all claims. still not schedulable, preemption: 0/2 nodes "
+            "are available: 2 Preemption is not helpful for scheduling.")
+        assert resource.list_namespaced_resource_claim(namespace).items == []
+
+
+@pytest.mark.parametrize("fault, problem", [
+    ({"id": "extended-resource-stale", "product": "NVIDIA H200"},
+     "product: is a model the cluster has (NVIDIA H200): the selector would still match"),
+    ({"id": "extended-resource-stale", "product": "it's"}, "product: a product name without quotes or backslashes"),
+], ids=["a product the cluster has", "a product that would break the CEL string"])
+def test_the_stale_selector_must_match_nothing(fault, problem):
+    with pytest.raises(ProfileError, match=problem.replace("(", r"\(").replace(")", r"\)")):
+        with_faults(load_profile("h200-dra-extended"), [fault])
+
+
+def test_the_stale_fault_needs_an_extended_resource():
+    with pytest.raises(ProfileError, match=r"extended-resource-stale needs extended-resource: no pool maps an "
+                                           r"extended resource to DRA \(dra.extended_resource\)"):
+        with_faults(load_profile("h200-dra-only"), [{"id": "extended-resource-stale"}])
+
+
+@pytest.mark.parametrize("change, problem", [
+    ('kubernetes: "1.36"', 'kubernetes: "1.35"'),
+    ("device_plugin: {enabled: false}", "device_plugin: {enabled: true}"),
+], ids=["Kubernetes before 1.36", "the device plugin on the same pool"])
+def test_the_extended_resource_option_is_validated(tmp_path, change, problem):
+    path = tmp_path / "bad.yaml"
+    text = (DATA / "sim_profiles" / "h200-dra-extended.yaml").read_text().replace(
+        'operator: {present: true, version: "26.7.0", mode: gpucluster}', "operator: {present: true}")
+    path.write_text(text.replace(change, problem))
+    expected = {"kubernetes": "DRA-backed extended resources (KEP-5004, DRAExtendedResource) are on by default "
+                              "from Kubernetes 1.36, the profile says 1.35",
+                "device_plugin": "pool 'h200' runs the device plugin, which would advertise nvidia.com/gpu itself; "
+                                 "set device_plugin.enabled: false"}[change.split(":")[0]]
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    assert str(info.value).endswith(f"pools[0].dra.extended_resource: {expected}")
