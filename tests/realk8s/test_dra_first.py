@@ -42,7 +42,11 @@ def backends(real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory
         apis = {"real": real_cluster.api, "simulated": simulated}
         for api in apis.values():
             client.CoreV1Api(api).create_namespace({"metadata": {"name": NAMESPACE}})
-        yield apis
+        try:
+            yield apis
+        finally:  # RealCluster.clear_nodes knows ClusterPolicies only: the GPUCluster must not outlive the profile
+            client.CustomObjectsApi(real_cluster.api).delete_collection_cluster_custom_object(
+                "nvidia.com", "v1alpha1", "gpuclusters")
 
 
 def _until(read: Callable[[], Any], what: str, within_s: float = 30) -> Any:
