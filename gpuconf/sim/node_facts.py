@@ -230,6 +230,15 @@ def _semver(version: str) -> str:
     return ".".join(parts[:3])
 
 
+def _taints(gpu: SimGpu) -> dict[str, object]:
+    """The GPU's device taints as a slice device carries them (``timeAdded`` is set by the agent when
+    it publishes). A MIG-enabled GPU's instances all carry their parent's taints: a guess from the
+    health check's unit (NVML events of the parent GPU), no real slice of a tainted MIG GPU at hand."""
+    if not gpu.dra_taints:
+        return {}
+    return {"taints": [{"key": k, "value": v, "effect": e} for k, v, e in gpu.dra_taints]}
+
+
 def resource_slices(node: SimNode) -> list[dict[str, object]]:
     """The node-local ResourceSlice NVIDIA's DRA driver publishes (empty without the driver), as
     releases from 25.12 publish it: the PCI address as ``resource.kubernetes.io/pciBusID``, and no
@@ -259,14 +268,11 @@ def resource_slices(node: SimNode) -> list[dict[str, object]]:
                 devices.append({"name": f"gpu-{g.index}-mig-{inst.gi}", "attributes": {
                     **common, "type": {"string": "mig"}, "uuid": {"string": inst.uuid},
                     "parentUUID": {"string": g.uuid}, "profile": {"string": inst.profile}, **overrides},
-                    "capacity": {"memory": {"value": f"{inst.memory_mib}Mi"}}})
+                    "capacity": {"memory": {"value": f"{inst.memory_mib}Mi"}}, **_taints(g)})
             continue
-        device: dict[str, object] = {"name": f"gpu-{g.index}", "attributes": {
+        devices.append({"name": f"gpu-{g.index}", "attributes": {
             **common, "type": {"string": "gpu"}, "uuid": {"string": g.uuid}, **overrides},
-            "capacity": {"memory": {"value": f"{g.memory_mib}Mi"}}}
-        if g.dra_taints:  # timeAdded: set by the agent when it publishes (the API server would default it)
-            device["taints"] = [{"key": k, "value": v, "effect": e} for k, v, e in g.dra_taints]
-        devices.append(device)
+            "capacity": {"memory": {"value": f"{g.memory_mib}Mi"}}, **_taints(g)})
     return [{
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
         "metadata": {"name": f"{node.name}-{node.dra.driver}"},
