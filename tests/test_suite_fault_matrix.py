@@ -77,6 +77,9 @@ CASCADES: dict[str, tuple[set[str], str]] = {
                             "instances: the pod granted every 1g.10gb instance is also given the 2g/3g instance after "
                             "each one, more instances than it was granted (through DRA: CUDA enumerates that sibling, "
                             "of another profile than the pod's)"),
+    "dra-mig-parent-published": ({"smoke.vector-add-every-gpu"}, "the whole-node probe's claim on gpu.nvidia.com is "
+                                 "allocated the MIG-enabled GPU published whole, on which CUDA enumerates no device: "
+                                 "its vector-add cannot run"),
     "ecc-uncorrectable": ({"health.no-pending-memory-repair"},
                           "an uncorrectable error on an Ampere-or-later GPU remaps its row, applied at the next reset: "
                           "the pending remap is reported beside the ECC counters"),

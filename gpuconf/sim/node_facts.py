@@ -261,7 +261,8 @@ def resource_slices(node: SimNode) -> list[dict[str, object]]:
                     **common, "type": {"string": "mig"}, "uuid": {"string": inst.uuid},
                     "parentUUID": {"string": g.uuid}, "profile": {"string": inst.profile}, **overrides},
                     "capacity": {"memory": {"value": f"{inst.memory_mib}Mi"}}})
-            continue
+            if not g.dra_whole_too:  # dra-mig-parent-published: the parent as type gpu too
+                continue
         devices.append({"name": f"gpu-{g.index}", "attributes": {
             **common, "type": {"string": "gpu"}, "uuid": {"string": g.uuid}, **overrides},
             "capacity": {"memory": {"value": f"{g.memory_mib}Mi"}}})

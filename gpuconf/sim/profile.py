@@ -797,6 +797,8 @@ class SimGpu:
     model: GpuModel | None = None  # another model than the pool's (mixed-gpu-models); None: the pool's
     #: a GPU gone from the bus that the DRA driver's ResourceSlice still lists (dra-slice-stale)
     dra_listed: bool = False
+    #: a MIG-enabled GPU the DRA driver also publishes whole, as type gpu (dra-mig-parent-published)
+    dra_whole_too: bool = False
     #: MIG mode on as NVML reports it, instances or not: set where mig-manager enabled it; a GPU whose
     #: instances are gone (mig-layout-drift to none, mig-apply-failed) keeps it
     mig_mode: bool = False
@@ -1014,6 +1016,7 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
         n.interconnect, nvls=False, busbw_gbps=f.param("busbw_gbps"))),
     "dra-prepares-wrong-device": lambda n, f: replace(n, dra_shift=f.param("shift")),
     "mig-sibling-visible": lambda n, f: replace(n, mig_sibling_visible=True),
+    "dra-mig-parent-published": lambda n, f: _gpu(n, cast(int, f.gpu), dra_whole_too=True),
     "dra-slice-stale": lambda n, f: _gpu(n, cast(int, f.gpu), present=False, dra_listed=True),
     "mixed-gpu-models": lambda n, f: _gpu(n, cast(int, f.gpu), model=f.param("model"),
                                           memory_mib=f.param("model").memory_mib),
