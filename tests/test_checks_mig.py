@@ -27,7 +27,15 @@ from gpuconf.sim.agent_model import MIG_PARTED_CONFIG, DeviceBook, as_visible, m
 from gpuconf.sim.agent_pods import _stale_sibling
 from gpuconf.sim.emulate import Visible, cuda_probe_run
 from gpuconf.sim.node_facts import advertised_devices, node_labels, node_resources, resource_slices
-from gpuconf.sim.profile import SimCluster, SimNode, expand, fault_catalog, load_profile, with_faults
+from gpuconf.sim.profile import (
+    ProfileError,
+    SimCluster,
+    SimNode,
+    expand,
+    fault_catalog,
+    load_profile,
+    with_faults,
+)
 from gpuconf.verdict import Outcome, Verdict
 from gpuconf.verdict import checks as catalog
 
@@ -967,3 +975,14 @@ def test_the_dra_attribute_check_expects_one_mig_device_through_cuda() -> None:
     shared = dra.evaluate_shared_claim("a100-0", None, None, None, [], o.devices)
     assert shared.outcome is Outcome.NOT_TESTED
     assert shared.summary == "a100-0 publishes no full GPU (only 24 MIG devices): the shared claim asks for one"
+
+
+def test_a_mig_layout_without_a_strategy_needs_the_device_plugin_off(tmp_path: Path) -> None:
+    """mig-manager's layout under strategy none is only MIG through DRA: a device plugin in strategy
+    none would hand the MIG-enabled GPUs out whole, which no shipped profile models."""
+    text = (Path(checks.__file__).parents[1] / "data" / "sim_profiles" / "a100-mig-dra.yaml").read_text()
+    assert load_profile("a100-mig-dra").pools[0].device_plugin.mig.enabled
+    plugin_on = tmp_path / "plugin-on.yaml"
+    plugin_on.write_text(text.replace("      enabled: false\n      mig:", "      enabled: true\n      mig:"))
+    with pytest.raises(ProfileError, match=r"a MIG layout needs strategy single or mixed \(or no device plugin\)"):
+        load_profile(plugin_on)
