@@ -195,6 +195,19 @@ class PodRun:
     transitions: dict[str, tuple[str, float]] = field(default_factory=dict)
 
 
+def _stale_sibling(node: SimNode, v: emulate.Visible) -> tuple[emulate.Visible, ...]:
+    """The mig-sibling-visible fault on a DRA node: the kubelet plugin's map of MIG devices, gone stale
+    after the layout was recut, resolves a claimed instance to the instance after it on the same GPU
+    (wrapping) as well, and its CDI spec names that sibling first, so the sibling is what CUDA
+    enumerates (one MIG device per process). A guess at how a sibling leaks through DRA, like the
+    device-plugin form of the fault; which of two injected instances CUDA enumerates is not settled
+    either (a probe run given two instances of one GPU through CDI would settle it)."""
+    if not node.mig_sibling_visible or v.mig is None or len(v.gpu.mig) < 2:
+        return ()
+    instances = v.gpu.mig
+    return (emulate.Visible(v.gpu, instances[(instances.index(v.mig) + 1) % len(instances)]),)
+
+
 def _env(spec: Obj) -> dict[str, str]:
     return {str(e["name"]): str(e.get("value", "")) for e in spec.get("env") or [] if "valueFrom" not in e}
 
@@ -510,8 +523,9 @@ class Kubelet:
                 continue
             request = ref.get("request")
             for v in dra_devices(run.node.sim, claim, [request] if request else None):
-                if v not in out:
-                    out.append(v)
+                for w in (*_stale_sibling(run.node.sim, v), v):
+                    if w not in out:
+                        out.append(w)
         return out
 
     def _program(self, run: PodRun, pod: Obj, c: ContainerRun, env: dict[str, str],

@@ -262,14 +262,18 @@ def resource_slices(node: SimNode) -> list[dict[str, object]]:
         }
         overrides = {k: {"string": v} if not k.endswith("Version") else {"version": v} for k, v in g.dra_attributes}
         if g.mig_enabled:
-            # A MIG-enabled GPU without instances is published as nothing: a guess (the driver's
-            # dynamic-MIG mode publishes possible partitions instead); a real slice of that state settles it.
+            # A MIG-enabled GPU is published as its MIG devices only, never also as type gpu, and as
+            # nothing without instances (the driver logs "Physical GPU %s has MIG mode enabled but no
+            # configured MIG devices"): the static-MIG path of dra-driver-nvidia-gpu
+            # cmd/gpu-kubelet-plugin/nvlib.go GetPerGpuAllocatableDevices. Its DynamicMIG mode (alpha)
+            # publishes the full GPU and every possible partition instead; not simulated.
             for inst in g.mig:
                 devices.append({"name": f"gpu-{g.index}-mig-{inst.gi}", "attributes": {
                     **common, "type": {"string": "mig"}, "uuid": {"string": inst.uuid},
                     "parentUUID": {"string": g.uuid}, "profile": {"string": inst.profile}, **overrides},
                     "capacity": {"memory": {"value": f"{inst.memory_mib}Mi"}}, **_taints(g)})
-            continue
+            if not g.dra_whole_too:  # dra-mig-parent-published: the parent as type gpu too
+                continue
         devices.append({"name": f"gpu-{g.index}", "attributes": {
             **common, "type": {"string": "gpu"}, "uuid": {"string": g.uuid}, **overrides},
             "capacity": {"memory": {"value": f"{g.memory_mib}Mi"}}, **_taints(g)})

@@ -420,7 +420,11 @@ def _counts(raw: Mapping[str, int]) -> MigCounts:
     return tuple((str(k), int(v)) for k, v in raw.items())
 
 
-def _build_mig(raw: Mapping[str, Any], gpu: GpuModel, gpus: int, where: _Where, at: Path_) -> MigLayout:
+def _build_mig(raw: Mapping[str, Any], gpu: GpuModel, gpus: int, where: _Where, at: Path_, *,
+               plugin: bool = True) -> MigLayout:
+    """The pool's MIG layout. ``strategy`` is the device plugin's (and GFD's); without a device plugin
+    (``plugin`` False) a layout under strategy none is mig-manager's alone, handed out by the DRA
+    driver as devices of type mig (a100-mig-dra)."""
     strategy = raw.get("strategy", "none")
     layout = _counts(raw.get("layout", {}))
     per_gpu: list[tuple[int, MigCounts]] = []
@@ -433,9 +437,9 @@ def _build_mig(raw: Mapping[str, Any], gpu: GpuModel, gpus: int, where: _Where, 
                 raise where.error((*at, "per_gpu", i, "gpus"), f"GPU {index} is given two layouts")
             per_gpu.append((index, _counts(entry["layout"])))
     mig = MigLayout(strategy, layout, tuple(sorted(per_gpu)))
-    if strategy == "none":
+    if strategy == "none" and (not mig.enabled or plugin):
         if mig.enabled:
-            raise where.error((*at, "strategy"), "a MIG layout needs strategy single or mixed")
+            raise where.error((*at, "strategy"), "a MIG layout needs strategy single or mixed (or no device plugin)")
         return mig
     if not layout:
         if per_gpu:
@@ -487,7 +491,8 @@ def _build_pool(raw: Mapping[str, Any], where: _Where, at: Path_) -> NodePool:
     plugin = DevicePluginConfig(
         dp.get("enabled", True), (strategies,) if isinstance(strategies, str) else tuple(strategies),
         dp.get("device_id_strategy", "uuid"), sharing,
-        _build_mig(dp.get("mig", {}), gpu, raw["gpus_per_node"], where, (*at, "device_plugin", "mig")))
+        _build_mig(dp.get("mig", {}), gpu, raw["gpus_per_node"], where, (*at, "device_plugin", "mig"),
+                   plugin=dp.get("enabled", True)))
     ic = raw.get("interconnect", {})
     interconnect = Interconnect(ic.get("nvlink", False), ic.get("nvlink_gbps"), ic.get("busbw_gbps"),
                                 ic.get("nics", 0), ic.get("nic_gbps", 0), ic.get("nic_busbw_gbps"))
@@ -846,6 +851,8 @@ class SimGpu:
     model: GpuModel | None = None  # another model than the pool's (mixed-gpu-models); None: the pool's
     #: a GPU gone from the bus that the DRA driver's ResourceSlice still lists (dra-slice-stale)
     dra_listed: bool = False
+    #: a MIG-enabled GPU the DRA driver also publishes whole, as type gpu (dra-mig-parent-published)
+    dra_whole_too: bool = False
     #: MIG mode on as NVML reports it, instances or not: set where mig-manager enabled it; a GPU whose
     #: instances are gone (mig-layout-drift to none, mig-apply-failed) keeps it
     mig_mode: bool = False
@@ -1093,6 +1100,7 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
         n.interconnect, nvls=False, busbw_gbps=f.param("busbw_gbps"))),
     "dra-prepares-wrong-device": lambda n, f: replace(n, dra_shift=f.param("shift")),
     "mig-sibling-visible": lambda n, f: replace(n, mig_sibling_visible=True),
+    "dra-mig-parent-published": lambda n, f: _gpu(n, cast(int, f.gpu), dra_whole_too=True),
     "dra-slice-stale": lambda n, f: _gpu(n, cast(int, f.gpu), present=False, dra_listed=True),
     "dra-device-taint": _device_taint,
     "mixed-gpu-models": lambda n, f: _gpu(n, cast(int, f.gpu), model=f.param("model"),

@@ -442,7 +442,7 @@ def test_unknown_profile_name_lists_the_shipped_ones():
 
 def test_missing_profile_file(tmp_path):
     with pytest.raises(ProfileError, match=r"nope\.yaml: no such profile file \(a bare name loads a shipped "
-                                           r"profile: a100-mig-mixed, "):
+                                           r"profile: a100-mig-dra, a100-mig-mixed, "):
         load_profile(tmp_path / "nope.yaml")
 
 
