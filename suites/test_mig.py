@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 from gpuconf.checks import mig as checks
+from gpuconf.checks.dra import allocation_of
 from gpuconf.checks.isolation import Sighting, sighting
-from gpuconf.cluster import ClusterError, GpuNode, Inventory, OverloadedError, run_campaign
+from gpuconf.cluster import ClusterError, GpuNode, Inventory, OverloadedError, PodOutcome, run_campaign
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
 from gpuconf.kit import cuda_probe_pod, judge, run_context
-from gpuconf.nodes import NodeView
+from gpuconf.nodes import NodeView, SliceDevice, Via
 from gpuconf.verdict import not_tested
 
 pytestmark = pytest.mark.mig
@@ -36,6 +37,19 @@ class MigRun:
     skipped: dict[str, str] = field(default_factory=dict)  # node -> why it has no MIG to check
     all_pods: dict[str, dict[str, Sighting]] = field(default_factory=dict)  # node -> profile -> sighting
     one_pods: dict[str, dict[str, Sighting]] = field(default_factory=dict)
+    #: node -> profile -> instances asked for by the ``all`` pod's DRA claim (MIG through DRA)
+    claim_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: node -> profile -> the slice devices the ``one`` pod's DRA claim was allocated (None: unreadable)
+    one_claimed: dict[str, dict[str, tuple[SliceDevice, ...] | None]] = field(default_factory=dict)
+
+
+def _claimed(outcome: PodOutcome, devices: tuple[SliceDevice, ...]) -> tuple[SliceDevice, ...] | None:
+    """The slice devices a pod's ResourceClaims were allocated (None: none recorded, or a device the
+    slice does not publish)."""
+    by_key = {d.key: d for d in devices}
+    allocated = [a for claim in outcome.claims if (alloc := allocation_of(claim)) is not None for a in alloc.devices]
+    found = [by_key.get(a.key) for a in allocated]
+    return tuple(d for d in found if d is not None) if allocated and all(found) else None
 
 
 @pytest.fixture(scope="module")
@@ -45,12 +59,14 @@ def mig_run(request: pytest.FixtureRequest, gpu_inventory: Inventory, gpu_nodes:
     run = MigRun()
     pods, roles = [], {}
     timeout = config.getoption("--probe-timeout")
+    claims = False
     for node in gpu_inventory.gpu_nodes:
-        reason = checks.mig_skip_reason(node.name, node.labels, node.capacity)
+        devices = gpu_nodes[node.name].devices
+        reason = checks.mig_skip_reason(node.name, node.labels, node.capacity, checks.published_layout(devices))
         if reason is not None:
             run.skipped[node.name] = reason
             continue
-        for planned in checks.plan_node(node.name, node.labels, node.allocatable):
+        for planned in checks.plan_node(node.name, node.labels, node.allocatable, devices):
             # how to ask for the profile's instances is the node view's (MIG resource, nvidia.com/gpu
             # under strategy single, or a claim); the plan says which profiles and how many
             ask = gpu_nodes[node.name].mig_instances(planned.profile, planned.count)
@@ -61,12 +77,18 @@ def mig_run(request: pytest.FixtureRequest, gpu_inventory: Inventory, gpu_nodes:
             # The all and one pods of a profile queue for the same instances.
             pod["metadata"].setdefault("annotations", {})[SCHEDULE_BUDGET_ANNOTATION] = str(int(timeout))
             pods.append(pod)
-            roles[planned.name] = (node.name, planned.role, planned.profile)
-    outcomes = run_campaign(run_context(config), pods, timeout=timeout) if pods else {}
+            by_claim = ask.via is Via.CLAIM
+            claims = claims or by_claim
+            roles[planned.name] = (node.name, planned.role, planned.profile, by_claim)
+            if by_claim and planned.role == "all":
+                run.claim_counts.setdefault(node.name, {})[planned.profile] = planned.count
+    outcomes = run_campaign(run_context(config), pods, timeout=timeout, record_claims=claims) if pods else {}
     for name, outcome in outcomes.items():
-        node_name, role, profile = roles[name]
+        node_name, role, profile, by_claim = roles[name]
         target = run.all_pods if role == "all" else run.one_pods
         target.setdefault(node_name, {})[profile] = sighting(outcome)
+        if by_claim and role == "one":
+            run.one_claimed.setdefault(node_name, {})[profile] = _claimed(outcome, gpu_nodes[node_name].devices)
     return run
 
 
@@ -104,40 +126,48 @@ def skip_unless_mig(run: MigRun, check: str, node: str, record_property: Callabl
         judge(not_tested(check, node, run.skipped[node]), record_property)
 
 
-def observed_gpus(run: MigRun, node: GpuNode) -> int:
+def observed_gpus(run: MigRun, node: GpuNode, devices: tuple[SliceDevice, ...] = ()) -> int:
     """GPUs on the node as observed: MIG parents the probes saw (NVML lists every GPU a container is
-    given, where CUDA enumerates one instance), plus whole GPUs advertised."""
+    given, where CUDA enumerates one instance) or the DRA driver publishes, plus whole GPUs advertised
+    or published."""
     parents = {g.uuid for s in run.all_pods.get(node.name, {}).values() if s.report is not None
                for g in s.report.nvml_gpus if g.mig_enabled is not False}
+    parents |= {d.gpu_uuid for d in devices if d.kind == "mig" and d.gpu_uuid}
     whole = 0 if checks.strategy(node.labels) == "single" else int(node.capacity.get("nvidia.com/gpu", "0") or 0)
-    return len(parents) + whole
+    published = {d.uuid for d in devices if d.kind == "gpu" and d.uuid} - parents
+    return len(parents) + max(whole, len(published))
 
 
 @pytest.mark.cncf("gpu_sharing")
 @pytest.mark.check("mig.layout-matches-config")
-def test_layout_matches_config(gpu_node: str, gpu_inventory: Inventory, mig_run: MigRun, mig_parted: MigConfigs,
+def test_layout_matches_config(gpu_node: str, gpu_inventory: Inventory, gpu_nodes: dict[str, NodeView],
+                               mig_run: MigRun, mig_parted: MigConfigs,
                                record_property: Callable[[str, object], None]) -> None:
     skip_unless_mig(mig_run, "mig.layout-matches-config", gpu_node, record_property)
     node = gpu_inventory.node(gpu_node)
+    devices = gpu_nodes[gpu_node].devices
     configs, source = mig_parted
     reports = [s.report for s in mig_run.all_pods.get(gpu_node, {}).values()]
-    gpus = checks.node_gpus(node.labels, observed_gpus(mig_run, node))
+    gpus = checks.node_gpus(node.labels, observed_gpus(mig_run, node, devices))
+    model = checks.gpu_model(node.labels, reports) or next((d.attributes.get("productName") for d in devices), None)
     declared = checks.declared_layout(node.labels, configs, source=source, gpus=gpus,
-                                      profiles=checks.mig_profiles(checks.gpu_model(node.labels, reports)))
+                                      profiles=checks.mig_profiles(model))
     judge(checks.evaluate_layout_matches_config(gpu_node, labels=node.labels, capacity=node.capacity,
                                                 allocatable=node.allocatable, seen=mig_run.all_pods.get(gpu_node, {}),
-                                                declared=declared), record_property)
+                                                declared=declared, published=checks.published_layout(devices),
+                                                granted_by_dra=mig_run.claim_counts.get(gpu_node)), record_property)
 
 
 @pytest.mark.cncf("gpu_sharing")
 @pytest.mark.check("mig.instance-isolated")
-def test_instance_isolated(gpu_node: str, gpu_inventory: Inventory, mig_run: MigRun,
+def test_instance_isolated(gpu_node: str, gpu_inventory: Inventory, gpu_nodes: dict[str, NodeView], mig_run: MigRun,
                            record_property: Callable[[str, object], None]) -> None:
     skip_unless_mig(mig_run, "mig.instance-isolated", gpu_node, record_property)
     node = gpu_inventory.node(gpu_node)
     seen = mig_run.one_pods.get(gpu_node, {})
     model = checks.gpu_model(node.labels, [s.report for s in seen.values()])
-    judge(checks.evaluate_instance_isolated(gpu_node, seen, model=model), record_property)
+    judge(checks.evaluate_instance_isolated(gpu_node, seen, model=model, claimed=mig_run.one_claimed.get(gpu_node),
+                                            node_devices=gpu_nodes[gpu_node].devices), record_property)
 
 
 @pytest.mark.cncf("gpu_sharing")
@@ -148,9 +178,10 @@ def test_not_also_full_gpu(request: pytest.FixtureRequest, gpu_node: str, gpu_in
     skip_unless_mig(mig_run, "mig.not-also-full-gpu", gpu_node, record_property)
     node = gpu_inventory.node(gpu_node)
     full = None
-    if gpu_nodes[gpu_node].mig == "mixed" and gpu_nodes[gpu_node].one_gpu():  # whole GPUs beside the instances
+    view = gpu_nodes[gpu_node]
+    if view.mig in ("mixed", "dra") and view.one_gpu():  # whole GPUs beside the instances
         outcome = request.getfixturevalue("whole_node_probes").get(gpu_node)
         full = sighting(outcome) if outcome is not None else None
     judge(checks.evaluate_not_also_full_gpu(gpu_node, labels=node.labels, capacity=node.capacity,
                                             mig_seen=list(mig_run.all_pods.get(gpu_node, {}).values()),
-                                            full_seen=full), record_property)
+                                            full_seen=full, devices=view.devices), record_property)

@@ -15,16 +15,27 @@ from pathlib import Path
 
 import pytest
 
+from gpuconf.checks import dra
 from gpuconf.checks import mig as checks
 from gpuconf.checks.isolation import Sighting, sighting
 from gpuconf.cluster.outcomes import PodOutcome, make_outcome
 from gpuconf.compat import tables
 from gpuconf.compat.versions import parse_cuda
+from gpuconf.nodes import DeviceTaint, SliceDevice, slice_devices
 from gpuconf.probes.cuda import parse_cuda_probe
 from gpuconf.sim.agent_model import MIG_PARTED_CONFIG, DeviceBook, as_visible, make_mig_parted_config, plugin_env
+from gpuconf.sim.agent_pods import _stale_sibling
 from gpuconf.sim.emulate import Visible, cuda_probe_run
-from gpuconf.sim.node_facts import advertised_devices, node_labels, node_resources
-from gpuconf.sim.profile import SimCluster, SimNode, expand, fault_catalog, load_profile, with_faults
+from gpuconf.sim.node_facts import advertised_devices, node_labels, node_resources, resource_slices
+from gpuconf.sim.profile import (
+    ProfileError,
+    SimCluster,
+    SimNode,
+    expand,
+    fault_catalog,
+    load_profile,
+    with_faults,
+)
 from gpuconf.verdict import Outcome, Verdict
 from gpuconf.verdict import checks as catalog
 
@@ -772,3 +783,206 @@ def test_the_simulated_failed_apply_is_what_a_real_gpu_shows() -> None:
     assert mixed.labels["nvidia.com/gpu.count"] == str(len(mixed.node.gpus))
     healthy = cluster("h100-mig-single").nodes[0]
     assert node_labels(healthy)["nvidia.com/mig.config.state"] == "success"
+
+
+# -------------------------------------------------------------------------------------------------
+# MIG through DRA (issue 27 item 5): a100-mig-dra, the device plugin off, the instances published by
+# NVIDIA's DRA driver as devices of type mig and handed out by claims on mig.nvidia.com (CDI, so
+# NVIDIA_VISIBLE_DEVICES is void in the container)
+
+
+@dataclasses.dataclass
+class DraObserved:
+    node: SimNode
+    labels: dict[str, str]
+    devices: tuple[SliceDevice, ...]
+    all_pods: dict[str, Sighting]
+    one_pods: dict[str, Sighting]
+    claimed: dict[str, tuple[SliceDevice, ...] | None]
+    counts: dict[str, int]
+    declared: checks.Declared
+
+
+def injected(n: SimNode, devices: Sequence[SliceDevice]) -> list[Visible]:
+    """What the DRA driver's CDI spec injects for claimed slice devices (the sim's own mechanism,
+    mig-sibling-visible's stale sibling included)."""
+    out: list[Visible] = []
+    for d in devices:
+        gpu = next(g for g in n.gpus if g.uuid == d.attributes.get("parentUUID"))
+        mine = Visible(gpu, next(i for i in gpu.mig if i.uuid == d.uuid))
+        out += [v for v in (*_stale_sibling(n, mine), mine) if v not in out]
+    return out
+
+
+def observe_dra(c: SimCluster, name: str) -> DraObserved:
+    """Every pod plan_node plans from the node's slice, each given the first usable devices of its profile."""
+    n = c.node(name)
+    labels = node_labels(n)
+    capacity, allocatable = node_resources(n)
+    assert not capacity and not allocatable  # no device plugin
+    devices = slice_devices(resource_slices(n), name)
+    all_pods: dict[str, Sighting] = {}
+    one_pods: dict[str, Sighting] = {}
+    claimed: dict[str, tuple[SliceDevice, ...] | None] = {}
+    counts: dict[str, int] = {}
+    for planned in checks.plan_node(name, labels, allocatable, devices):
+        assert planned.resource == "mig.nvidia.com"
+        mine = tuple(d for d in devices if d.kind == "mig" and d.attributes["profile"] == planned.profile)
+        mine = mine[:planned.count]
+        seen = sighting(outcome(planned.name, run_probe(n, injected(n, mine), devices_env="void")))
+        if planned.role == "all":
+            all_pods[planned.profile], counts[planned.profile] = seen, planned.count
+        else:
+            one_pods[planned.profile], claimed[planned.profile] = seen, mine
+    config = make_mig_parted_config(c)
+    configs = checks.parse_mig_parted(config["data"]["config.yaml"]) if config else None
+    parents = {d.gpu_uuid for d in devices if d.kind == "mig"}
+    declared = checks.declared_layout(labels, configs, source=f"ConfigMap gpu-operator/{MIG_PARTED_CONFIG}",
+                                      gpus=checks.node_gpus(labels, len(parents)),
+                                      profiles=checks.mig_profiles(n.model.name))
+    return DraObserved(n, labels, devices, all_pods, one_pods, claimed, counts, declared)
+
+
+def dra_verdicts(o: DraObserved, full: Sighting | None = None) -> dict[str, Verdict]:
+    name = o.node.name
+    model = checks.gpu_model(o.labels, [s.report for s in o.one_pods.values()])
+    return {v.check: v for v in (
+        checks.evaluate_layout_matches_config(name, labels=o.labels, capacity={}, allocatable={}, seen=o.all_pods,
+                                              declared=o.declared, published=checks.published_layout(o.devices),
+                                              granted_by_dra=o.counts),
+        checks.evaluate_instance_isolated(name, o.one_pods, model=model, claimed=o.claimed, node_devices=o.devices),
+        checks.evaluate_not_also_full_gpu(name, labels=o.labels, capacity={}, mig_seen=list(o.all_pods.values()),
+                                          full_seen=full, devices=o.devices),
+    )}
+
+
+def test_the_dra_driver_publishes_a_mig_enabled_gpu_as_its_instances_only() -> None:
+    n = cluster("a100-mig-dra").node("a100-0")
+    devices = slice_devices(resource_slices(n), "a100-0")
+    assert {d.kind for d in devices} == {"mig"} and len(devices) == 4 * 4 + 4 * 2
+    first = next(d for d in devices if d.name == "gpu-0-mig-1")
+    assert (first.attributes["parentUUID"], first.attributes["profile"]) == (n.gpus[0].uuid, "3g.40gb")
+    labels = node_labels(n)  # GFD under the plugin's strategy none: no MIG instance labelled
+    assert "nvidia.com/mig.strategy" not in labels and not checks.labelled_layout(labels)
+    assert labels["nvidia.com/mig.config"] == "custom-a100"
+
+
+def test_a_healthy_dra_mig_node_passes_every_mig_check_reading_the_layout_from_the_slice() -> None:
+    o = observe_dra(cluster("a100-mig-dra"), "a100-0")
+    results = dra_verdicts(o)
+    bad = {k: v.message() for k, v in results.items() if v.outcome is not Outcome.PASS}
+    assert not bad, bad
+    layout = results["mig.layout-matches-config"]
+    assert layout.summary == ("1g.10gb x8, 2g.20gb x4, 3g.40gb x12 in nvidia.com/mig.config=custom-a100, the DRA "
+                              "driver's ResourceSlice (read from the DRA driver's ResourceSlice: GFD labels no MIG "
+                              "instance)")
+    source = "source: the DRA driver's ResourceSlice (GFD labels no MIG instance"
+    assert any(e.startswith(source) for e in layout.evidence)
+    isolated = results["mig.instance-isolated"]
+    own = o.claimed["1g.10gb"]
+    assert own and f"1g.10gb: {own[0].uuid}" in isolated.summary
+    assert any("CDI injection (NVIDIA_VISIBLE_DEVICES='void')" in e for e in isolated.evidence)
+    assert results["mig.not-also-full-gpu"].summary == (
+        "the DRA driver publishes the 8 MIG-enabled GPUs as their 24 MIG devices only, none also as type gpu (0 whole "
+        "GPUs published)")
+
+
+def test_mig_layout_drift_on_a_dra_node_degrades_the_layout_check_naming_the_slice() -> None:
+    o = observe_dra(cluster("a100-mig-dra", [{"id": "mig-layout-drift", "pool": "a100", "node": 0, "gpu": 3}]),
+                    "a100-0")
+    v = dra_verdicts(o)["mig.layout-matches-config"]
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary == ("nvidia.com/mig.config=custom-a100 says 1g.10gb x8, 2g.20gb x4, 3g.40gb x12, but the DRA "
+                         "driver's ResourceSlice: 1g.10gb x7, 2g.20gb x4, 3g.40gb x12")
+
+
+def test_a_dra_mig_node_whose_config_asks_for_instances_none_of_which_is_published_fails() -> None:
+    o = observe_dra(cluster("a100-mig-dra"), "a100-0")
+    v = checks.evaluate_layout_matches_config("a100-0", labels=o.labels, capacity={}, allocatable={}, seen={},
+                                              declared=o.declared, published={})
+    assert v.outcome is Outcome.FAIL
+    assert "no view shows a MIG instance" in v.summary and "the DRA driver's ResourceSlice publishes no " \
+        "instances" in v.summary
+
+
+def test_a_sibling_injected_through_dra_fails_isolation_naming_it_and_the_allocated_device() -> None:
+    o = observe_dra(cluster("a100-mig-dra", [{"id": "mig-sibling-visible", "pool": "a100", "node": 0}]), "a100-0")
+    v = dra_verdicts(o)["mig.instance-isolated"]
+    assert v.outcome is Outcome.FAIL
+    own = o.claimed["1g.10gb"]
+    assert own is not None
+    sibling = next(d for d in o.devices if d.name == "gpu-0-mig-4")  # the instance after gpu-0-mig-3 on GPU 0
+    assert own[0].name == "gpu-0-mig-3"
+    assert v.summary == (f"pod mig-one-1g.10gb-a100-0, given one 1g.10gb instance by a DRA claim, sees something "
+                         f"else: CUDA enumerates the sibling gpu-0-mig-4 ({sibling.uuid}) on the same GPU "
+                         f"{o.node.gpus[0].uuid}, not the allocated device gpu-0-mig-3 ({own[0].uuid})")
+
+
+def test_an_instance_claim_whose_allocation_cannot_be_read_is_not_tested() -> None:
+    o = observe_dra(cluster("a100-mig-dra"), "a100-0")
+    v = checks.evaluate_instance_isolated("a100-0", o.one_pods, model="NVIDIA A100-SXM4-80GB",
+                                          claimed={**o.claimed, "2g.20gb": None}, node_devices=o.devices)
+    assert v.outcome is Outcome.NOT_TESTED
+    assert v.summary == ("the allocation of the claim of pod mig-one-2g.20gb-a100-0 (2g.20gb) could not be read, so "
+                         "whether it sees the instance it was allocated is not known")
+    wrong = {**o.claimed, "2g.20gb": o.claimed["3g.40gb"]}  # allocated another instance than the pod sees
+    v = checks.evaluate_instance_isolated("a100-0", o.one_pods, model="NVIDIA A100-SXM4-80GB", claimed=wrong,
+                                          node_devices=o.devices)
+    assert v.outcome is Outcome.FAIL and "not the allocated device gpu-0-mig-1" in v.summary
+
+
+def test_a_mig_parent_also_published_whole_fails_and_a_whole_claim_given_it_fails() -> None:
+    o = observe_dra(cluster("a100-mig-dra", [{"id": "dra-mig-parent-published", "pool": "a100", "node": 0,
+                                              "gpu": 3}]), "a100-0")
+    parent = o.node.gpus[3]
+    v = dra_verdicts(o)["mig.not-also-full-gpu"]
+    assert v.outcome is Outcome.FAIL
+    assert v.summary == (f"the DRA driver publishes the MIG-enabled GPU gpu-3 ({parent.uuid}) also whole, as a "
+                         "device of type gpu beside its MIG devices: a claim on gpu.nvidia.com can be given a GPU "
+                         "whose instances other pods hold")
+    healthy = observe_dra(cluster("a100-mig-dra"), "a100-0")
+    given = sighting(outcome("smoke-a100-0", run_probe(healthy.node, [Visible(parent)], devices_env="void")))
+    v = dra_verdicts(healthy, full=given)["mig.not-also-full-gpu"]
+    assert v.outcome is Outcome.FAIL
+    assert v.summary == f"a claim for whole GPUs on gpu.nvidia.com is given MIG-enabled GPU {parent.uuid}"
+
+
+def test_the_dra_mig_node_is_planned_from_its_usable_slice_devices_and_never_skipped() -> None:
+    o = observe_dra(cluster("a100-mig-dra"), "a100-0")
+    assert checks.mig_skip_reason("a100-0", o.labels, {}, checks.published_layout(o.devices)) is None
+    plan = checks.plan_node("a100-0", o.labels, {}, o.devices)
+    assert [(p.role, p.profile, p.count) for p in plan] == [
+        ("all", "1g.10gb", 8), ("one", "1g.10gb", 1), ("all", "2g.20gb", 4), ("one", "2g.20gb", 1),
+        ("all", "3g.40gb", 12), ("one", "3g.40gb", 1)]
+    tainted = tuple(dataclasses.replace(d, taints=(DeviceTaint("gpu.nvidia.com/xid", "79", "NoSchedule"),))
+                    if d.name == "gpu-0-mig-3" else d for d in o.devices)
+    assert checks.published_layout(tainted, usable_only=True) == {"3g.40gb": 12, "2g.20gb": 4, "1g.10gb": 7}
+    assert checks.plan_node("a100-0", o.labels, {}, tainted)[0].count == 7
+
+
+def test_the_dra_attribute_check_expects_one_mig_device_through_cuda() -> None:
+    o = observe_dra(cluster("a100-mig-dra"), "a100-0")
+    n = o.node
+    every = sighting(outcome("dra-all-a100-0", run_probe(n, injected(n, o.devices), devices_env="void")))
+    v = dra.evaluate_attributes_match_hardware("a100-0", o.devices, every, o.labels)
+    assert v.outcome is Outcome.PASS, v.message()
+    assert "23 of the 24 MIG instances (CUDA enumerates one MIG device per process)" in v.summary
+    seen = every.report.devices[0].uuid if every.report else None  # the one instance CUDA enumerates
+    unpublished = tuple(d for d in o.devices if d.uuid != seen)
+    v = dra.evaluate_attributes_match_hardware("a100-0", unpublished, every, o.labels)
+    assert v.outcome is Outcome.FAIL
+    assert f"CUDA in the whole-node probe sees MIG instance {seen}, which no device publishes" in v.message()
+    shared = dra.evaluate_shared_claim("a100-0", None, None, None, [], o.devices)
+    assert shared.outcome is Outcome.NOT_TESTED
+    assert shared.summary == "a100-0 publishes no full GPU (only 24 MIG devices): the shared claim asks for one"
+
+
+def test_a_mig_layout_without_a_strategy_needs_the_device_plugin_off(tmp_path: Path) -> None:
+    """mig-manager's layout under strategy none is only MIG through DRA: a device plugin in strategy
+    none would hand the MIG-enabled GPUs out whole, which no shipped profile models."""
+    text = (Path(checks.__file__).parents[1] / "data" / "sim_profiles" / "a100-mig-dra.yaml").read_text()
+    assert load_profile("a100-mig-dra").pools[0].device_plugin.mig.enabled
+    plugin_on = tmp_path / "plugin-on.yaml"
+    plugin_on.write_text(text.replace("      enabled: false\n      mig:", "      enabled: true\n      mig:"))
+    with pytest.raises(ProfileError, match=r"a MIG layout needs strategy single or mixed \(or no device plugin\)"):
+        load_profile(plugin_on)

@@ -54,6 +54,8 @@ def shape(ask: GpuRequest | Unavailable) -> tuple[Any, ...]:
 #: there (allocation mode All, physical count unknown); now every check asks through claims.
 BEFORE = {
     ("a100-mig-mixed", "a100-0"): (("MIG_ONLY",), False, False, False),
+    # MIG through DRA only: no whole GPU to claim (the view words it as NO_PATH, counting instances as GPUs)
+    ("a100-mig-dra", "a100-0"): (("NO_PATH",), False, False, False),
     ("a100-mps", "a100-0"): (("PLUGIN", 1, 1, None, False), True, False, False),
     ("geforce-workstation", "rtx-0"): (("PLUGIN", 2, 1, 2, True), True, True, True),
     ("geforce-workstation", "h100-0"): (("PLUGIN", 8, 1, 8, True), True, True, True),

@@ -35,7 +35,7 @@ SUITES = sorted((ROOT / "suites").glob("test_*.py"))
 PROFILES = ROOT / "gpuconf" / "data" / "sim_profiles"
 #: The shipped profiles a healthy cluster looks like (scale-1000 is the benchmarks' profile).
 HEALTHY = ["healthy-h100", "a100-mig-mixed", "h100-mig-single", "t4-timeslicing", "a100-mps", "h200-dra-only",
-           "plugin-and-dra", "mixed-driver-570", "multi-pool", "geforce-workstation"]
+           "plugin-and-dra", "mixed-driver-570", "multi-pool", "geforce-workstation", "a100-mig-dra"]
 
 #: Fleet states no check fails for (severity not-tested): a cordoned, tainted, NotReady or busy node.
 # issue 25: the suite reports these NOT TESTED (tests/test_fleet_states.py)
@@ -43,6 +43,14 @@ NOT_TESTED = {f.id for f in fault_catalog().values() if f.severity == "not-teste
 #: Faults whose named check lives in a suite that exists (the others belong to suites still to come).
 FAULTS = [f for f in fault_catalog().values() if f.check in checks() and (ROOT / checks()[f.check].suite).exists()
           and f.id not in NOT_TESTED]
+#: Faults also run on another shipped profile than their catalog example, where the same check must
+#: catch them through another mechanism (issue 27: MIG handed out by the DRA driver, not the device plugin).
+MORE_EXAMPLES: dict[str, tuple[str, ...]] = {
+    "mig-sibling-visible": ("a100-mig-dra",),
+    "mig-layout-drift": ("a100-mig-dra",),
+}
+#: (fault, example profile) of every fault case.
+CASES = [(f, f.example_profile) for f in FAULTS] + [(f, p) for f in FAULTS for p in MORE_EXAMPLES.get(f.id, ())]
 
 #: Checks a fault legitimately breaks besides its own, with the reason. Anything else failing is a bug
 #: (a check that cannot tell its fault from another's). A check that fails for the same cause as the
@@ -67,7 +75,11 @@ CASCADES: dict[str, tuple[set[str], str]] = {
                               "whose busbw (about 370 GB/s on 8 x H100) is below the NVLS floor"),
     "mig-sibling-visible": ({"mig.layout-matches-config"}, "the faulty Allocate adds a sibling to every pod's "
                             "instances: the pod granted every 1g.10gb instance is also given the 2g/3g instance after "
-                            "each one, more instances than it was granted"),
+                            "each one, more instances than it was granted (through DRA: CUDA enumerates that sibling, "
+                            "of another profile than the pod's)"),
+    "dra-mig-parent-published": ({"smoke.vector-add-every-gpu"}, "the whole-node probe's claim on gpu.nvidia.com is "
+                                 "allocated the MIG-enabled GPU published whole, on which CUDA enumerates no device: "
+                                 "its vector-add cannot run"),
     "ecc-uncorrectable": ({"health.no-pending-memory-repair"},
                           "an uncorrectable error on an Ampere-or-later GPU remaps its row, applied at the next reset: "
                           "the pending remap is reported beside the ECC counters"),
@@ -146,13 +158,15 @@ def test_the_matrix_covers_every_fault_of_the_existing_suites():
         assert f.suite == checks()[f.check].suite if f.check in checks() else True, f.id
 
 
-def target(fault: FaultDef) -> tuple[str, str | None]:
-    """The profile text with the fault injected on the first pool's first node, and that node."""
-    text = (PROFILES / f"{fault.example_profile}.yaml").read_text()
+def target(fault: FaultDef, example: str | None = None) -> tuple[str, str | None]:
+    """The profile text (``example``, else the fault's catalog example) with the fault injected on the
+    first pool's first node, and that node."""
+    example = example or fault.example_profile
+    text = (PROFILES / f"{example}.yaml").read_text()
     if fault.scope == "cluster":
         spec, node = f"{{id: {fault.id}}}", None
     else:
-        pool = load_profile(fault.example_profile).pools[0].name
+        pool = load_profile(example).pools[0].name
         spec = f"{{id: {fault.id}, pool: {pool}, node: 0" + (", gpu: 3" if fault.scope == "gpu" else "") + "}"
         node = f"{pool}-0"
     return re.sub(r"^faults:.*$", "", text, flags=re.M) + f"\nfaults:\n  - {spec}\n", node
@@ -194,10 +208,12 @@ def test_every_exception_names_a_catalog_fault_with_its_reason():
     assert all(fault in catalog and len(reason) > 40 for fault, reason in DISTINCT_FINDINGS.items()), DISTINCT_FINDINGS
 
 
-@pytest.mark.parametrize("fault", FAULTS, ids=[f"{f.id} fails {f.check}" for f in FAULTS])
+@pytest.mark.parametrize(("fault", "example"), CASES, ids=[
+    f"{f.id} fails {f.check}" + ("" if p == f.example_profile else f" on {p}") for f, p in CASES])
 def test_a_fault_fails_its_check_on_its_node_and_nothing_unrelated(pytester: pytest.Pytester, fault: FaultDef,
+                                                                    example: str,
                                                                     tmp_path_factory: pytest.TempPathFactory):
-    text, node = target(fault)
+    text, node = target(fault, example)
     profile = pytester.path / f"{fault.id}.yaml"
     profile.write_text(text)
     # A DRA claim the kubelet cannot prepare is reported 5 s after its FailedPrepareDynamicResources,
@@ -207,10 +223,11 @@ def test_a_fault_fails_its_check_on_its_node_and_nothing_unrelated(pytester: pyt
     failed = failures(tests)
     # one root cause, one failure: the row of the per-fault table, checked here, printed at the end
     where, on_node = failing_on_node(failed, node)
-    row = {"fault": fault.id, "node": where, "checks": on_node, "exception": DISTINCT_FINDINGS.get(fault.id)}
+    case = fault.id if example == fault.example_profile else f"{fault.id} on {example}"
+    row = {"fault": case, "node": where, "checks": on_node, "exception": DISTINCT_FINDINGS.get(fault.id)}
     rows = rows_dir(tmp_path_factory)
     rows.mkdir(parents=True, exist_ok=True)
-    (rows / f"{fault.id}.json").write_text(json.dumps(row))
+    (rows / f"{case.replace(' ', '-')}.json").write_text(json.dumps(row))
     print(f"{fault.id}: {len(on_node)} failing on {where}: {', '.join(on_node)}")
     assert (fault.check, node) in failed, output[-4000:]
     allowed, _why = CASCADES.get(fault.id, (set(), ""))

@@ -268,7 +268,29 @@ def _probe_uuids(report: CudaProbeReport) -> tuple[set[str], str]:
     return {d.uuid for d in report.devices if d.uuid and not d.mig}, "CUDA"
 
 
+def _compare_migs(cmp: _Comparison, devices: Sequence[SliceDevice], report: CudaProbeReport) -> None:
+    """The published MIG instances against CUDA's: one CUDA process enumerates a single MIG device
+    however many it is given (MIG User Guide, "CUDA Device Enumeration";
+    kubernetes-sigs/dra-driver-nvidia-gpu#1364 shows it through DRA), so CUDA must see one of them and
+    no other; the rest are named as not compared."""
+    migs = [d for d in devices if d.kind == "mig" and d.uuid]
+    if not migs or not report.init.ok:
+        return
+    published = {d.uuid for d in migs}
+    seen = [d.uuid for d in report.devices if d.uuid and (d.mig or d.uuid.startswith("MIG-"))]
+    if not seen:
+        cmp.problems.append(f"the DRA driver publishes {len(migs)} MIG instances ({', '.join(d.name for d in migs)}), "
+                            "of which CUDA in the whole-node probe sees none")
+    for uuid in seen:
+        if uuid not in published:
+            cmp.problems.append(f"CUDA in the whole-node probe sees MIG instance {uuid}, which no device publishes")
+    if len(migs) > 1:
+        cmp.unjudged.append(f"{len(migs) - 1} of the {len(migs)} MIG instances (CUDA enumerates one MIG device per "
+                            "process)")
+
+
 def _compare_probe(cmp: _Comparison, devices: Sequence[SliceDevice], report: CudaProbeReport) -> None:
+    _compare_migs(cmp, devices, report)
     published = {d.gpu_uuid for d in devices if d.gpu_uuid}
     seen, how = _probe_uuids(report)
     cmp.compared.add("the probe")
@@ -288,10 +310,8 @@ def _compare_probe(cmp: _Comparison, devices: Sequence[SliceDevice], report: Cud
             continue
         c, g = cuda.get(d.uuid), nvml.get(d.gpu_uuid or "")
         if d.kind == "mig":
-            if c is None and report.init.ok:
-                cmp.problems.append(f"{d.name} publishes MIG instance {d.uuid}, which CUDA in the whole-node probe "
-                                    "does not see")
-            continue
+            continue  # below: CUDA enumerates one of them
+
         where = f"the probe for {d.uuid}"
         cmp.text("productName", d, d.attributes.get("productName"), where, (g.name if g else None) or
                  (c.name if c else None))
@@ -666,6 +686,9 @@ def evaluate_shared_claim(node: str, probe: Sighting | None, sidecar: Sighting |
     """One claim used by two containers of a pod: both see its one device; the pod's third
     container, which uses no claim, sees no GPU."""
     check = "dra.shared-claim-same-device"
+    if devices and not any(d.kind == "gpu" for d in devices):  # MIG only: the shared pod asks for a whole GPU
+        return not_tested(check, node, f"{node} publishes no full GPU (only {len(devices)} MIG devices): the shared "
+                          "claim asks for one")
     views: list[tuple[str, CudaProbeReport]] = []
     for who, container in (("probe", probe), ("sidecar", sidecar), ("bystander", bystander)):
         report = _ran(check, node, f"shared-claim ({who} container)", container)

@@ -70,6 +70,7 @@ import yaml
 
 from gpuconf.checks.isolation import GpuView, Sighting
 from gpuconf.compat import tables
+from gpuconf.nodes.devices import MIG_CLASS, SliceDevice
 from gpuconf.probe_pods import probe_pod_name
 from gpuconf.probes.cuda import CudaProbeReport, DeviceReport
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
@@ -79,6 +80,7 @@ __all__ = [
     "LGIP_SPREAD",
     "NAME_CEILING",
     "PROBES_VIEW",
+    "SLICE_VIEW",
     "Declared",
     "Listed",
     "MigDevice",
@@ -101,6 +103,7 @@ __all__ = [
     "parse_mig_parted",
     "plan_node",
     "pod_name",
+    "published_layout",
     "strategy",
     "strategy_disagreement",
 ]
@@ -135,6 +138,8 @@ _INDEX_MIG = re.compile(r"^\d+:\d+$")  # deviceIDStrategy index: <gpu>:<instance
 
 #: The probes' view in the layout comparison.
 PROBES_VIEW = "the MIG instances the probes are given"
+#: The DRA driver's view: the devices of type mig in the node's ResourceSlice.
+SLICE_VIEW = "the DRA driver's ResourceSlice"
 
 Layout = Mapping[str, int]  # MIG profile -> instances
 
@@ -175,15 +180,25 @@ def _labelled_instances(labels: Mapping[str, str]) -> bool:
     return bool(single) or any((_int(v) or 0) > 0 for k, v in labels.items() if _COUNT_LABEL.match(k))
 
 
-def mig_skip_reason(node: str, labels: Mapping[str, str], capacity: Mapping[str, str]) -> str | None:
-    """Why ``node`` has no MIG to check, or None when its labels or its resources show MIG (also
-    when they disagree: the layout check judges that, it is never skipped).
+def published_layout(devices: Iterable[SliceDevice], *, usable_only: bool = False) -> dict[str, int] | None:
+    """MIG instances per profile that NVIDIA's DRA driver publishes (devices of type ``mig`` with
+    their ``profile`` attribute; ``?`` for one without); None when it publishes no MIG device."""
+    out: Counter[str] = Counter(d.attributes.get("profile") or "?" for d in devices
+                                if d.kind == "mig" and (d.usable or not usable_only))
+    return dict(out) if any(d.kind == "mig" for d in devices) else None
+
+
+def mig_skip_reason(node: str, labels: Mapping[str, str], capacity: Mapping[str, str],
+                    published: Mapping[str, int] | None = None) -> str | None:
+    """Why ``node`` has no MIG to check, or None when its labels, its resources or its DRA slice
+    (``published``, :func:`published_layout`) show MIG (also when they disagree: the layout check
+    judges that, it is never skipped).
 
     ``nvidia.com/mig.strategy`` alone shows nothing: GFD writes the device plugin's configured
     strategy on every node, MIG-capable or not (typically ``single``, the GPU Operator's default)."""
     mode = strategy(labels)
     mig_resources = sorted(k for k in capacity if k.startswith(MIG_PREFIX) and (_int(capacity[k]) or 0) > 0)
-    if mig_resources or _labelled_instances(labels) or mig_invalid(labels):
+    if mig_resources or _labelled_instances(labels) or mig_invalid(labels) or published:
         return None
     config = labels.get(CONFIG_LABEL)
     if labels.get(CONFIG_STATE_LABEL) == "failed" or (config and _asks_by_name(config) is not False):
@@ -412,18 +427,24 @@ class PlannedPod:
     name: str
 
 
-def plan_node(node: str, labels: Mapping[str, str], allocatable: Mapping[str, str]) -> tuple[PlannedPod, ...]:
+def plan_node(node: str, labels: Mapping[str, str], allocatable: Mapping[str, str],
+              devices: Sequence[SliceDevice] = ()) -> tuple[PlannedPod, ...]:
     """The MIG pods for ``node``: an ``all`` and a ``one`` pod per advertised profile with an
-    allocatable instance; none under a ``-MIG-INVALID`` product (the layout check judges that)."""
+    allocatable instance; none under a ``-MIG-INVALID`` product (the layout check judges that).
+    Where the device plugin advertises no MIG instance, the profiles of the MIG devices the DRA
+    driver publishes in ``devices`` (those no taint keeps from allocation), asked for by claims on
+    mig.nvidia.com (the node view says how)."""
     if mig_invalid(labels):  # GFD names no profile: what nvidia.com/gpu is there is no instance to ask for
         return ()
     pods = []
     single = strategy(labels) == "single"
-    for profile, n in sorted(advertised_layout(labels, allocatable).items()):
-        if n < 1:
+    advertised = {p: n for p, n in advertised_layout(labels, allocatable).items() if n >= 1}
+    published = published_layout(devices, usable_only=True) or {}
+    for profile, n in sorted((advertised or published).items()):
+        if n < 1 or profile == "?":
             continue
-        resource = GPU if single else f"{MIG_PREFIX}{profile}"
-        suffix = "" if single else f"-{profile}"
+        resource = MIG_CLASS if not advertised else GPU if single else f"{MIG_PREFIX}{profile}"
+        suffix = "" if single and advertised else f"-{profile}"
         pods += [PlannedPod("all", profile, resource, n, pod_name(f"all{suffix}", node)),
                  PlannedPod("one", profile, resource, 1, pod_name(f"one{suffix}", node))]
     return tuple(pods)
@@ -532,17 +553,20 @@ def _no_output(cid: str, node: str, seen: Sighting, what: str) -> Verdict:
 # The checks
 
 
-def _instances_anywhere(labels: Mapping[str, str], capacity: Mapping[str, str], seen: Mapping[str, Sighting]) -> bool:
-    """Any MIG instance on the node in any view: GFD's labels, the plugin's capacity, the probes."""
+def _instances_anywhere(labels: Mapping[str, str], capacity: Mapping[str, str], seen: Mapping[str, Sighting],
+                        published: Mapping[str, int] | None = None) -> bool:
+    """Any MIG instance on the node in any view: GFD's labels, the plugin's capacity, the DRA
+    driver's slice, the probes."""
     advertised = advertised_layout(labels, capacity)
     probes = any(mig_devices(s.report) or ((listed := listed_devices(s.report)) is not None and listed.mig)
                  for s in seen.values() if s.report is not None)
     return (any(n for p, n in advertised.items() if p != "?") or any((labelled_layout(labels) or {}).values())
-            or probes)
+            or any((published or {}).values()) or probes)
 
 
 def _requested_but_missing(node: str, labels: Mapping[str, str], capacity: Mapping[str, str],
-                           seen: Mapping[str, Sighting], declared: Declared) -> Verdict | None:
+                           seen: Mapping[str, Sighting], declared: Declared,
+                           published: Mapping[str, int] | None = None) -> Verdict | None:
     """The FAIL of a layout mig-manager was told to apply and did not: ``nvidia.com/mig.config.state``
     failed, or a config asking for instances on a node where no view shows one (MIG mode on and no
     instance: the device plugin advertises nothing, CUDA enumerates nothing); None otherwise.
@@ -551,7 +575,7 @@ def _requested_but_missing(node: str, labels: Mapping[str, str], capacity: Mappi
     as nothing, so no probe pod can be placed on it to read its UUID."""
     cid = "mig.layout-matches-config"
     config, state = labels.get(CONFIG_LABEL), declared.state
-    anywhere = _instances_anywhere(labels, capacity, seen)
+    anywhere = _instances_anywhere(labels, capacity, seen, published)
     # A -MIG-INVALID product hides instances that may exist (several profiles under single): the
     # INVALID finding names that, unless mig-manager itself reports the apply failed.
     if state != "failed" and (anywhere or not declared.asks or mig_invalid(labels)):
@@ -560,7 +584,8 @@ def _requested_but_missing(node: str, labels: Mapping[str, str], capacity: Mappi
     gpus = f"no view shows a MIG instance on any of its {f'{counted} GPUs (GFD counts them)' if counted else 'GPUs'}"
     offered = advertised_layout(labels, capacity)
     shows = (f"GFD labels {PRODUCT_LABEL}={labels.get(PRODUCT_LABEL, 'unlabelled')} and the device plugin advertises "
-             f"{_fmt(offered) if any(n for p, n in offered.items() if p != '?') else 'no MIG instance'}")
+             f"{_fmt(offered) if any(n for p, n in offered.items() if p != '?') else 'no MIG instance'}"
+             + (f"; {SLICE_VIEW} publishes {_fmt(published)}" if published is not None else ""))
     wanted = _fmt(declared.layout) if declared.layout else "MIG instances"
     if state == "failed":
         summary = (f"mig-manager could not apply {CONFIG_LABEL}={config} ({CONFIG_STATE_LABEL}=failed)"
@@ -580,16 +605,24 @@ def _requested_but_missing(node: str, labels: Mapping[str, str], capacity: Mappi
 
 def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capacity: Mapping[str, str],
                                    allocatable: Mapping[str, str], seen: Mapping[str, Sighting],
-                                   declared: Declared) -> Verdict:
-    """The layout mig-manager was told to apply, GFD's labels, the device plugin's capacity and the
+                                   declared: Declared, published: Mapping[str, int] | None = None,
+                                   granted_by_dra: Mapping[str, int] | None = None) -> Verdict:
+    """The layout mig-manager was told to apply, GFD's labels, the device plugin's capacity, the MIG
+    devices the DRA driver publishes (``published``, :func:`published_layout`; None without) and the
     instances the ``all`` pods are given (``seen``: profile -> sighting) agree; each ``all`` pod is
-    given exactly the instances it was granted, and CUDA enumerates one of its profile."""
+    given exactly the instances it was granted, and CUDA enumerates one of its profile.
+
+    Where GFD labels no MIG instance and the device plugin advertises none, the DRA driver's slice
+    is the node's own view (GPU Operator with the device plugin disabled, GPUCluster mode: GFD's mig
+    labels follow the plugin's strategy, none here): the labels and capacity views are left out,
+    and the verdict says the layout was read from the slice. ``granted_by_dra``: the instances per
+    profile the ``all`` pods' claims asked for (the usable published ones), in place of allocatable."""
     cid = "mig.layout-matches-config"
     config = labels.get(CONFIG_LABEL)
-    missing = _requested_but_missing(node, labels, capacity, seen, declared)
+    missing = _requested_but_missing(node, labels, capacity, seen, declared, published)
     if missing is not None:
         return missing
-    if not mig_invalid(labels) and not _instances_anywhere(labels, capacity, seen):
+    if not mig_invalid(labels) and not _instances_anywhere(labels, capacity, seen, published):
         asks = ("asks for no MIG instance" if declared.asks is False
                 else f"may ask for MIG instances, which cannot be told ({declared.why})")
         return not_tested(cid, node, f"{CONFIG_LABEL}={config} {asks}, and no GPU of {node} has one: no MIG layout "
@@ -616,7 +649,11 @@ def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capa
             "both (the device plugin's config file or the GPU Operator's mig.strategy, which GFD shares)",
             expected="the same MIG strategy in GFD's labels and the device plugin's resources", observed=disagreement,
             evidence=(declared.why,))
-    granted = advertised_layout(labels, allocatable)
+    labelled = labelled_layout(labels)
+    advertised = advertised_layout(labels, capacity)
+    # The slice is the only view: GFD and the device plugin show no MIG (their strategy is none).
+    slice_only = published is not None and labelled is None and not any(advertised.values())
+    granted = dict(granted_by_dra or {}) if slice_only else advertised_layout(labels, allocatable)
     observed: Counter[str] = Counter()
     evidence = [f"{CONFIG_LABEL}: {declared.why}" + (f" (state {declared.state})" if declared.state else "")]
     uuids: set[str] = set()
@@ -656,16 +693,22 @@ def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capa
                           f"{_fmt(kinds)} {where}", expected=f"{profile} x{wanted} MIG instances",
                           observed=_fmt(kinds), evidence=tuple(evidence))
         observed.update(kinds)
-    labelled = labelled_layout(labels)
-    advertised = advertised_layout(labels, capacity)
-    views = {"advertised capacity": advertised, "GFD labels": labelled}
+    views: dict[str, Mapping[str, int] | None] = (
+        {SLICE_VIEW: published} if slice_only else {"advertised capacity": advertised, "GFD labels": labelled})
+    if published is not None and not slice_only:
+        views[SLICE_VIEW] = published
     if declared.layout is not None:
         views = {f"{CONFIG_LABEL}={declared.name}": declared.layout, **views}
-    if complete and granted == advertised:
+    total = published if slice_only else advertised
+    if complete and granted == total:
         views[PROBES_VIEW] = dict(observed)
-    elif granted != advertised:
-        evidence.append(f"allocatable ({_fmt(granted)}) is below capacity ({_fmt(advertised)}): the probes are "
-                        "given the allocatable instances only")
+    elif granted != total:
+        evidence.append(f"{'the usable devices' if slice_only else 'allocatable'} ({_fmt(granted)}) "
+                        f"{'are' if slice_only else 'is'} below {'those published' if slice_only else 'capacity'} "
+                        f"({_fmt(total)}): the probes are given those only")
+    if slice_only:
+        evidence.append(f"source: {SLICE_VIEW} (GFD labels no MIG instance under {STRATEGY_LABEL}="
+                        f"{strategy(labels)} and no device plugin advertises one)")
     evidence.append("; ".join(f"{k}: {_fmt(v)}" for k, v in views.items()))
     present = {k: Counter({p: n for p, n in v.items() if n}) for k, v in views.items() if v is not None}
     reference_name, reference = next(iter(present.items()))
@@ -678,11 +721,13 @@ def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capa
         observed_text = "; ".join(f"{_and(names)}: {layout}" for layout, names in groups.items())
         return failed(cid, node, f"{reference_name} says {_fmt(reference)}, but {observed_text}{state}",
                       expected=f"{_fmt(reference)} in every view", observed=observed_text, evidence=tuple(evidence))
-    if labelled is None:
+    if labelled is None and not slice_only:
         return failed(cid, node, f"GFD labels no MIG layout ({strategy(labels)} strategy) while {node} advertises "
                       f"{_fmt(advertised)}", expected="GFD MIG count labels", observed="none",
                       evidence=tuple(evidence))
     note = "" if declared.layout is not None else f"; declared layout not compared: {declared.why}"
+    if slice_only:
+        note += " (read from the DRA driver's ResourceSlice: GFD labels no MIG instance)"
     return passed(cid, node, f"{_fmt(reference)} in {', '.join(present)}{note}", evidence=tuple(evidence))
 
 
@@ -719,10 +764,47 @@ def _tolerance(memory: int | None, profile: MigProfile) -> str | None:
     return f"{memory / (1 << 30):.2f} GiB, outside {low:.2f}-{high:.2f} GiB ({source})"
 
 
-def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model: str | None) -> Verdict:
+def _claimed_instance(profile: str, s: Sighting, report: CudaProbeReport, allocated: Sequence[SliceDevice] | None,
+                      devices: Sequence[SliceDevice]) -> tuple[str | None, str | None]:
+    """(problem, not-tested reason) of a ``one`` pod given its instance by a DRA claim: CUDA's MIG
+    device must be the allocated device (its ``uuid`` attribute) and NVML must show its parent
+    (``parentUUID``) alone. Under CDI NVIDIA_VISIBLE_DEVICES is ``void``, so the allocation is the
+    only list of what the pod was meant to get; a sibling named there is told as one."""
+    if not allocated:
+        return None, (f"the allocation of the claim of {s.where} ({profile}) could not be read, so whether it sees "
+                      "the instance it was allocated is not known")
+    own = allocated[0]
+    if len(allocated) != 1 or own.kind != "mig":
+        got = ", ".join(d.describe() for d in allocated)
+        return f"its claim for one {profile} instance was allocated {got}", None
+    seen = [d.uuid for d in mig_devices(report)]
+    problems = []
+    if seen and seen != [own.uuid]:
+        others = {d.uuid: d for d in devices if d.kind == "mig"}
+        named = []
+        for uuid in seen:
+            other = others.get(uuid)
+            sibling = other is not None and other.attributes.get("parentUUID") == own.attributes.get("parentUUID")
+            named.append(f"{'the sibling ' if sibling else ''}{other.describe() if other else uuid}"
+                         + (f" on the same GPU {own.attributes.get('parentUUID')}" if sibling else ""))
+        problems.append(f"CUDA enumerates {', '.join(named)}, not the allocated device {own.describe()}")
+    parent = own.attributes.get("parentUUID")
+    nvml = [p[0] for p in _parents(report)]
+    if parent and nvml and nvml != [parent]:
+        problems.append(f"NVML shows the GPUs {', '.join(nvml)}, not only the allocated device's parent {parent}")
+    return ("; ".join(problems) or None), None
+
+
+def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model: str | None,
+                               claimed: Mapping[str, Sequence[SliceDevice] | None] | None = None,
+                               node_devices: Sequence[SliceDevice] = ()) -> Verdict:
     """Each ``one`` pod (``seen``: profile -> sighting) is given exactly one MIG instance of its
     profile, with its memory, runs the kernel on it, and is given no other instance, whole GPU or
-    other GPU (NVIDIA_VISIBLE_DEVICES, NVML, /dev/nvidiaN; CUDA shows one instance at most)."""
+    other GPU (NVIDIA_VISIBLE_DEVICES, NVML, /dev/nvidiaN; CUDA shows one instance at most).
+
+    ``claimed``: for the profiles asked for by a DRA claim on mig.nvidia.com, the slice devices the
+    claim was allocated (None: the allocation could not be read, which leaves the check NOT
+    TESTED); ``node_devices``: the node's slice devices, to name a sibling the pod sees instead."""
     cid = "mig.instance-isolated"
     if not seen:
         return not_tested(cid, node, f"{node} has no allocatable MIG instance to request")
@@ -731,6 +813,17 @@ def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model
     for profile, s in sorted(seen.items()):
         if s.report is None:
             return _no_output(cid, node, s, f"the pod requesting one {profile} instance could not be observed")
+        if claimed is not None and profile in claimed:
+            allocated = claimed[profile]
+            problem, unknown = _claimed_instance(profile, s, s.report, allocated, node_devices)
+            evidence.append(f"{s.where} (one {profile}): its claim was allocated "
+                            + (", ".join(d.describe() for d in allocated) if allocated else "nothing readable"))
+            if unknown is not None:
+                return not_tested(cid, node, unknown)
+            if problem is not None:
+                return failed(cid, node, f"{s.where}, given one {profile} instance by a DRA claim, sees something "
+                              f"else: {problem}", expected="exactly the allocated MIG device and only its parent GPU",
+                              observed=GpuView.of(s.report).describe(), evidence=tuple(evidence))
         view = GpuView.of(s.report)
         devices, whole = mig_devices(s.report), _whole(s.report)
         parents = _parents(s.report)
@@ -777,7 +870,12 @@ def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model
                               observed=why, evidence=tuple(evidence))
         memory = f"{device.memory_bytes / (1 << 30):.1f} GiB" if device.memory_bytes else "memory unknown"
         held.append(f"{profile}: {device.uuid} ({memory})")
-        if listed is None:
+        if listed is None and claimed is not None and profile in claimed:
+            env = s.report.env.get("NVIDIA_VISIBLE_DEVICES")
+            evidence.append(f"{s.where}: CDI injection (NVIDIA_VISIBLE_DEVICES={env!r}): "
+                            "CUDA's one MIG device is the allocated one; a sibling injected after it would not show "
+                            "(CUDA enumerates one MIG device per process)")
+        elif listed is None:
             evidence.append(f"{s.where}: NVIDIA_VISIBLE_DEVICES lists no device ids, so a sibling instance on the "
                             "same GPU would not show (CUDA enumerates one MIG device per process)")
     summary = f"one instance each, alone and running the kernel: {'; '.join(held)}"
@@ -787,8 +885,49 @@ def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model
     return passed(cid, node, summary + " (memory as profiled)", evidence=tuple(evidence))
 
 
+def _dra_not_also_full(node: str, devices: Sequence[SliceDevice], full_seen: Sighting | None) -> Verdict:
+    """DRA: the driver publishes a MIG-enabled GPU as its MIG devices only, never also as a device of
+    type gpu (the static-MIG path of the driver's device discovery announces the physical GPU only
+    when MIG mode is off: dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/nvlib.go
+    GetPerGpuAllocatableDevices), so no claim on gpu.nvidia.com can be given a GPU whose instances
+    other claims hold; a whole-GPU claim's pod (``full_seen``) sees only GPUs with MIG off."""
+    cid = "mig.not-also-full-gpu"
+    migs = [d for d in devices if d.kind == "mig"]
+    parents = {p for d in migs if (p := d.attributes.get("parentUUID"))}
+    whole = [d for d in devices if d.kind == "gpu"]
+    both = [d for d in whole if d.uuid in parents]
+    evidence = [f"{SLICE_VIEW}: {len(migs)} MIG devices on {len(parents)} GPUs ({', '.join(sorted(parents))}); "
+                f"{len(whole)} devices of type gpu" + (f" ({', '.join(d.describe() for d in whole)})" if whole else "")]
+    if both:
+        named = ", ".join(d.describe() for d in both)
+        return failed(cid, node, f"the DRA driver publishes the MIG-enabled GPU{'s' if len(both) > 1 else ''} {named} "
+                      "also whole, as a device of type gpu beside its MIG devices: a claim on gpu.nvidia.com can be "
+                      "given a GPU whose instances other pods hold",
+                      expected="MIG-enabled GPUs published as their MIG devices only",
+                      observed=f"{len(both)} MIG parents published as type gpu", evidence=tuple(evidence))
+    if full_seen is not None:
+        if full_seen.report is None:
+            return _no_output(cid, node, full_seen, "the pod claiming whole GPUs could not be observed")
+        gpus = _parents(full_seen.report)
+        evidence.append(f"{full_seen.where}: {GpuView.of(full_seen.report).describe(full=True)}")
+        bad = sorted({u for u, _, mig in gpus if mig} | ({u for u, _, _ in gpus} & parents))
+        instances = sorted(d.uuid for d in mig_devices(full_seen.report) if d.uuid)
+        if bad or instances:
+            return failed(cid, node, "a claim for whole GPUs on gpu.nvidia.com is given "
+                          + (f"MIG-enabled GPU{'s' if len(bad) != 1 else ''} {', '.join(bad)}" if bad
+                             else f"MIG instances {', '.join(instances)}"),
+                          expected="whole GPUs with MIG disabled only", observed=f"{len(bad)} MIG-enabled GPUs, "
+                          f"{len(instances)} instances", evidence=tuple(evidence))
+        return passed(cid, node, f"the {len(gpus)} GPUs a whole-GPU claim is given have MIG disabled, and the DRA "
+                      f"driver publishes none of the {len(parents)} MIG-enabled GPUs as type gpu",
+                      evidence=tuple(evidence))
+    return passed(cid, node, f"the DRA driver publishes the {len(parents)} MIG-enabled GPUs as their {len(migs)} MIG "
+                  f"devices only, none also as type gpu ({len(whole)} whole GPUs published)", evidence=tuple(evidence))
+
+
 def evaluate_not_also_full_gpu(node: str, *, labels: Mapping[str, str], capacity: Mapping[str, str],
-                               mig_seen: Sequence[Sighting], full_seen: Sighting | None) -> Verdict:
+                               mig_seen: Sequence[Sighting], full_seen: Sighting | None,
+                               devices: Sequence[SliceDevice] = ()) -> Verdict:
     """No MIG-enabled GPU is also advertised whole. Single: every device behind ``nvidia.com/gpu``
     (the ``all`` pod, in ``mig_seen``) is an instance: no ``GPU-`` id in NVIDIA_VISIBLE_DEVICES, no
     GPU with MIG mode off in NVML. Mixed: the GPUs behind ``nvidia.com/gpu`` (``full_seen``, a pod
@@ -800,6 +939,9 @@ def evaluate_not_also_full_gpu(node: str, *, labels: Mapping[str, str], capacity
     reports = [s.report for s in mig_seen if s.report is not None]
     parents = {p[0]: p for r in reports for p in _parents(r) if p[2] is not False}
     full = _int(capacity.get(GPU)) or 0
+    if any(d.kind == "mig" for d in devices) and not any(advertised_layout(labels, capacity).values()):
+        # MIG through DRA alone (``devices``: the node's slice): the driver decides what is whole
+        return _dra_not_also_full(node, devices, full_seen)
     if not reports and (strategy(labels) == "single" or full == 0):
         # Nothing handed out to look at (no instance advertised): "all 0 are instances" is no finding.
         offered = _fmt(advertised_layout(labels, capacity))

@@ -59,6 +59,8 @@ from gpuconf.sim.agent_model import (
     make_cluster_policy,
     make_cluster_policy_crd,
     make_device_classes,
+    make_gpu_cluster,
+    make_gpu_cluster_crd,
     make_lease,
     make_mig_parted_config,
     make_node,
@@ -265,9 +267,12 @@ class NodeAgents:
         for rc in self.cluster.runtime_classes:
             api.ignoring((409,), api.node.create_runtime_class, make_runtime_class(rc.name, rc.handler))
         drivers = {n.dra.driver for n in self.cluster.nodes if n.dra.enabled}
-        for device_class in make_device_classes(drivers):
+        for device_class in make_device_classes(drivers, extended_resource=self.cluster.extended_resource,
+                                                gpu_selectors=self.cluster.gpu_class_selectors):
             api.ignoring((409,), api.resource.create_device_class, device_class)
-        if self.cluster.profile.operator.present:
+        if self.cluster.profile.operator.gpucluster:  # GPUCluster mode: no ClusterPolicy, no mig-manager
+            self._register_gpu_cluster()
+        elif self.cluster.profile.operator.present:
             self._register_cluster_policy()
             mig_config = make_mig_parted_config(self.cluster)
             if mig_config is not None:
@@ -277,23 +282,29 @@ class NodeAgents:
         self._register_exporter_service()
 
     def _register_cluster_policy(self) -> None:
+        self._register_custom(make_cluster_policy_crd(), "v1", "clusterpolicies", make_cluster_policy(self.cluster),
+                              cluster_policy_status())
+
+    def _register_gpu_cluster(self) -> None:
+        self._register_custom(make_gpu_cluster_crd(), "v1alpha1", "gpuclusters", make_gpu_cluster(),
+                              cluster_policy_status())
+
+    def _register_custom(self, crd: Obj, version: str, plural: str, body: Obj, status: Obj) -> None:
+        """The operator's CRD (when not served yet), its one cluster-scoped object and its status."""
         api = self._api
-        crd = make_cluster_policy_crd()
         if api.ignoring((404,), api.extensions.read_custom_resource_definition, crd["metadata"]["name"]) is None:
             api.ignoring((409,), api.extensions.create_custom_resource_definition, crd)
-        policy = make_cluster_policy(self.cluster)
         deadline = time.monotonic() + 10
         while True:  # a real server serves a new CRD after a moment (404 until it is Established)
             try:
-                api.ignoring((409,), api.custom.create_cluster_custom_object, "nvidia.com", "v1", "clusterpolicies",
-                             policy)
+                api.ignoring((409,), api.custom.create_cluster_custom_object, "nvidia.com", version, plural, body)
                 break
             except ApiException as e:
                 if e.status != 404 or time.monotonic() > deadline:
                     raise
                 self._stopping.wait(0.2)
-        api.call(api.custom.patch_cluster_custom_object_status, "nvidia.com", "v1", "clusterpolicies",
-                 "cluster-policy", {"status": cluster_policy_status()}, _content_type=MERGE)
+        api.call(api.custom.patch_cluster_custom_object_status, "nvidia.com", version, plural,
+                 body["metadata"]["name"], {"status": status}, _content_type=MERGE)
 
     def _register_node(self, node: SimNode) -> None:
         api = self._api
@@ -324,6 +335,9 @@ class NodeAgents:
                 and not dead:
             self._renew(node.name)
         for rs in resource_slices(node):
+            for device in cast(list[Obj], cast(Obj, rs["spec"])["devices"]):
+                for taint in device.get("taints") or []:
+                    taint["timeAdded"] = rfc3339(now)  # the DRA driver's health check tainted it as it started
             meta = cast(Obj, rs["metadata"])
             meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": uid,
                                         "controller": True}]

@@ -38,6 +38,7 @@ from gpuconf.sim.node_facts import (
 from gpuconf.sim.profile import Profile, Sharing, SimCluster, SimNode
 
 __all__ = [
+    "GPU_CLUSTER_NAME",
     "MIG_PARTED_CONFIG",
     "MPS_PIPE_DIRECTORY",
     "NETWORK_NOT_READY",
@@ -62,6 +63,8 @@ __all__ = [
     "make_cluster_policy",
     "make_cluster_policy_crd",
     "make_device_classes",
+    "make_gpu_cluster",
+    "make_gpu_cluster_crd",
     "make_lease",
     "make_node",
     "make_node_status",
@@ -577,14 +580,23 @@ def make_lease(node_name: str, node_uid: str | None, *, duration: int, now_micro
             "spec": {"holderIdentity": node_name, "leaseDurationSeconds": duration, "renewTime": now_micro}}
 
 
-def make_device_classes(drivers: Iterable[str]) -> list[Obj]:
-    """The DeviceClasses NVIDIA's DRA driver chart installs (gpu.nvidia.com, mig.nvidia.com)."""
+def make_device_classes(drivers: Iterable[str], *, extended_resource: str | None = None,
+                        gpu_selectors: Iterable[str] = ()) -> list[Obj]:
+    """The DeviceClasses NVIDIA's DRA driver chart installs (gpu.nvidia.com, mig.nvidia.com). The GPU
+    class maps ``extended_resource`` (KEP-5004 ``spec.extendedResourceName``) where the cluster serves
+    that resource through DRA, and carries ``gpu_selectors`` after its own (extended-resource-stale)."""
     out = []
     for driver in sorted(set(drivers)):
         for kind, name in (("gpu", driver), ("mig", driver.replace("gpu.", "mig.", 1))):
+            expressions = [f"device.driver == '{driver}' && device.attributes['{driver}'].type == '{kind}'"]
+            spec: Obj = {}
+            if kind == "gpu":
+                expressions += list(gpu_selectors)
+                if extended_resource:
+                    spec["extendedResourceName"] = extended_resource
+            spec["selectors"] = [{"cel": {"expression": e}} for e in expressions]
             out.append({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
-                        "spec": {"selectors": [{"cel": {"expression": (
-                            f"device.driver == '{driver}' && device.attributes['{driver}'].type == '{kind}'")}}]}})
+                        "spec": spec})
     return out
 
 
@@ -592,18 +604,22 @@ def make_runtime_class(name: str, handler: str) -> Obj:
     return {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": name}, "handler": handler}
 
 
-def make_cluster_policy_crd() -> Obj:
-    """A minimal clusterpolicies.nvidia.com (the GPU Operator's CRD, schema left open)."""
+def _open_crd(plural: str, kind: str, version: str) -> Obj:
+    """A minimal cluster-scoped nvidia.com CRD with its schema left open."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "clusterpolicies.nvidia.com"},
+        "metadata": {"name": f"{plural}.nvidia.com"},
         "spec": {"group": "nvidia.com", "scope": "Cluster",
-                 "names": {"plural": "clusterpolicies", "singular": "clusterpolicy", "kind": "ClusterPolicy",
-                           "listKind": "ClusterPolicyList"},
-                 "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                 "names": {"plural": plural, "singular": kind.lower(), "kind": kind, "listKind": f"{kind}List"},
+                 "versions": [{"name": version, "served": True, "storage": True, "subresources": {"status": {}},
                                "schema": {"openAPIV3Schema": {"type": "object",
                                                               "x-kubernetes-preserve-unknown-fields": True}}}]},
     }
+
+
+def make_cluster_policy_crd() -> Obj:
+    """clusterpolicies.nvidia.com (the GPU Operator's CRD)."""
+    return _open_crd("clusterpolicies", "ClusterPolicy", "v1")
 
 
 def make_cluster_policy(cluster: SimCluster) -> Obj:
@@ -620,6 +636,28 @@ def make_cluster_policy(cluster: SimCluster) -> Obj:
                  "migManager": {"enabled": mig, "config": {"name": MIG_PARTED_CONFIG, "default": "all-disabled"}},
                  "mig": {"strategy": strategy},
                  "validator": {"plugin": {"env": []}}, "cdi": {"enabled": True, "default": False}},
+    }
+
+
+def make_gpu_cluster_crd() -> Obj:
+    """gpuclusters.nvidia.com (GPU Operator 26.7's GPUCluster CRD, nvidia.com/v1alpha1, cluster-scoped)."""
+    return _open_crd("gpuclusters", "GPUCluster", "v1alpha1")
+
+
+#: The one GPUCluster object the simulated operator runs from.
+GPU_CLUSTER_NAME = "gpu-cluster"
+
+
+def make_gpu_cluster() -> Obj:
+    """GPUCluster ``gpu-cluster``: the operands it manages (NVIDIA's DRA driver, DCGM, dcgm-exporter;
+    anchors-2026-12.md section 4). The field names inside spec are NOT from a real object: the
+    operator's docs review pages name the managed components but no sample CR was at hand; a real
+    ``kubectl get gpucluster -o yaml`` from a 26.7 install would settle them. gpuconf reads only that
+    the object exists (Inventory.gpu_cluster)."""
+    return {
+        "apiVersion": "nvidia.com/v1alpha1", "kind": "GPUCluster", "metadata": {"name": GPU_CLUSTER_NAME},
+        "spec": {"draDriver": {"enabled": True, "driver": "gpu.nvidia.com"}, "dcgm": {"enabled": True},
+                 "dcgmExporter": {"enabled": True}},
     }
 
 

@@ -162,6 +162,11 @@ class ContainerRun:
         return self.phase in ("exited", "start-failed")
 
 
+#: The key run.claims keeps the scheduler's extended-resource claim under (no pod claim has this name:
+#: pod claim names are DNS labels).
+EXTENDED_CLAIM = "<extended-resources>"
+
+
 @dataclass
 class PodRun:
     key: str  # namespace/name
@@ -179,6 +184,8 @@ class PodRun:
     nvidia_runtime: bool = False
     allocations: dict[str, list[AdvertisedDevice]] = field(default_factory=dict)
     claims: dict[str, Obj] = field(default_factory=dict)  # pod claim name -> ResourceClaim
+    #: (container, request) of the extended-resource claim's requestMappings (KEP-5004)
+    extended: tuple[tuple[str, str], ...] = ()
     sandbox_failed: bool = False
     prepare_failed: bool = False  # NodePrepareResources failed (its event is written once)
     rejected: bool = False
@@ -186,6 +193,19 @@ class PodRun:
     delete_requested: bool = False
     written: Obj | None = None
     transitions: dict[str, tuple[str, float]] = field(default_factory=dict)
+
+
+def _stale_sibling(node: SimNode, v: emulate.Visible) -> tuple[emulate.Visible, ...]:
+    """The mig-sibling-visible fault on a DRA node: the kubelet plugin's map of MIG devices, gone stale
+    after the layout was recut, resolves a claimed instance to the instance after it on the same GPU
+    (wrapping) as well, and its CDI spec names that sibling first, so the sibling is what CUDA
+    enumerates (one MIG device per process). A guess at how a sibling leaks through DRA, like the
+    device-plugin form of the fault; which of two injected instances CUDA enumerates is not settled
+    either (a probe run given two instances of one GPU through CDI would settle it)."""
+    if not node.mig_sibling_visible or v.mig is None or len(v.gpu.mig) < 2:
+        return ()
+    instances = v.gpu.mig
+    return (emulate.Visible(v.gpu, instances[(instances.index(v.mig) + 1) % len(instances)]),)
 
 
 def _env(spec: Obj) -> dict[str, str]:
@@ -315,6 +335,16 @@ class Kubelet:
             if claim is None or not ((claim.get("status") or {}).get("allocation")):
                 return now + self.timings.sandbox_retry_seconds  # the scheduler has not allocated it yet
             run.claims[entry["name"]] = claim
+        extended = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+        if extended.get("resourceClaimName") and EXTENDED_CLAIM not in run.claims:
+            # KEP-5004: the scheduler's claim for the pod's DRA-backed extended resources is prepared
+            # like any pod claim (NodePrepareResources, CDI injection into the mapped containers)
+            claim = self.api.read_claim(pod["metadata"]["namespace"], str(extended["resourceClaimName"]))
+            if claim is None or not ((claim.get("status") or {}).get("allocation")):
+                return now + self.timings.sandbox_retry_seconds
+            run.claims[EXTENDED_CLAIM] = claim
+            run.extended = tuple((str(m.get("containerName")), str(m.get("requestName")))
+                                 for m in extended.get("requestMappings") or [])
         for claim in run.claims.values():
             # NodePrepareResources, before the sandbox; the kubelet retries a failed one
             # (pkg/kubelet/cm/dra/manager.go: "NodePrepareResources failed for ResourceClaim <name>: <error>").
@@ -484,14 +514,18 @@ class Kubelet:
 
     def _claim_devices(self, run: PodRun, c: ContainerRun) -> list[emulate.Visible]:
         out: list[emulate.Visible] = []
+        requests = [r for container, r in run.extended if container == c.name]
+        if requests and EXTENDED_CLAIM in run.claims:
+            out.extend(dra_devices(run.node.sim, run.claims[EXTENDED_CLAIM], requests))
         for ref in (c.spec.get("resources") or {}).get("claims") or []:
             claim = run.claims.get(str(ref.get("name")))
             if claim is None:
                 continue
             request = ref.get("request")
             for v in dra_devices(run.node.sim, claim, [request] if request else None):
-                if v not in out:
-                    out.append(v)
+                for w in (*_stale_sibling(run.node.sim, v), v):
+                    if w not in out:
+                        out.append(w)
         return out
 
     def _program(self, run: PodRun, pod: Obj, c: ContainerRun, env: dict[str, str],

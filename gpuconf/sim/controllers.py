@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuconf.sim.node_lifecycle import is_ready, lifecycle_taints
-from gpuconf.sim.scheduler import CLAIM_FINALIZER, EventRecorder, Scheduler, informer
+from gpuconf.sim.scheduler import CLAIM_FINALIZER, EXTENDED_CLAIM_ANNOTATION, EventRecorder, Scheduler, informer
 from gpuconf.sim.store import ApiError, Store, Subscription, clone
 
 __all__ = ["ControlPlane", "JobController", "NodeLifecycleController", "ResourceClaimController",
@@ -381,8 +381,10 @@ class ResourceClaimController(_Controller):
 
     def _delete_if_orphan(self, namespace: str, name: str, claim: Obj) -> None:
         owner = _controller_of(claim, "Pod")
-        if owner is None or POD_CLAIM_NAME_ANNOTATION not in (claim["metadata"].get("annotations") or {}):
-            return  # not generated for a pod
+        annotations = claim["metadata"].get("annotations") or {}
+        if owner is None or (POD_CLAIM_NAME_ANNOTATION not in annotations
+                             and annotations.get(EXTENDED_CLAIM_ANNOTATION) != "true"):
+            return  # not generated for a pod (from a template, or by the scheduler for extended resources)
         pod = _ignore_not_found(lambda: self.store.get("pods", str(owner.get("name")), namespace=namespace))
         if pod is None or pod["metadata"].get("uid") != owner.get("uid") or _pod_done(pod):
             _ignore_not_found(lambda: self.store.delete(CLAIMS, name, namespace=namespace))

@@ -8,8 +8,10 @@ it per candidate node; a failure on every node becomes the real event text
 
 Covered: ``exactly`` requests (ExactCount with ``count``, All), ``firstAvailable`` sub-requests,
 DeviceClass and request CEL selectors, ``constraints[].matchAttribute``, devices already allocated
-to other claims, node-local slices (``spec.nodeName``). Not covered: partitionable devices,
-admin access, consumable capacity, node selectors on slices (``allNodes``/``nodeSelector``).
+to other claims, node-local slices (``spec.nodeName``), device taints (KEP-5055: a device with a
+NoSchedule or NoExecute taint goes to no request that does not tolerate it; effect None restricts
+nothing). Not covered: partitionable devices, admin access, consumable capacity, node selectors on
+slices (``allNodes``/``nodeSelector``), DeviceTaintRules (beta and off by default in 1.36).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any
 
 from gpuconf.sim.cel import CelError, compile_selector, device_activation
 
-__all__ = ["Allocation", "AllocationError", "Device", "DeviceResult", "allocate", "node_devices"]
+__all__ = ["Allocation", "AllocationError", "Device", "DeviceResult", "allocate", "node_devices", "tolerates",
+           "untolerated"]
 
 
 @dataclass(frozen=True)
@@ -137,8 +140,41 @@ def _resolve(request: Mapping[str, Any], classes: Mapping[str, Mapping[str, Any]
         mode = spec.get("allocationMode", "ExactCount")
         if mode == "All" and any(d.key in used for d in matching):
             continue  # "All" means every matching device, so one in use elsewhere rules it out
-        out.append(_Request(name, tuple(d for d in matching if d.key not in used), mode, int(spec.get("count", 1))))
+        tolerations = spec.get("tolerations") or []
+        usable = tuple(d for d in matching if d.key not in used and not untolerated(d, tolerations))
+        if mode == "All" and len(usable) != len(matching):
+            # "All" takes no device out for a taint: the request cannot be allocated at all. Seen on
+            # kube-scheduler v1.36.2 (2026-12-03, gpuconf sim agents, h200 node with gpu-3 tainted
+            # gpu.nvidia.com/xid=48:NoSchedule): an All claim stayed unallocated, the pod Pending with
+            # "0/2 nodes are available: 1 cannot allocate all claims, ..."; the same claim tolerating
+            # the taint got all eight devices, gpu-3 included.
+            continue
+        out.append(_Request(name, usable, mode, int(spec.get("count", 1))))
     return out
+
+
+#: Taint effects that keep a device from a request that does not tolerate them (resource.k8s.io/v1
+#: DeviceTaintEffect; None is informational).
+RESTRICTING = ("NoSchedule", "NoExecute")
+
+
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """Whether one DeviceToleration matches one DeviceTaint, as a pod toleration matches a node
+    taint: an empty effect matches every effect; operator Exists (a key of its own or none: every
+    key) matches any value, Equal (the default) the same key and value."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    if toleration.get("operator", "Equal") == "Exists":
+        return not key or key == taint.get("key")
+    return key == taint.get("key") and (toleration.get("value") or "") == (taint.get("value") or "")
+
+
+def untolerated(device: Device, tolerations: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The device's NoSchedule/NoExecute taints none of ``tolerations`` tolerates."""
+    return [taint for taint in device.spec.get("taints") or [] if taint.get("effect") in RESTRICTING
+            and not any(tolerates(t, taint) for t in tolerations)]
 
 
 def _constraint_ok(chosen: Mapping[str, list[Device]], constraints: Sequence[Mapping[str, Any]]) -> bool:

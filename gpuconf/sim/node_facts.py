@@ -163,6 +163,8 @@ def node_labels(node: SimNode) -> dict[str, str]:
     for operand in ("driver", "container-toolkit", "device-plugin", "gpu-feature-discovery", "dcgm-exporter",
                     "operator-validator"):
         labels[f"nvidia.com/gpu.deploy.{operand}"] = "true"
+    if not node.gfd:  # GPUCluster mode: no GFD, no operand deploy labels; NFD's PCI label stays
+        labels = {k: v for k, v in labels.items() if not k.startswith("nvidia.com/")}
     labels.update(dict(node.pool.labels))
     labels.update(dict(node.label_overrides))
     return labels
@@ -228,6 +230,15 @@ def _semver(version: str) -> str:
     return ".".join(parts[:3])
 
 
+def _taints(gpu: SimGpu) -> dict[str, object]:
+    """The GPU's device taints as a slice device carries them (``timeAdded`` is set by the agent when
+    it publishes). A MIG-enabled GPU's instances all carry their parent's taints: a guess from the
+    health check's unit (NVML events of the parent GPU), no real slice of a tainted MIG GPU at hand."""
+    if not gpu.dra_taints:
+        return {}
+    return {"taints": [{"key": k, "value": v, "effect": e} for k, v, e in gpu.dra_taints]}
+
+
 def resource_slices(node: SimNode) -> list[dict[str, object]]:
     """The node-local ResourceSlice NVIDIA's DRA driver publishes (empty without the driver), as
     releases from 25.12 publish it: the PCI address as ``resource.kubernetes.io/pciBusID``, and no
@@ -251,17 +262,21 @@ def resource_slices(node: SimNode) -> list[dict[str, object]]:
         }
         overrides = {k: {"string": v} if not k.endswith("Version") else {"version": v} for k, v in g.dra_attributes}
         if g.mig_enabled:
-            # A MIG-enabled GPU without instances is published as nothing: a guess (the driver's
-            # dynamic-MIG mode publishes possible partitions instead); a real slice of that state settles it.
+            # A MIG-enabled GPU is published as its MIG devices only, never also as type gpu, and as
+            # nothing without instances (the driver logs "Physical GPU %s has MIG mode enabled but no
+            # configured MIG devices"): the static-MIG path of dra-driver-nvidia-gpu
+            # cmd/gpu-kubelet-plugin/nvlib.go GetPerGpuAllocatableDevices. Its DynamicMIG mode (alpha)
+            # publishes the full GPU and every possible partition instead; not simulated.
             for inst in g.mig:
                 devices.append({"name": f"gpu-{g.index}-mig-{inst.gi}", "attributes": {
                     **common, "type": {"string": "mig"}, "uuid": {"string": inst.uuid},
                     "parentUUID": {"string": g.uuid}, "profile": {"string": inst.profile}, **overrides},
-                    "capacity": {"memory": {"value": f"{inst.memory_mib}Mi"}}})
-            continue
+                    "capacity": {"memory": {"value": f"{inst.memory_mib}Mi"}}, **_taints(g)})
+            if not g.dra_whole_too:  # dra-mig-parent-published: the parent as type gpu too
+                continue
         devices.append({"name": f"gpu-{g.index}", "attributes": {
             **common, "type": {"string": "gpu"}, "uuid": {"string": g.uuid}, **overrides},
-            "capacity": {"memory": {"value": f"{g.memory_mib}Mi"}}})
+            "capacity": {"memory": {"value": f"{g.memory_mib}Mi"}}, **_taints(g)})
     return [{
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
         "metadata": {"name": f"{node.name}-{node.dra.driver}"},

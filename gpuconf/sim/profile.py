@@ -92,6 +92,15 @@ class Operator:
 
     present: bool = False
     version: str | None = None
+    #: clusterpolicy: the ClusterPolicy ``cluster-policy`` deploys the operands (driver, toolkit, device
+    #: plugin, GFD, DCGM exporter...). gpucluster: GPU Operator 26.7's GPUCluster CR (nvidia.com/v1alpha1,
+    #: Technology Preview) manages only NVIDIA's DRA driver, DCGM and dcgm-exporter; no device plugin, no
+    #: driver, no GFD, and never a ClusterPolicy beside it (anchors-2026-12.md section 4).
+    mode: str = "clusterpolicy"
+
+    @property
+    def gpucluster(self) -> bool:
+        return self.present and self.mode == "gpucluster"
 
 
 @dataclass(frozen=True)
@@ -163,6 +172,9 @@ class DevicePluginConfig:
 class DraConfig:
     enabled: bool = False
     driver: str = "gpu.nvidia.com"
+    #: KEP-5004 (beta, on by default in 1.36): the extended resource (e.g. nvidia.com/gpu) the GPU
+    #: DeviceClass maps with ``spec.extendedResourceName``, so a plain resource request is served by DRA
+    extended_resource: str | None = None
 
 
 @dataclass(frozen=True)
@@ -292,7 +304,7 @@ def fault_catalog() -> Mapping[str, FaultDef]:
             row["id"], row["summary"], " ".join(row["mechanism"].split()), row["scope"], tuple(row["alters"]),
             tuple(row["requires"]), row["caught_by"]["check"], row["caught_by"]["suite"], row["severity"],
             params, row["example_profile"], tuple(row["sources"]))
-    implemented = set(_NODE_FAULTS) | {"no-runtimeclass"}
+    implemented = set(_NODE_FAULTS) | set(_CLUSTER_FAULTS)
     if set(out) != implemented:  # every catalogued fault has an implementation, and nothing else does
         raise ValueError(f"gpuconf/data/faults.yaml and gpuconf/sim/profile.py disagree on: "
                          f"{', '.join(sorted(set(out) ^ implemented))}")
@@ -408,7 +420,11 @@ def _counts(raw: Mapping[str, int]) -> MigCounts:
     return tuple((str(k), int(v)) for k, v in raw.items())
 
 
-def _build_mig(raw: Mapping[str, Any], gpu: GpuModel, gpus: int, where: _Where, at: Path_) -> MigLayout:
+def _build_mig(raw: Mapping[str, Any], gpu: GpuModel, gpus: int, where: _Where, at: Path_, *,
+               plugin: bool = True) -> MigLayout:
+    """The pool's MIG layout. ``strategy`` is the device plugin's (and GFD's); without a device plugin
+    (``plugin`` False) a layout under strategy none is mig-manager's alone, handed out by the DRA
+    driver as devices of type mig (a100-mig-dra)."""
     strategy = raw.get("strategy", "none")
     layout = _counts(raw.get("layout", {}))
     per_gpu: list[tuple[int, MigCounts]] = []
@@ -421,9 +437,9 @@ def _build_mig(raw: Mapping[str, Any], gpu: GpuModel, gpus: int, where: _Where, 
                 raise where.error((*at, "per_gpu", i, "gpus"), f"GPU {index} is given two layouts")
             per_gpu.append((index, _counts(entry["layout"])))
     mig = MigLayout(strategy, layout, tuple(sorted(per_gpu)))
-    if strategy == "none":
+    if strategy == "none" and (not mig.enabled or plugin):
         if mig.enabled:
-            raise where.error((*at, "strategy"), "a MIG layout needs strategy single or mixed")
+            raise where.error((*at, "strategy"), "a MIG layout needs strategy single or mixed (or no device plugin)")
         return mig
     if not layout:
         if per_gpu:
@@ -475,7 +491,8 @@ def _build_pool(raw: Mapping[str, Any], where: _Where, at: Path_) -> NodePool:
     plugin = DevicePluginConfig(
         dp.get("enabled", True), (strategies,) if isinstance(strategies, str) else tuple(strategies),
         dp.get("device_id_strategy", "uuid"), sharing,
-        _build_mig(dp.get("mig", {}), gpu, raw["gpus_per_node"], where, (*at, "device_plugin", "mig")))
+        _build_mig(dp.get("mig", {}), gpu, raw["gpus_per_node"], where, (*at, "device_plugin", "mig"),
+                   plugin=dp.get("enabled", True)))
     ic = raw.get("interconnect", {})
     interconnect = Interconnect(ic.get("nvlink", False), ic.get("nvlink_gbps"), ic.get("busbw_gbps"),
                                 ic.get("nics", 0), ic.get("nic_gbps", 0), ic.get("nic_busbw_gbps"))
@@ -483,7 +500,8 @@ def _build_pool(raw: Mapping[str, Any], where: _Where, at: Path_) -> NodePool:
         raise where.error((*at, "interconnect", "nvlink_gbps"), "an NVLink bandwidth without nvlink: true")
     dra = raw.get("dra", {})
     return NodePool(raw["name"], raw["count"], gpu, raw["gpus_per_node"], driver, toolkit, plugin,
-                    DraConfig(dra.get("enabled", False), dra.get("driver", "gpu.nvidia.com")), interconnect,
+                    DraConfig(dra.get("enabled", False), dra.get("driver", "gpu.nvidia.com"),
+                              dra.get("extended_resource")), interconnect,
                     tuple(sorted(raw.get("labels", {}).items())))
 
 
@@ -499,14 +517,41 @@ def _build(data: dict[str, Any], where: _Where) -> Profile:
         if pool.dra.enabled and minor < 34:
             raise where.error(("pools", i, "dra", "enabled"), f"DRA (resource.k8s.io/v1) needs Kubernetes >= 1.34, "
                                                              f"the profile says {kubernetes}")
+        if pool.dra.extended_resource is not None:
+            at = ("pools", i, "dra", "extended_resource")
+            if not pool.dra.enabled:
+                raise where.error(at, "an extended resource served by DRA needs dra.enabled: true")
+            if minor < 36:
+                raise where.error(at, f"DRA-backed extended resources (KEP-5004, DRAExtendedResource) are on by "
+                                      f"default from Kubernetes 1.36, the profile says {kubernetes}")
+            if pool.device_plugin.enabled:
+                raise where.error(at, f"pool {pool.name!r} runs the device plugin, which would advertise "
+                                      f"{pool.dra.extended_resource} itself; set device_plugin.enabled: false")
+    others = {p.dra.extended_resource for p in pools if p.dra.extended_resource is not None}
+    if len(others) > 1:  # one DeviceClass gpu.nvidia.com carries one extendedResourceName
+        raise where.error(("pools",), f"pools map different extended resources ({', '.join(sorted(others))}) "
+                                      f"through the one DeviceClass gpu.nvidia.com")
     classes = tuple(RuntimeClassSpec(r["name"], r["handler"])
                     for r in data.get("runtime_classes", [{"name": "nvidia", "handler": "nvidia"}]))
     for i, rc in enumerate(classes):
         if any(other.name == rc.name for other in classes[:i]):
             raise where.error(("runtime_classes", i, "name"), f"duplicate RuntimeClass {rc.name!r}")
     op = data.get("operator", {"present": False})
+    if op.get("mode", "clusterpolicy") == "gpucluster":
+        if not op["present"]:
+            raise where.error(("operator", "mode"), "mode gpucluster needs present: true")
+        for i, pool in enumerate(pools):
+            if pool.device_plugin.enabled:
+                raise where.error(("pools", i, "device_plugin", "enabled"),
+                                  f"pool {pool.name!r} enables the device plugin, which the GPU Operator's "
+                                  f"GPUCluster mode does not deploy (it manages the DRA driver, DCGM and "
+                                  f"dcgm-exporter only); set device_plugin.enabled: false")
+            if not pool.dra.enabled:
+                raise where.error(("pools", i, "dra", "enabled"),
+                                  f"pool {pool.name!r} has no DRA driver, the only way GPUCluster mode hands "
+                                  f"out GPUs; set dra.enabled: true")
     profile = Profile(data["name"], " ".join(data["description"].split()), where.name, tuple(pools), kubernetes,
-                      Operator(op["present"], op.get("version")), classes)
+                      Operator(op["present"], op.get("version"), op.get("mode", "clusterpolicy")), classes)
     faults = tuple(_resolve_fault(profile, raw, where, ("faults", i)) for i, raw in enumerate(data.get("faults", [])))
     return replace(profile, faults=faults)
 
@@ -518,6 +563,9 @@ def _requirement_problem(need: str, profile: Profile, pool: NodePool | None, spe
     if need == "nvidia-runtimeclass":
         ok = any(rc.name == "nvidia" for rc in profile.runtime_classes)
         return None if ok else "the profile has no RuntimeClass named nvidia to remove"
+    if need == "extended-resource":
+        ok = any(p.dra.extended_resource for p in profile.pools)
+        return None if ok else "no pool maps an extended resource to DRA (dra.extended_resource)"
     assert pool is not None
     plugin = pool.device_plugin
     checks: dict[str, tuple[bool, str]] = {
@@ -575,6 +623,17 @@ def _param_value(param: FaultParam, value: Any, pool: NodePool | None) -> tuple[
         problem = _mig_problem(counts, pool.gpu) if counts else None
         return counts, problem
     return value, None
+
+
+def _cluster_fault_checks(fault: FaultDef, profile: Profile, params: dict[str, Any]) -> tuple[str, str] | None:
+    """Rules of cluster-scope faults: (parameter, problem) or None."""
+    if fault.id == "extended-resource-stale":
+        if "'" in params["product"] or "\\" in params["product"]:
+            return "product", "a product name without quotes or backslashes"
+        present = sorted({p.gpu.name for p in profile.pools})
+        if params["product"] in present:
+            return "product", f"is a model the cluster has ({', '.join(present)}): the selector would still match"
+    return None
 
 
 def _fault_checks(fault: FaultDef, pool: NodePool | None, gpu: int | None,
@@ -728,7 +787,7 @@ def _resolve_fault(profile: Profile, raw: Any, where: _Where, at: Path_) -> Faul
         problem = _requirement_problem(need, profile, pool, params)
         if problem:
             raise where.error((*at, "pool") if "pool" in raw else (*at, "id"), f"{fault.id} needs {need}: {problem}")
-    bad = _fault_checks(fault, pool, gpu, params)
+    bad = _fault_checks(fault, pool, gpu, params) if pool else _cluster_fault_checks(fault, profile, params)
     if bad:
         name, problem = bad
         raise where.error((*at, name) if name in raw else (*at, "id"),
@@ -792,9 +851,14 @@ class SimGpu:
     model: GpuModel | None = None  # another model than the pool's (mixed-gpu-models); None: the pool's
     #: a GPU gone from the bus that the DRA driver's ResourceSlice still lists (dra-slice-stale)
     dra_listed: bool = False
+    #: a MIG-enabled GPU the DRA driver also publishes whole, as type gpu (dra-mig-parent-published)
+    dra_whole_too: bool = False
     #: MIG mode on as NVML reports it, instances or not: set where mig-manager enabled it; a GPU whose
     #: instances are gone (mig-layout-drift to none, mig-apply-failed) keeps it
     mig_mode: bool = False
+    #: device taints (key, value, effect) NVIDIA's DRA driver publishes on the GPU's slice device
+    #: (KEP-5055; its NVMLDeviceHealthCheck: gpu.nvidia.com/xid, gpu-lost, unmonitored) (dra-device-taint)
+    dra_taints: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def mig_enabled(self) -> bool:
@@ -855,6 +919,9 @@ class SimNode:
     #: success, or failed (mig-apply-failed); pending and rebooting, its states mid-change, are not simulated
     mig_config_state: str = "success"
     tenant_pods: tuple[TenantPod, ...] = ()  # tenant workloads bound to the node (gpus-busy)
+    #: GPU Feature Discovery runs and labels the node (False under the GPU Operator's GPUCluster mode,
+    #: which deploys no GFD: the node then carries no nvidia.com/ label at all)
+    gfd: bool = True
     faults: tuple[str, ...] = ()  # ids of the faults applied here (provenance)
 
     @property
@@ -879,6 +946,14 @@ class SimCluster:
     profile: Profile
     nodes: tuple[SimNode, ...]
     runtime_classes: tuple[RuntimeClassSpec, ...]  # effective (no-runtimeclass removes nvidia)
+    #: CEL selectors the GPU DeviceClass carries beyond the DRA driver's own, left from earlier
+    #: hardware (extended-resource-stale)
+    gpu_class_selectors: tuple[str, ...] = ()
+
+    @property
+    def extended_resource(self) -> str | None:
+        """The extended resource the GPU DeviceClass maps (KEP-5004), None when none does."""
+        return next((p.dra.extended_resource for p in self.profile.pools if p.dra.extended_resource), None)
 
     def node(self, name: str) -> SimNode:
         for n in self.nodes:
@@ -914,7 +989,7 @@ def _mig_instances(prefix: str, counts: MigCounts, gpu: GpuModel) -> tuple[SimMi
     return tuple(out)
 
 
-def _pool_nodes(profile: str, pool: NodePool) -> list[SimNode]:
+def _pool_nodes(profile: str, pool: NodePool, gfd: bool = True) -> list[SimNode]:
     memory = pool.gpu.memory_mib or 0
     pcis = [_pci(i) for i in range(pool.gpus_per_node)]
     mig = pool.device_plugin.mig
@@ -927,7 +1002,7 @@ def _pool_nodes(profile: str, pool: NodePool) -> list[SimNode]:
                    mig_mode=mig.enabled and bool(mig.for_gpu(i)))
             for i in range(pool.gpus_per_node))
         nodes.append(SimNode(name, pool, n, gpus, pool.driver, pool.driver, True, pool.toolkit, pool.device_plugin,
-                             True, pool.dra, pool.interconnect))
+                             True, pool.dra, pool.interconnect, gfd=gfd))
     return nodes
 
 
@@ -963,6 +1038,22 @@ def _busy(node: SimNode, f: FaultSpec) -> SimNode:
                     f.param("duration_s"))
     return replace(node, tenant_pods=(*node.tenant_pods, pod))
 
+
+def _device_taint(node: SimNode, f: FaultSpec) -> SimNode:
+    """The DRA driver's health check tainted the GPU's slice device; an Xid taint also leaves the Xid
+    in the GPU's log, where DCGM (and so the exporter's DCGM_FI_DEV_XID_ERRORS) sees it."""
+    gpu = node.gpus[cast(int, f.gpu)]
+    key, value, effect = f.param("key"), f.param("value"), f.param("effect")
+    taints = (*[t for t in gpu.dra_taints if (t[0], t[2]) != (key, effect)], (key, value, effect))
+    xids = (*gpu.xids, int(value)) if key == XID_TAINT and value.isdigit() else gpu.xids
+    return _gpu(node, gpu.index, dra_taints=taints, xids=xids)
+
+
+#: The device taint key NVIDIA's DRA driver uses for an Xid, the Xid as its value (gpu-health-checking guide).
+XID_TAINT = "gpu.nvidia.com/xid"
+
+#: Faults of the whole cluster, applied in expand() to its cluster-level facts.
+_CLUSTER_FAULTS = ("no-runtimeclass", "extended-resource-stale")
 
 #: Where gpus-busy puts its tenant's training pods.
 TENANT_NAMESPACE = "tenant-a"
@@ -1009,7 +1100,9 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
         n.interconnect, nvls=False, busbw_gbps=f.param("busbw_gbps"))),
     "dra-prepares-wrong-device": lambda n, f: replace(n, dra_shift=f.param("shift")),
     "mig-sibling-visible": lambda n, f: replace(n, mig_sibling_visible=True),
+    "dra-mig-parent-published": lambda n, f: _gpu(n, cast(int, f.gpu), dra_whole_too=True),
     "dra-slice-stale": lambda n, f: _gpu(n, cast(int, f.gpu), present=False, dra_listed=True),
+    "dra-device-taint": _device_taint,
     "mixed-gpu-models": lambda n, f: _gpu(n, cast(int, f.gpu), model=f.param("model"),
                                           memory_mib=f.param("model").memory_mib),
     "mig-strategy-mismatch": lambda n, f: replace(n, device_plugin=replace(
@@ -1029,11 +1122,15 @@ def expand(profile: Profile) -> SimCluster:
     first: dict[str, int] = {}
     for pool in profile.pools:
         first[pool.name] = len(nodes)
-        nodes.extend(_pool_nodes(profile.name, pool))
+        nodes.extend(_pool_nodes(profile.name, pool, gfd=not profile.operator.gpucluster))
     classes = profile.runtime_classes
+    selectors: tuple[str, ...] = ()
     for fault in profile.faults:
         if fault.id == "no-runtimeclass":
             classes = tuple(rc for rc in classes if rc.name != "nvidia")
+            continue
+        if fault.id == "extended-resource-stale":
+            selectors = (*selectors, f"device.attributes['gpu.nvidia.com'].productName == '{fault.param('product')}'")
             continue
         assert fault.pool is not None
         pool = profile.pool(fault.pool)
@@ -1043,7 +1140,7 @@ def expand(profile: Profile) -> SimCluster:
             i = first[pool.name] + n
             nodes[i] = apply(nodes[i], fault)
             nodes[i] = replace(nodes[i], faults=(*nodes[i].faults, fault.id))
-    return SimCluster(profile, tuple(nodes), classes)
+    return SimCluster(profile, tuple(nodes), classes, selectors)
 
 
 def expand_nodes(profile: Profile) -> list[SimNode]:

@@ -52,6 +52,12 @@ FAULTS: dict[str, tuple[str, list[dict[str, object]]]] = {
     ]),
     "faults-dra": ("h200-dra-only", [{"id": "dra-attr-wrong", "pool": "h200", "node": 0, "gpu": 1}]),
     "faults-mig": ("a100-mig-mixed", [{"id": "mig-layout-drift", "pool": "a100", "node": 0, "gpu": 0}]),
+    # MIG through DRA: claims on mig.nvidia.com allocated by the real scheduler (issue 27 item 5)
+    "faults-mig-dra": ("a100-mig-dra", [
+        {"id": "mig-sibling-visible", "pool": "a100", "node": 0},               # mig.instance-isolated
+        {"id": "dra-mig-parent-published", "pool": "a100", "node": 1, "gpu": 3},  # mig.not-also-full-gpu
+        {"id": "mig-layout-drift", "pool": "a100", "node": 1, "gpu": 0},         # mig.layout-matches-config
+    ]),
     "faults-sharing": ("t4-timeslicing", [{"id": "timeslice-replicas-wrong", "pool": "t4", "node": 0}]),
 }
 
@@ -60,7 +66,8 @@ FAULTS: dict[str, tuple[str, list[dict[str, object]]]] = {
 #: (`restricted`). Between them (device plugin, DRA, MIG, the exporters) they need every rule.
 RUNNER_PROFILES = ("plugin-and-dra", "a100-mig-mixed")
 
-PROFILES = ["healthy-h100", "plugin-and-dra", "h200-dra-only", "t4-timeslicing", "a100-mig-mixed", *FAULTS]
+PROFILES = ["healthy-h100", "plugin-and-dra", "h200-dra-only", "t4-timeslicing", "a100-mig-mixed", "a100-mig-dra",
+            *FAULTS]
 
 
 def profile_file(name: str, directory: Path) -> Path:

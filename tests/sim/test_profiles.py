@@ -198,8 +198,10 @@ def diff(a: Any, b: Any, path: str) -> list[str]:
 def changed(before: SimCluster, after: SimCluster) -> dict[str, list[str]]:
     """Node name (or "cluster") -> changed fact paths, the provenance field left out."""
     out: dict[str, list[str]] = {}
-    if before.runtime_classes != after.runtime_classes:
-        out["cluster"] = ["cluster.runtime_classes"]
+    cluster = [f"cluster.{f.name}" for f in fields(before) if f.name not in ("profile", "nodes")
+               and getattr(before, f.name) != getattr(after, f.name)]
+    if cluster:
+        out["cluster"] = cluster
     for x, y in zip(before.nodes, after.nodes, strict=True):
         paths = [p for p in diff(x, y, "") if p != "faults"]
         if paths:
@@ -219,7 +221,7 @@ def test_fault_changes_exactly_what_it_documents(fault):
     got = changed(expand(profile), expand(faulty))
     documented = [a.replace("[gpu]", f"[{spec.gpu}]") for a in fault.alters]
     if fault.scope == "cluster":
-        assert got == {"cluster": ["cluster.runtime_classes"]}
+        assert got == {"cluster": list(fault.alters)}
         return
     target = f"{spec.pool}-{spec.node}"
     assert list(got) == [target], "a fault with default targeting changes node 0 of the first pool only"
@@ -440,7 +442,7 @@ def test_unknown_profile_name_lists_the_shipped_ones():
 
 def test_missing_profile_file(tmp_path):
     with pytest.raises(ProfileError, match=r"nope\.yaml: no such profile file \(a bare name loads a shipped "
-                                           r"profile: a100-mig-mixed, "):
+                                           r"profile: a100-mig-dra, a100-mig-mixed, "):
         load_profile(tmp_path / "nope.yaml")
 
 
