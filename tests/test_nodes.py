@@ -32,11 +32,15 @@ REAL = Path(__file__).parent / "data" / "real"
 
 def profile_views(name: str) -> dict[str, NodeView]:
     cluster = expand(load_profile(name))
-    classes = [c["metadata"]["name"] for c in make_device_classes({n.dra.driver for n in cluster.nodes
-                                                                    if n.dra.enabled})]
+    objs = make_device_classes({n.dra.driver for n in cluster.nodes if n.dra.enabled},
+                               extended_resource=cluster.extended_resource)
+    classes = [c["metadata"]["name"] for c in objs]
+    extended = {c["spec"]["extendedResourceName"]: c["metadata"]["name"] for c in objs
+                if c["spec"].get("extendedResourceName")}
     refs = [RuntimeClassRef(rc.name, rc.handler) for rc in cluster.runtime_classes]
     return {n.name: NodeView.of(n.name, node_labels(n), *node_resources(n), slices=resource_slices(n),
-                                runtime_classes=refs, device_classes=classes) for n in cluster.nodes}
+                                runtime_classes=refs, device_classes=classes, extended_resources=extended)
+            for n in cluster.nodes}
 
 
 def shape(ask: GpuRequest | Unavailable) -> tuple[Any, ...]:
@@ -54,13 +58,15 @@ def shape(ask: GpuRequest | Unavailable) -> tuple[Any, ...]:
 #: there (allocation mode All, physical count unknown); now every check asks through claims.
 BEFORE = {
     ("a100-mig-mixed", "a100-0"): (("MIG_ONLY",), False, False, False),
-    # MIG through DRA only: no whole GPU to claim (the view words it as NO_PATH, counting instances as GPUs)
-    ("a100-mig-dra", "a100-0"): (("NO_PATH",), False, False, False),
+    # MIG through DRA only: no whole GPU to claim
+    ("a100-mig-dra", "a100-0"): (("MIG_ONLY",), False, False, False),
     ("a100-mps", "a100-0"): (("PLUGIN", 1, 1, None, False), True, False, False),
     ("geforce-workstation", "rtx-0"): (("PLUGIN", 2, 1, 2, True), True, True, True),
     ("geforce-workstation", "h100-0"): (("PLUGIN", 8, 1, 8, True), True, True, True),
     ("h100-mig-single", "h100-mig-0"): (("PLUGIN", 28, 1, 28, False), True, False, False),
     ("h200-dra-only", "h200-0"): (("CLAIM", 8, 1, 8, True), True, True, True),
+    ("h200-dra-extended", "h200-0"): (("EXTENDED", 8, 1, 8, True), True, True, True),
+    ("h200-gpucluster", "h200-0"): (("CLAIM", 8, 1, 8, True), True, True, True),
     ("healthy-h100", "h100-0"): (("PLUGIN", 8, 1, 8, True), True, True, True),
     ("healthy-h100", "h100-1"): (("PLUGIN", 8, 1, 8, True), True, True, True),
     ("mixed-driver-570", "a100-570-0"): (("PLUGIN", 8, 1, 8, True), True, True, True),
@@ -127,6 +133,17 @@ def test_a_dra_only_node_is_asked_through_one_claim_for_every_gpu_and_not_throug
     assert no_class.whole_node() == Unavailable(Why.NO_PATH, f"{reason} (the whole-node probe)")
     assert no_class.one_gpu() == Unavailable(Why.NO_PATH, f"{reason} (this check)")
     assert no_class.exclusive(check="the diagnostic") == Unavailable(Why.NO_PATH, f"{reason} (the diagnostic)")
+
+
+def test_a_node_publishing_only_mig_devices_through_dra_has_no_whole_gpu_and_says_so():
+    view = profile_views("a100-mig-dra")["a100-0"]
+    reason = ("a100-0 publishes only MIG devices through DRA (24 of them, no whole GPU), and {} asks for whole "
+              "GPUs")
+    assert view.whole_node() == Unavailable(Why.MIG_ONLY, reason.format("the whole-node probe"))
+    assert view.one_gpu() == Unavailable(Why.MIG_ONLY, reason.format("this check"))
+    assert view.exclusive(min_gpus=2, check="an all-GPU NCCL job") == Unavailable(
+        Why.MIG_ONLY, reason.format("an all-GPU NCCL job"))
+    assert view.dra_via() is None and view.dra_sharing() is None and view.mig == "dra"
 
 
 def test_a_node_with_device_plugin_and_dra_keeps_asking_through_the_plugin():

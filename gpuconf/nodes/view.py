@@ -250,7 +250,10 @@ class NodeView:
         if (capacity := _count(self.capacity, GPU)) >= 1:
             return Unavailable(Why.UNHEALTHY, f"none of the {capacity} nvidia.com/gpu on {self.name} is allocatable "
                                "(all unhealthy; inventory.allocatable-matches-capacity reports it)")
-        if self.devices:
+        if self.devices and not self.dra_gpus:
+            return Unavailable(Why.MIG_ONLY, f"{self.name} publishes only MIG devices through DRA ({self.dra_devices} "
+                               f"of them, no whole GPU), and {path} asks for whole GPUs")
+        if self.devices:  # whole DRA GPUs, asked for through the device plugin's path (via=Via.PLUGIN)
             return Unavailable(Why.NO_PATH, f"{self.name} advertises no nvidia.com/gpu: its {self.dra_devices} GPUs "
                                f"are published through DRA ResourceSlices only, and {path} asks for nvidia.com/gpu")
         return Unavailable(Why.NO_GPU, f"{self.name} advertises no nvidia.com/gpu, MIG instance or DRA device "
@@ -388,7 +391,8 @@ class NodeView:
                 return self._busy(f"{check} needs every GPU of {self.name}")
             return self._dra_whole(check)
         if whole < 1:
-            return Unavailable(Why.NO_GPU, f"{self.name} advertises no nvidia.com/gpu")
+            return self._no_whole_gpus(check) if self.devices else Unavailable(
+                Why.NO_GPU, f"{self.name} advertises no nvidia.com/gpu")
         if whole < min_gpus:
             return Unavailable(Why.TOO_FEW, f"{self.name} has {whole} GPU{'s' if whole != 1 else ''}: {check} needs "
                                f"{min_gpus} or more")
