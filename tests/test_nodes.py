@@ -144,6 +144,18 @@ def test_a_node_publishing_only_mig_devices_through_dra_has_no_whole_gpu_and_say
     assert view.exclusive(min_gpus=2, check="an all-GPU NCCL job") == Unavailable(
         Why.MIG_ONLY, reason.format("an all-GPU NCCL job"))
     assert view.dra_via() is None and view.dra_sharing() is None and view.mig == "dra"
+    # a MIG-enabled GPU the driver also publishes whole (dra-mig-parent-published) runs no CUDA work whole:
+    # no probe claims it (mig.not-also-full-gpu reports it), the node stays MIG only
+    parent = {"spec": {"nodeName": "a", "driver": "gpu.nvidia.com", "pool": {"name": "a"}, "devices": [
+        {"name": "gpu-0", "attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-0"}}},
+        {"name": "gpu-0-mig-0", "attributes": {"type": {"string": "mig"}, "parentUUID": {"string": "GPU-0"}}},
+        {"name": "gpu-1", "attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-1"}}}]}}
+    both = NodeView.of("a", slices=[parent])
+    assert both.dra_gpus == 1 and [d.name for d in both.usable_gpus] == ["gpu-1"]
+    alone = NodeView.of("a", slices=[{"spec": {**parent["spec"], "devices": parent["spec"]["devices"][:2]}}])
+    assert alone.dra_gpus == 0 and alone.one_gpu() == Unavailable(
+        Why.MIG_ONLY, "a publishes only MIG devices through DRA (1 of them, no whole GPU), and this check asks for "
+        "whole GPUs")
 
 
 def test_a_node_with_device_plugin_and_dra_keeps_asking_through_the_plugin():

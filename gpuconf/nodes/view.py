@@ -125,19 +125,25 @@ class NodeView:
 
     @property
     def dra_gpus(self) -> int:
-        """Whole GPUs (device type gpu, not MIG instances) the DRA driver publishes."""
-        return sum(d.kind == "gpu" for d in self.devices)
+        """Whole GPUs (device type gpu, not MIG instances) the DRA driver publishes, less any whose MIG
+        instances it publishes too: a MIG-enabled GPU runs no CUDA work whole, and publishing it so is
+        mig.not-also-full-gpu's finding (the probes do not claim it)."""
+        return len(self._whole())
+
+    def _whole(self) -> tuple[SliceDevice, ...]:
+        parents = {d.attributes.get("parentUUID") for d in self.devices if d.kind == "mig"}
+        return tuple(d for d in self.devices if d.kind == "gpu" and not (d.uuid and d.uuid in parents))
 
     @property
     def usable_gpus(self) -> tuple[SliceDevice, ...]:
         """The whole DRA GPUs a claim can get: no NoSchedule/NoExecute device taint (the probes' claims
         tolerate none, so the scheduler never allocates a tainted one to them)."""
-        return tuple(d for d in self.devices if d.kind == "gpu" and d.usable)
+        return tuple(d for d in self._whole() if d.usable)
 
     @property
     def tainted_gpus(self) -> tuple[SliceDevice, ...]:
         """The whole DRA GPUs a device taint keeps the scheduler from allocating."""
-        return tuple(d for d in self.devices if d.kind == "gpu" and not d.usable)
+        return tuple(d for d in self._whole() if not d.usable)
 
     @property
     def dra_only(self) -> bool:
@@ -250,9 +256,10 @@ class NodeView:
         if (capacity := _count(self.capacity, GPU)) >= 1:
             return Unavailable(Why.UNHEALTHY, f"none of the {capacity} nvidia.com/gpu on {self.name} is allocatable "
                                "(all unhealthy; inventory.allocatable-matches-capacity reports it)")
-        if self.devices and not self.dra_gpus:
-            return Unavailable(Why.MIG_ONLY, f"{self.name} publishes only MIG devices through DRA ({self.dra_devices} "
-                               f"of them, no whole GPU), and {path} asks for whole GPUs")
+        if any(d.kind == "mig" for d in self.devices) and not self.dra_gpus:
+            migs = sum(d.kind == "mig" for d in self.devices)
+            return Unavailable(Why.MIG_ONLY, f"{self.name} publishes only MIG devices through DRA ({migs} of them, no "
+                               f"whole GPU), and {path} asks for whole GPUs")
         if self.devices:  # whole DRA GPUs, asked for through the device plugin's path (via=Via.PLUGIN)
             return Unavailable(Why.NO_PATH, f"{self.name} advertises no nvidia.com/gpu: its {self.dra_devices} GPUs "
                                f"are published through DRA ResourceSlices only, and {path} asks for nvidia.com/gpu")
