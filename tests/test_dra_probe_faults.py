@@ -49,3 +49,29 @@ def test_a_fault_on_a_dra_only_node_fails_its_probe_check_through_claims(pyteste
     assert mine["status"] == "failed" and phrase in str(mine.get("message")), mine.get("message")
     assert by_node[(check, "h200-1")]["status"] == "passed"  # the healthy node, asked the same way
     assert not any("no DRA variant" in str(t.get("message")) for t in tests)
+
+
+#: The probe checks that must still run and pass on a node with one device-tainted GPU (the taint is the
+#: DRA suite's finding, dra.devices-untainted; the node's other checks ask for its untainted GPUs).
+STILL_PASSING = ("smoke.vector-add-every-gpu", "isolation.sees-only-allocated", "isolation.concurrent-pods-disjoint",
+                 "compat.outcome-matches-prediction", "nccl.preflight-gpus-free", "nccl.allreduce-completes",
+                 "dcgm.diag-passes")
+
+
+@pytest.mark.parametrize("profile", ["h200-dra-only", "h200-dra-extended"])
+def test_one_device_tainted_gpu_does_not_block_the_nodes_probe_checks(pytester: pytest.Pytester,
+                                                                      profile: str) -> None:
+    suites = pytester.mkdir("suites")
+    for suite in ("test_smoke.py", "test_isolation.py", "test_compat.py", "test_nccl.py", "test_dcgm.py"):
+        (suites / suite).write_text((ROOT / "suites" / suite).read_text())
+    text = re.sub(r"^faults:.*$", "", (PROFILE.parent / f"{profile}.yaml").read_text(), flags=re.M)
+    path = pytester.path / "tainted.yaml"
+    path.write_text(text + "\nfaults:\n  - {id: dra-device-taint, pool: h200, node: 0, gpu: 3}\n")
+    reports = pytester.path / "reports"
+    pytest_subprocess(pytester, "suites", "-p", "gpuconf.plugin", "--simulate", str(path), "--report-dir",
+                      str(reports), "-p", "no:cacheprovider", "--dcgm-diag", "1")
+    tests = json.loads((reports / "report.json").read_text())["results"]["tests"]
+    status = {(t["extra"]["check"], t["extra"].get("node")): t["status"] for t in tests
+              if (t.get("extra") or {}).get("check")}
+    for node in ("h200-0", "h200-1"):
+        assert {c: status.get((c, node)) for c in STILL_PASSING} == dict.fromkeys(STILL_PASSING, "passed"), node
