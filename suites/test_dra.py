@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from gpuconf.checks import dra as checks
+from gpuconf.checks import dra_extended, dra_labels, dra_taints
 from gpuconf.checks.isolation import Sighting, sighting
 from gpuconf.checks.probe_start import blocked_by, claim_prepare_block
 from gpuconf.cluster import ClusterError, Inventory, OverloadedError, PodOutcome, RunContext, run_campaign
@@ -301,7 +302,8 @@ def test_no_double_publication(request: pytest.FixtureRequest, gpu_node: str, gp
     if gpu_nodes[gpu_node].one_gpu():  # the device plugin advertises GPUs: the whole-node probe asked it
         outcome = request.getfixturevalue("whole_node_probes").get(gpu_node)
         plugin_view = sighting(outcome) if outcome is not None else None
-    judge(checks.evaluate_no_double_publication(gpu_node, devices, capacity, plugin_view), record_property)
+    judge(checks.evaluate_no_double_publication(gpu_node, devices, capacity, plugin_view,
+                                                extended=gpu_nodes[gpu_node].extended), record_property)
 
 
 @pytest.mark.cncf("dra_support")
@@ -387,3 +389,65 @@ def test_count_with_match_attribute(gpu_node: str, dra_facts: DraFacts, dra_run:
     judge(blocked_by(checks.evaluate_matched_pair(gpu_node, dra_run.sighting(gpu_node, "pair"),
                                                   dra_run.claims(gpu_node, "pair"), devices),
                      probed_device(dra_run, gpu_node, devices)), record_property)
+
+
+@pytest.mark.cncf("driver_runtime_management")
+@pytest.mark.check("labels.agree-with-dra")
+def test_labels_agree_with_dra(gpu_node: str, gpu_inventory: Inventory, dra_facts: DraFacts,
+                               record_property: Record) -> None:
+    judge(dra_labels.evaluate_labels_agree_with_dra(gpu_node, gpu_inventory.node(gpu_node).labels,
+                                                    dra_facts.devices.get(gpu_node, ())), record_property)
+
+
+def taint_rules(inventory: Inventory) -> tuple[dra_taints.TaintRule, ...]:
+    """The cluster's DeviceTaintRules, where it serves them (none otherwise: the slices' taints stand)."""
+    return dra_taints.device_taint_rules(inventory.device_taint_rules or ())
+
+
+@pytest.mark.cncf("dra_support")
+@pytest.mark.check("dra.devices-untainted")
+def test_devices_untainted(gpu_node: str, gpu_inventory: Inventory, dra_facts: DraFacts,
+                           record_property: Record) -> None:
+    devices = node_devices(dra_facts, gpu_node)
+    judge(dra_taints.evaluate_devices_untainted(gpu_node, devices, taint_rules(gpu_inventory)), record_property)
+
+
+@pytest.mark.cncf("dra_support")
+@pytest.mark.check("dra.tainted-device-not-allocated")
+def test_tainted_device_not_allocated(request: pytest.FixtureRequest, gpu_node: str, gpu_inventory: Inventory,
+                                      dra_facts: DraFacts, record_property: Record) -> None:
+    devices = node_devices(dra_facts, gpu_node)
+    rules = taint_rules(gpu_inventory)
+    if not any(t.blocks_allocation for d in devices for t, _ in dra_taints.taints_of(d, rules)):
+        judge(dra_taints.evaluate_tainted_not_allocated(gpu_node, devices, (), rules), record_property)
+        return
+    run: DraRun = request.getfixturevalue("dra_run")
+    # every claim the run's probe pods on the node got: the DRA suite's campaigns, and the whole-node
+    # probe's where it asked through a claim and recorded it
+    pods = run.pods.get(gpu_node, [])
+    allocations = [a for pod in pods for a in run.allocations.get(pod, [])]
+    errors = [e for pod in pods if (e := run.claim_errors.get(pod))]
+    probe = request.getfixturevalue("whole_node_probes").get(gpu_node)
+    if probe is not None:
+        allocations += [a for a in map(checks.allocation_of, probe.claims) if a is not None]
+        if probe.claims_error:
+            errors.append(probe.claims_error)
+    judge(dra_taints.evaluate_tainted_not_allocated(gpu_node, devices, allocations, rules,
+                                                    unknown="; ".join(errors) or None), record_property)
+
+
+@pytest.mark.cncf("dra_support")
+@pytest.mark.check("dra.extended-resource-served")
+def test_extended_resource_served(request: pytest.FixtureRequest, gpu_node: str, gpu_nodes: dict[str, NodeView],
+                                  dra_facts: DraFacts, record_property: Record) -> None:
+    node = gpu_nodes[gpu_node]
+    if node.extended is None:
+        pytest.skip(f"not applicable: no DeviceClass maps an extended resource onto the GPUs of {gpu_node} (or a "
+                    "device plugin advertises it there)")
+    ask = node.whole_node()
+    if not ask:
+        pytest.skip(ask.reason)
+    outcome = request.getfixturevalue("whole_node_probes").get(gpu_node)
+    judge(dra_extended.evaluate_extended_resource_served(
+        gpu_node, resource=node.extended, outcome=outcome, devices=dra_facts.devices.get(gpu_node, ()),
+        requested=ask.count), record_property)

@@ -418,14 +418,21 @@ def evaluate_attributes_match_hardware(node: str, devices: Sequence[SliceDevice]
 
 
 def evaluate_no_double_publication(node: str, devices: Sequence[SliceDevice], capacity: Mapping[str, str],
-                                   plugin_view: Sighting | None) -> Verdict:
+                                   plugin_view: Sighting | None, *, extended: str | None = None) -> Verdict:
     """No GPU the DRA driver publishes on ``node`` is also advertised by a device plugin.
-    ``plugin_view``: what a pod given every nvidia.com/gpu of the node saw (names the shared GPUs)."""
+    ``plugin_view``: what a pod given every nvidia.com/gpu of the node saw (names the shared GPUs).
+    ``extended``: the DRA-backed extended resource serving the node's GPUs (KEP-5004,
+    gpuconf.nodes.NodeView.extended): a plain nvidia.com/gpu request there is served by DRA, one
+    allocator, not a double publication (the node's capacity does not carry the resource then)."""
     check = "dra.no-double-publication"
     advertised = {k: v for k, v in capacity.items()
                   if k.startswith(("nvidia.com/gpu", "nvidia.com/mig-")) and str(v).isdigit() and int(v) > 0}
     published = {d.gpu_uuid for d in devices if d.gpu_uuid}
     expected = "GPUs published by the DRA driver or advertised by a device plugin, not both"
+    if not advertised and extended is not None:
+        return passed(check, node, f"{len(devices)} DRA devices, served to {extended} requests by DRA (a DRA-backed "
+                      f"extended resource, KEP-5004), no device plugin advertising GPUs: one allocator",
+                      expected=expected, observed=f"capacity has no {extended}; DeviceClass {GPU_CLASS} maps it")
     if not advertised:
         return passed(check, node, f"{len(devices)} DRA devices and no device-plugin GPU resource",
                       expected=expected, observed=f"capacity has no nvidia.com/gpu; {len(published)} GPUs in DRA")
