@@ -288,8 +288,8 @@ def test_attributes_match_hardware(request: pytest.FixtureRequest, gpu_node: str
     # check's finding, which that probe's dependants are blocked by (gpuconf.checks.probe_start)
     probe = request.getfixturevalue("whole_node_probes").get(gpu_node)
     prepare += [e.message for e in probe.events if e.reason == "FailedPrepareDynamicResources"] if probe else []
-    judge(checks.evaluate_attributes_match_hardware(gpu_node, devices, dra_run.sighting(gpu_node, "all"),
-                                                    gpu_inventory.node(gpu_node).labels, prepare), record_property)
+    judge(checks.evaluate_attributes_match_hardware(gpu_node, devices, dra_run.sighting(gpu_node, "all"), prepare),
+          record_property)
 
 
 @pytest.mark.cncf("dra_support")

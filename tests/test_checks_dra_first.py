@@ -311,4 +311,4 @@ def test_the_real_vks_node_labels_agree_with_its_real_slice() -> None:
     v = evaluate_labels_agree_with_dra(node, labels, slice_devices([slice_doc], node))
     assert v.outcome is Outcome.PASS
     assert v.summary == ("GFD's labels agree with the DRA driver's attributes: product (1 GPU), driver (1 GPU), "
-                         "cuda (1 GPU), compute (1 GPU), memory (1 GPU), GPU count")
+                         "cuda (1 GPU), compute (1 GPU), architecture (1 GPU), memory (1 GPU), GPU count")

@@ -18,6 +18,7 @@ version.full (or cuda.
 runtime.major/minor)
 nvidia.com/gpu.compute.       cudaComputeCapability                            as versions (8.0 is 8.0.0)
 major/minor
+nvidia.com/gpu.family         architecture                                     case ignored (ampere, Ampere)
 nvidia.com/gpu.memory (MiB)   capacity memory                                  within 1 % (MEMORY_TOLERANCE)
 ============================  ===============================================  ===========================
 
@@ -25,7 +26,7 @@ and per node: ``nvidia.com/gpu.count`` against the devices of type gpu.
 
 The normalisations are those of the real pair in tests/data/real/dra/v1-25.3.2-grid-a100-vks.yaml (the
 slice and the GFD labels of one node: 580.65.06 / 580.65.6, 13/0 / 13.0.0, 8/0 / 8.0.0, 8192 / 8Gi,
-GRID-A100-8C / GRID A100-8C). The memory tolerance is the DRA checks' own: no real sample has shown
+GRID-A100-8C / GRID A100-8C, ampere / Ampere). The memory tolerance is the DRA checks' own: no real sample has shown
 the two differ; a node where they do would settle it.
 
 Not compared: the count under ``mig.strategy=single`` with a MIG product (GFD then counts MIG devices),
@@ -83,6 +84,8 @@ def _label_facts(labels: Mapping[str, str]) -> dict[str, tuple[str, str]]:
     major, minor = labels.get("nvidia.com/gpu.compute.major"), labels.get("nvidia.com/gpu.compute.minor")
     if major and minor:
         out["compute"] = ("nvidia.com/gpu.compute.major/minor", f"{major}.{minor}")
+    if family := labels.get("nvidia.com/gpu.family"):
+        out["architecture"] = ("nvidia.com/gpu.family", family)
     memory = labels.get("nvidia.com/gpu.memory", "")
     if memory.isdigit() and int(memory) > 0:
         out["memory"] = ("nvidia.com/gpu.memory", memory)
@@ -95,6 +98,8 @@ _ATTRIBUTES: dict[str, tuple[str, Callable[[SliceDevice], str | None], Callable[
     "driver": ("driverVersion", lambda d: d.attributes.get("driverVersion"), _same_version),
     "cuda": ("cudaDriverVersion", lambda d: d.attributes.get("cudaDriverVersion"), _same_version),
     "compute": ("cudaComputeCapability", lambda d: d.attributes.get("cudaComputeCapability"), _same_version),
+    "architecture": ("architecture", lambda d: d.attributes.get("architecture"),
+                     lambda a, b: a.strip().lower() == b.strip().lower()),
     "memory": ("capacity memory", lambda d: None if d.memory_bytes is None else str(d.memory_bytes), _same_memory),
 }
 
@@ -118,8 +123,8 @@ def evaluate_labels_agree_with_dra(node: str, labels: Mapping[str, str], devices
     mig_single = labels.get("nvidia.com/mig.strategy") == "single" and "-MIG-" in product
     if not facts and not count.isdigit():
         return not_tested(AGREE, node, f"not applicable: {node} carries no GFD label (nvidia.com/gpu.product, "
-                          "gpu.memory, gpu.compute.*, cuda.driver*, cuda.runtime*, gpu.count) to compare with its "
-                          f"{len(gpus)} DRA devices")
+                          "gpu.memory, gpu.compute.*, gpu.family, cuda.driver*, cuda.runtime*, gpu.count) to compare "
+                          f"with its {len(gpus)} DRA devices")
     problems: list[str] = []
     compared: dict[str, int] = {}
     for d in gpus:
