@@ -116,10 +116,11 @@ def unknown_model(view: Any) -> str | None:
     driver's productName), or None: known, or not named at all (other checks say that)."""
     from gpuconf.compat.tables import find_gpu
 
-    product = view.facts.product.value
+    fact = view.facts.product
+    product = fact.value
     if not product or find_gpu(str(product)) is not None:
         return None
-    return (f"{view.name}'s GPU model {product} is not in gpuconf/data/gpus.yaml: its checks ran, but the figures "
+    return (f"{view.name}'s GPU model {fact} is not in gpuconf/data/gpus.yaml: its checks ran, but the figures "
             "they judge against (memory, bandwidth, compatibility class) are unknown for it; add the model to "
             "the table")
 
