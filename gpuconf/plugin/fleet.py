@@ -108,7 +108,8 @@ def run_coverage(config: pytest.Config) -> Any:
             untested[name] = UntestedNode(name, *state.run.unplaced[name])
         elif (unknown := unknown_model(view)) is not None:
             untested[name] = UntestedNode(name, UNKNOWN_HARDWARE, unknown)
-    return Coverage(tuple(n.name for n in state.inventory.gpu_nodes), tuple(untested.values()))
+    return Coverage(tuple(n.name for n in state.inventory.gpu_nodes), tuple(untested.values()),
+                    {name: view.kind for name, view in state.views.items()})
 
 
 def unknown_model(view: Any) -> str | None:
