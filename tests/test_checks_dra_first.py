@@ -121,8 +121,12 @@ def test_a_device_taint_rule_naming_a_device_taints_it_and_the_verdict_says_wher
     assert evaluate_devices_untainted(NODE, devices(), device_taint_rules([other_pool])).outcome is Outcome.PASS
 
 
-def test_a_rule_whose_selector_cannot_be_evaluated_taints_nothing() -> None:
+def test_a_rule_whose_selector_cannot_be_evaluated_or_is_missing_taints_nothing() -> None:
     rule = yaml.safe_load(RULE)
+    del rule["spec"]["deviceSelector"]
+    assert device_taint_rules([rule]) == ()
+    rule["spec"]["deviceSelector"] = {}  # empty: every device
+    assert evaluate_devices_untainted(NODE, devices(), device_taint_rules([rule])).summary.startswith("8 of 8 GPUs")
     rule["spec"]["deviceSelector"] = {"deviceClassName": "gpu.nvidia.com", "selectors": [{"cel": {"expression": "x"}}]}
     assert device_taint_rules([rule]) == ()
 

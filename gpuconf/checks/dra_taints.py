@@ -68,13 +68,16 @@ class TaintRule:
 
 def device_taint_rules(objects: Iterable[Mapping[str, Any]]) -> tuple[TaintRule, ...]:
     """DeviceTaintRule objects (``spec.deviceSelector`` {driver, pool, device}, ``spec.taint``) as
-    rules. A rule whose selector also carries fields this reading does not evaluate (the alpha API's
+    rules (resource.k8s.io v1beta2 reference: an empty selector matches every device, none matches
+    none). A rule whose selector also carries fields this reading does not evaluate (the alpha API's
     ``deviceClassName`` or CEL ``selectors``) is kept only when it names a device: a rule we cannot
     evaluate must not be read as tainting every device."""
     out = []
     for obj in objects:
         spec = obj.get("spec") or {}
-        sel = spec.get("deviceSelector") or {}
+        if spec.get("deviceSelector") is None:  # the API: without a selector no device is matched
+            continue
+        sel = spec["deviceSelector"] or {}  # an empty one matches every device
         taint = spec.get("taint") or {}
         if (sel.get("deviceClassName") or sel.get("selectors")) and not sel.get("device"):
             continue
