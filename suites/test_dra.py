@@ -90,6 +90,7 @@ class DraRun:
     steer: PodOutcome | None = None  # the pod with no node selection
     left: tuple[str, ...] = ()  # generated claims still there after the campaigns
     left_error: str | None = None  # why that is unknown
+    held: dict[str, tuple[checks.SliceDevice, ...]] = field(default_factory=dict)  # node -> tainted out of service
 
     def outcome(self, node: str, role: str) -> PodOutcome | None:
         return self.outcomes.get(node, {}).get(role)
@@ -119,14 +120,30 @@ def _create_template(config: pytest.Config, name: str, requests: list[ClaimReque
                       api.delete_namespaced_resource_claim_template, body)
 
 
+def out_of_service(devices: tuple[checks.SliceDevice, ...],
+                   rules: tuple[dra_taints.TaintRule, ...]) -> tuple[checks.SliceDevice, ...]:
+    """The devices a NoSchedule/NoExecute taint (the slice's, or a DeviceTaintRule's) keeps from any claim."""
+    return tuple(d for d in devices if any(t.blocks_allocation for t, _ in dra_taints.taints_of(d, rules)))
+
+
 def _all_devices_template(config: pytest.Config, devices: tuple[checks.SliceDevice, ...],
-                          classes: tuple[str, ...]) -> str:
+                          classes: tuple[str, ...], held: tuple[checks.SliceDevice, ...] = ()) -> str:
+    """Every device of the node in one claim: allocationMode All, or, where some are tainted out of
+    service (``held``), ExactCount of the usable rest: the scheduler fails an All request over a
+    device whose taint the claim does not tolerate (KEP-5055), and one tainted GPU must not keep the
+    node's other devices from being judged (dra.devices-untainted names it)."""
     kinds = sorted({d.kind for d in devices} & {"gpu", "mig"})
     if "mig" in kinds and checks.MIG_CLASS not in classes:
         kinds.remove("mig")
-    requests = [ClaimRequest(kind, checks.GPU_CLASS if kind == "gpu" else checks.MIG_CLASS, mode="All")
-                for kind in kinds or ["gpu"]]
-    return _create_template(config, "dra-all-" + "-".join(kinds or ["gpu"]), requests)
+    requests = []
+    for kind in kinds or ["gpu"]:
+        usable = sum(d.kind == kind and d not in held for d in devices)
+        if not any(d.kind == kind for d in held):
+            requests.append(ClaimRequest(kind, checks.GPU_CLASS if kind == "gpu" else checks.MIG_CLASS, mode="All"))
+        elif usable:
+            requests.append(ClaimRequest(kind, checks.GPU_CLASS if kind == "gpu" else checks.MIG_CLASS, count=usable))
+    sized = "-".join(f"{r.name}{r.count}" if r.mode != "All" else r.name for r in requests)
+    return _create_template(config, f"dra-{'usable' if held else 'all'}-{sized or 'gpu'}", requests)
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +177,10 @@ def dra_run(request: pytest.FixtureRequest, gpu_inventory: Inventory, gpu_nodes:
                             match_attributes=[f"{checks.GPU_DRIVER}/{checks.PAIR_ATTRIBUTE}"])
     for node in nodes:
         devices = dra_facts.devices[node.name]
-        first.append(pod(node, "all", {"gpus": _all_devices_template(config, devices, dra_facts.device_classes)}))
+        held = out_of_service(devices, taint_rules(gpu_inventory))
+        run.held[node.name] = held
+        first.append(pod(node, "all", {"gpus": _all_devices_template(config, devices, dra_facts.device_classes,
+                                                                     held)}))
         first.append(pod(node, "none", {"gpu": unsatisfiable}, UNSATISFIABLE_BUDGET_S))
         gib = checks.selector_threshold_gib(devices)
         gpus = sum(d.kind == "gpu" for d in devices)
@@ -288,8 +308,8 @@ def test_attributes_match_hardware(request: pytest.FixtureRequest, gpu_node: str
     # check's finding, which that probe's dependants are blocked by (gpuconf.checks.probe_start)
     probe = request.getfixturevalue("whole_node_probes").get(gpu_node)
     prepare += [e.message for e in probe.events if e.reason == "FailedPrepareDynamicResources"] if probe else []
-    judge(checks.evaluate_attributes_match_hardware(gpu_node, devices, dra_run.sighting(gpu_node, "all"), prepare),
-          record_property)
+    judge(checks.evaluate_attributes_match_hardware(gpu_node, devices, dra_run.sighting(gpu_node, "all"), prepare,
+                                                    held_back=dra_run.held.get(gpu_node, ())), record_property)
 
 
 @pytest.mark.cncf("dra_support")

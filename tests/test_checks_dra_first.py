@@ -316,3 +316,21 @@ def test_the_real_vks_node_labels_agree_with_its_real_slice() -> None:
     assert v.outcome is Outcome.PASS
     assert v.summary == ("GFD's labels agree with the DRA driver's attributes: product (1 GPU), driver (1 GPU), "
                          "cuda (1 GPU), compute (1 GPU), architecture (1 GPU), memory (1 GPU), GPU count")
+
+
+def test_a_gpu_tainted_out_of_service_is_left_out_of_the_attribute_comparison_and_named() -> None:
+    """The DRA suite's all-devices claim asks for the usable GPUs only: the probe sees 7 of 8."""
+    from gpuconf.checks.dra import evaluate_attributes_match_hardware
+
+    n = sim_node()
+    ds = devices({3: [XID48]})
+    seven = pod_outcome("dra-all-h200-0", run_probe(n, [Visible(g) for g in n.present_gpus if g.index != 3]))
+    from gpuconf.checks.isolation import sighting
+
+    v = evaluate_attributes_match_hardware(NODE, ds, sighting(seven), held_back=[ds[3]])
+    assert v.outcome is Outcome.PASS, v.message()
+    assert v.summary == (f"8 published devices agree with the whole-node probe; not compared: gpu-3 ({ds[3].uuid}) "
+                         "(tainted out of service, so the whole-node claim could not hold them: dra.devices-untainted "
+                         "names them)")
+    # without saying so, the GPU the probe could not be given reads as a published GPU it does not see
+    assert evaluate_attributes_match_hardware(NODE, ds, sighting(seven)).outcome is Outcome.FAIL

@@ -484,3 +484,11 @@ def test_without_gfd_or_a_plugin_the_slice_counts_the_gpus_against_the_probe_and
                          "whole-node pod): 8)")
     assert pool_gpu_count([node, dra_only(h200("h200-1"))]) == {
         "h200-0": (8, "the 2 nodes of its pool (NVIDIA-H200)"), "h200-1": (8, "the 2 nodes of its pool (NVIDIA-H200)")}
+
+
+def test_the_checks_whose_subject_is_gfds_labels_are_marked_in_the_catalog():
+    """gpuconf.plugin.fleet makes these NOT TESTED, not applicable, on a node GFD is absent from by design."""
+    rows = tables.load("checks")["checks"]
+    assert sorted(r["id"] for r in rows if r.get("subject") == "gfd-labels") == [
+        "labels.gfd-matches-hardware", "sharing.product-label-shared", "sharing.replicas-match-config"]
+    assert {r.get("subject") for r in rows} == {None, "gfd-labels"}

@@ -348,19 +348,26 @@ def _compare_prepares(cmp: _Comparison, devices: Sequence[SliceDevice], prepare_
 
 
 def evaluate_attributes_match_hardware(node: str, devices: Sequence[SliceDevice], whole_node: Sighting | None,
-                                       prepare_errors: Sequence[str] = ()) -> Verdict:
+                                       prepare_errors: Sequence[str] = (), *,
+                                       held_back: Sequence[SliceDevice] = ()) -> Verdict:
     """The node's published devices are the GPUs the whole-node DRA probe sees, and their attributes
     agree with what the probe reads of the hardware. ``prepare_errors``: the kubelet's
     FailedPrepareDynamicResources messages for that probe's pod; a published device the driver
     cannot prepare (a GPU gone since the slice was published) is named first. GFD's labels are not
     this check's: labels.agree-with-dra compares them with the attributes (gpuconf.checks.dra_labels),
-    so a lying label fails there and in labels.gfd-matches-hardware, not here as well."""
+    so a lying label fails there and in labels.gfd-matches-hardware, not here as well. ``held_back``:
+    devices tainted out of service, which the whole-node claim could not be given: not compared with
+    the probe, and named as such (dra.devices-untainted reports them)."""
     check = "dra.attributes-match-hardware"
     cmp = _Comparison()
     _compare_prepares(cmp, devices, prepare_errors)
     evidence = [f"published: {', '.join(d.describe() for d in devices)}"]
     if whole_node is not None and whole_node.report is not None:
-        _compare_probe(cmp, devices, whole_node.report)
+        held = {d.key for d in held_back}
+        _compare_probe(cmp, [d for d in devices if d.key not in held], whole_node.report)
+        if held_back:
+            cmp.unjudged.append(f"{', '.join(d.describe() for d in held_back)} (tainted out of service, so the "
+                                "whole-node claim could not hold them: dra.devices-untainted names them)")
     elif whole_node is not None:
         evidence.append(f"no whole-node probe to compare with: {whole_node.failure}")
     if not cmp.compared:
