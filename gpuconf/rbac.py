@@ -29,7 +29,11 @@ __all__ = ["REAL_CLUSTER_ONLY", "ApiRequest", "Grant", "Policy", "Rule", "allowe
 
 #: Granted verbs no simulated run uses, with why a real cluster needs them. Keyed by
 #: (api group, resource[/subresource], verb, namespace of the Role or "" for the ClusterRole).
-REAL_CLUSTER_ONLY: Mapping[tuple[str, str, str, str], str] = {}
+REAL_CLUSTER_ONLY: Mapping[tuple[str, str, str, str], str] = {
+    ("resource.k8s.io", "devicetaintrules", "list", ""):
+        "DeviceTaintRules are listed only where served (DRADeviceTaintRules, beta and off by default in Kubernetes "
+        "1.36); the simulated API server does not serve them",
+}
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ def test_gpu_count_matches(gpu_node, gpu_nodes, whole_node_probes, expect_profil
 @pytest.mark.check("labels.gfd-matches-hardware")
 def test_labels_match_hardware(gpu_node, gpu_nodes, gpu_inventory, whole_node_probes, record_property):
     node = gpu_nodes[gpu_node]
-    gfd = checks.gfd_deployment(node, gpu_inventory.cluster_policy)
+    gfd = checks.gfd_deployment(node, gpu_inventory.cluster_policy, gpu_inventory.gpu_cluster)
     judge(checks.evaluate_labels_match_hardware(node, probe_report(whole_node_probes, gpu_node), gfd=gfd),
           record_property)
 

@@ -412,3 +412,23 @@ def test_require_cuda_enforced_is_not_applicable_where_the_dra_driver_injects_an
     lone = compat.evaluate_require_enforced("h", c, pools, dra=dra)
     assert lone.outcome is Outcome.PASS and "(1)" in lone.summary
     assert compat.evaluate_require_enforced("h", c, pools).outcome is Outcome.DEGRADED  # without: the odd one
+
+
+def test_without_gfd_the_target_reads_the_dra_drivers_product_and_driver_and_names_the_source() -> None:
+    """A GPUCluster-mode node (issue 27): no GFD label; the ResourceSlice says what the node is."""
+    from gpuconf.nodes import NodeView
+    from gpuconf.sim.node_facts import resource_slices
+
+    n = expand(load_profile("h200-dra-only")).node("h200-0")
+    view = NodeView.of(n.name, {"kubernetes.io/hostname": n.name}, slices=resource_slices(n))
+    target = compat.make_target(n.name, view.labels, facts=view.facts)
+    assert target.problem is None and target.model is not None
+    assert (target.product, target.driver, target.gpu) == ("NVIDIA-H200", "580.95.5", "NVIDIA-H200")
+    assert target.model.driver == parse_driver("580.95.05") and target.model.gpu_class == "data-center"
+    assert target.notes == ("driver 580.95.5 from the ResourceSlice attribute driverVersion (no "
+                            "nvidia.com/cuda.driver-version.full)",
+                            "GPU 'NVIDIA H200' from the ResourceSlice attribute productName (no "
+                            "nvidia.com/gpu.product)")
+    # GFD's labels, where present, still come first
+    labelled = compat.make_target(n.name, node_labels(n), facts=view.facts)
+    assert labelled.driver == "580.95.05" and labelled.notes == ()

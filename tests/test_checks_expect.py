@@ -317,3 +317,39 @@ def test_declare_helper_covers_every_pool(tmp_path):
     profile = load_profile("multi-pool")
     assert [p.name for p in declare(profile, tmp_path).pools] == [p.name for p in profile.pools]
     assert all(isinstance(p, NodePool) for p in profile.pools)
+
+
+# --- DRA-first nodes without GFD (issue 27) ---------------------------------------------------
+
+
+def gfd_less(n: SimNode) -> NodeView:
+    """A DRA node as the GPU Operator's GPUCluster mode leaves it: no nvidia.com/ label, its slices."""
+    capacity, allocatable = node_resources(n)
+    labels = {k: v for k, v in node_labels(n).items() if not k.startswith("nvidia.com/")}
+    return NodeView.of(n.name, labels, capacity, allocatable, slices=resource_slices(n))
+
+
+def test_a_product_pool_finds_its_gfd_less_nodes_and_judges_them_on_their_slices(tmp_path):
+    profile = load_profile("h200-dra-only")
+    path = tmp_path / "dra.yaml"
+    path.write_text(yaml.safe_dump({"schema": 1, "name": "dra", "pools": [{
+        "name": "h200", "selector": {"nvidia.com/gpu.product": "NVIDIA-H200"}, "nodes": 2,
+        "gpu": {"product": "NVIDIA-H200", "count": 8, "memory_mib": 143771},
+        "driver": {"version": "580.95.05"}, "cuda": {"driver_version": "13.0"}}]}))
+    expect = load_expect(path)
+    views = [gfd_less(n) for n in nodes_of(profile)]
+    assert all(v.outcome is Outcome.PASS for v in evaluate_pool_populated(expect, views))
+    v = evaluate_node_matches_pool(expect, views[0])
+    assert v.outcome is Outcome.PASS, v.message()
+    assert v.summary == "matches pool 'h200' on 5 declared fields"
+    assert "gpu.product: declared NVIDIA-H200, observed NVIDIA-H200 (ResourceSlice attribute productName)" in v.evidence
+    assert "driver.version: declared 580.95.05, observed 580.95.5 (ResourceSlice attribute driverVersion)" in v.evidence
+    assert "gpu.memory_mib: declared 143771, observed 143771 (ResourceSlice attribute capacity memory)" in v.evidence
+    # a slice of another driver is named with its source
+    other = NodeView.of("h200-9", {}, slices=[{**s, "spec": {**s["spec"], "nodeName": "h200-9", "devices": [
+        {**d, "attributes": {**d["attributes"], "driverVersion": {"version": "570.195.3"}}}
+        for d in s["spec"]["devices"]]}} for s in resource_slices(nodes_of(profile)[0])])
+    wrong = evaluate_node_matches_pool(expect, other)
+    assert wrong.outcome is Outcome.FAIL
+    assert "driver.version: declared 580.95.05, observed 570.195.3 (ResourceSlice attribute driverVersion)" \
+        in wrong.summary

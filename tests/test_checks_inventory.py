@@ -19,8 +19,12 @@ from gpuconf.checks.inventory import (
     evaluate_gpu_resource_advertised,
     evaluate_labels_match_hardware,
     evaluate_nvml_initializes,
+    fact_product,
+    gfd_absent_by_design,
     gfd_deployment,
+    node_driver,
     pool_gpu_count,
+    pool_key,
 )
 from gpuconf.compat import tables
 from gpuconf.compat.versions import parse_cuda
@@ -404,3 +408,87 @@ def test_a_healthy_simulated_cluster_policy_deploys_gfd_and_its_nodes_carry_the_
         gfd = gfd_deployment(view(n), state)
         assert gfd.expected and gfd.why == "GFD is deployed by ClusterPolicy cluster-policy"
         assert evaluate_labels_match_hardware(view(n), whole_node_probe(n), gfd=gfd).outcome is Outcome.PASS
+
+
+# -------------------------------------------------------------------------------------------------
+# DRA-first clusters (issue 27): the GPU Operator's GPUCluster mode deploys no GFD; facts from slices
+
+
+def gpu_cluster():
+    from gpuconf.cluster.inventory import ClusterPolicyState
+
+    return ClusterPolicyState("gpu-cluster", "ready", {"draDriver": {"enabled": True}})
+
+
+def dra_only(n: SimNode, keep: tuple[str, ...] = ()) -> NodeView:
+    """A simulated DRA node as GPUCluster mode leaves it: its ResourceSlices, no GFD label, no plugin."""
+    capacity, allocatable = node_resources(n)
+    labels = {k: v for k, v in node_labels(n).items() if k in keep or not k.startswith(GFD_WRITES)}
+    return NodeView.of(n.name, labels, capacity, allocatable, slices=resource_slices(n))
+
+
+def h200(node: str = "h200-0", *faults: dict) -> SimNode:
+    p = load_profile("h200-dra-only")
+    return expand(with_faults(p, list(faults)) if faults else p).node(node)
+
+
+def test_gpucluster_mode_deploys_no_gfd_so_the_label_check_is_not_applicable_never_pass():
+    n = h200()
+    node = dra_only(n)
+    gfd = gfd_deployment(node, None, gpu_cluster())
+    assert not gfd.expected
+    assert gfd.why == "the GPU Operator's GPUCluster gpu-cluster deploys no GFD (DRA-first mode, v26.7)"
+    v = evaluate_labels_match_hardware(node, whole_node_probe(n), gfd=gfd)
+    assert v.outcome is Outcome.NOT_TESTED
+    assert v.summary == ("not applicable: the GPU Operator's GPUCluster gpu-cluster deploys no GFD (DRA-first mode, "
+                         "v26.7), and h200-0 carries no GFD label")
+    assert gfd_absent_by_design(node, gfd) == v.summary
+    # GFD absent where a ClusterPolicy deploys it stays a finding
+    assert gfd_deployment(node, policy(), gpu_cluster()).expected
+    assert evaluate_labels_match_hardware(node, whole_node_probe(n), gfd=gfd_deployment(node, policy())).outcome \
+        is Outcome.FAIL
+    # a node that carries GFD labels is judged on them
+    assert gfd_absent_by_design(view(n), gfd) is None
+
+
+def test_without_gfd_the_pool_and_the_driver_come_from_the_slice_and_say_so():
+    nodes = [dra_only(h200("h200-0")), dra_only(h200("h200-1"))]
+    assert [pool_key(v) for v in nodes] == ["NVIDIA-H200", "NVIDIA-H200"]  # productName, spaces as dashes
+    assert node_driver(nodes[0]) == ("580.95.5", "ResourceSlice attribute driverVersion")
+    verdicts = evaluate_driver_uniform(nodes)
+    assert [v.outcome for v in verdicts] == [Outcome.PASS, Outcome.PASS]
+    assert verdicts[0].summary == ("driver 580.95.5 (ResourceSlice attribute driverVersion), as the rest of the "
+                                   "NVIDIA-H200 pool")
+
+
+def test_a_labelled_and_a_gfd_less_node_of_one_product_are_one_pool_and_versions_compare_as_versions():
+    labelled = view(h200("h200-0"))  # GFD: NVIDIA-H200, 580.95.05
+    bare = dra_only(h200("h200-1"))  # slice: NVIDIA H200, 580.95.5
+    assert fact_product(labelled) == fact_product(bare) == "NVIDIA-H200"  # the driver's pools are by product
+    assert {v.outcome for v in evaluate_driver_uniform([labelled, bare])} == {Outcome.PASS}
+    odd = NodeView.of("h200-2", {}, slices=[{**s, "spec": {**s["spec"], "nodeName": "h200-2", "devices": [
+        {**d, "attributes": {**d["attributes"], "driverVersion": {"version": "570.195.3"}}}
+        for d in s["spec"]["devices"]]}} for s in resource_slices(h200("h200-1"))])
+    verdicts = {v.node: v for v in evaluate_driver_uniform([labelled, bare, odd])}
+    assert verdicts["h200-2"].outcome is Outcome.DEGRADED
+    assert verdicts["h200-2"].summary == ("driver 570.195.3 (ResourceSlice attribute driverVersion) while the "
+                                          "NVIDIA-H200 pool runs 580.95.05")
+
+
+def test_without_gfd_or_a_plugin_the_slice_counts_the_gpus_against_the_probe_and_the_pool():
+    n = h200()
+    node = dra_only(n)
+    v = evaluate_gpu_count(node, probe=whole_node_probe(n), probe_requested=0)
+    assert v.outcome is Outcome.PASS
+    assert v.summary == ("8 GPUs in every view (DRA ResourceSlices (GPUs published): 8; probe (CUDA devices in a "
+                         "whole-node pod): 8)")
+    assert pool_gpu_count([node, dra_only(h200("h200-1"))]) == {
+        "h200-0": (8, "the 2 nodes of its pool (NVIDIA-H200)"), "h200-1": (8, "the 2 nodes of its pool (NVIDIA-H200)")}
+
+
+def test_the_checks_whose_subject_is_gfds_labels_are_marked_in_the_catalog():
+    """gpuconf.plugin.fleet makes these NOT TESTED, not applicable, on a node GFD is absent from by design."""
+    rows = tables.load("checks")["checks"]
+    assert sorted(r["id"] for r in rows if r.get("subject") == "gfd-labels") == [
+        "labels.gfd-matches-hardware", "sharing.product-label-shared", "sharing.replicas-match-config"]
+    assert {r.get("subject") for r in rows} == {None, "gfd-labels"}

@@ -27,6 +27,7 @@ from verdict_record import check_recording
 
 from gpuconf.checks import dra
 from gpuconf.checks.dra import Allocation, SliceDevice, Steering
+from gpuconf.checks.dra_labels import evaluate_labels_agree_with_dra
 from gpuconf.checks.isolation import Sighting, sighting
 from gpuconf.sim.node_facts import node_labels, resource_slices
 from gpuconf.sim.profile import SimNode
@@ -144,8 +145,8 @@ def other_node() -> list[SliceDevice]:
 
 
 def by_labels(labels: Mapping[str, str]) -> Callable[[], Any]:
-    """dra.attributes-match-hardware with no probe, on these GFD labels only."""
-    return lambda: dra.evaluate_attributes_match_hardware(NODE, DEVICES, None, labels)
+    """labels.agree-with-dra on these GFD labels (they were dra.attributes-match-hardware's before issue 27)."""
+    return lambda: evaluate_labels_agree_with_dra(NODE, labels, DEVICES)
 
 
 def mig_instance() -> list[SliceDevice]:
@@ -199,64 +200,64 @@ CASES: dict[str, Callable[[], Any]] = {
         "Warning FailedPrepareDynamicResources: error preparing devices for claim ns/c:uid: requested device is "
         "not allocatable: gpu-9"]),
     # dra.attributes-match-hardware
-    "attributes: healthy": lambda: dra.evaluate_attributes_match_hardware(NODE, DEVICES, whole_node(N), LABELS),
+    "attributes: healthy": lambda: dra.evaluate_attributes_match_hardware(NODE, DEVICES, whole_node(N)),
     "attributes: labels only": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, DEVICES, failing("pod dra-all-h200-0 produced no probe output (Pending)"), LABELS),
+        NODE, DEVICES, failing("pod dra-all-h200-0 produced no probe output (Pending)")),
     "attributes: nothing": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, DEVICES, failing("pod dra-all-h200-0 produced no probe output (Pending)"), {}),
-    "attributes: nothing, no sighting": lambda: dra.evaluate_attributes_match_hardware(NODE, DEVICES, None, {}),
+        NODE, DEVICES, failing("pod dra-all-h200-0 produced no probe output (Pending)")),
+    "attributes: nothing, no sighting": lambda: dra.evaluate_attributes_match_hardware(NODE, DEVICES, None),
     "attributes: prepare error": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, DEVICES, whole_node(N), LABELS,
+        NODE, DEVICES, whole_node(N),
         ["error preparing devices for claim ns/c:uid: requested device is not allocatable: gpu-2"]),
     "attributes: prepare error only": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, DEVICES, None, {}, ["requested device is not allocatable: gpu-2"]),
+        NODE, DEVICES, None, ["requested device is not allocatable: gpu-2"]),
     "attributes: nvml absent, a gpu unseen": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, DEVICES, seen(*range(7), edit=no_nvml), {}),
+        NODE, DEVICES, seen(*range(7), edit=no_nvml)),
     "attributes: a gpu unseen": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, DEVICES, seen(*range(7)), {}),
+        NODE, DEVICES, seen(*range(7))),
     "attributes: a gpu unpublished": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, DEVICES[:7], whole_node(N), {}),
+        NODE, DEVICES[:7], whole_node(N)),
     "attributes: no uuid": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(1, uuid=None), whole_node(N), {}),
+        NODE, slice_with(1, uuid=None), whole_node(N)),
     "attributes: productName": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, productName="NVIDIA H100 80GB HBM3"), whole_node(N), {}),
+        NODE, slice_with(3, productName="NVIDIA H100 80GB HBM3"), whole_node(N)),
     "attributes: productName, cuda only": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, productName="NVIDIA H100 80GB HBM3"), seen(*range(8), edit=no_nvml), {}),
+        NODE, slice_with(3, productName="NVIDIA H100 80GB HBM3"), seen(*range(8), edit=no_nvml)),
     "attributes: productName case": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, productName=" nvidia h200 "), whole_node(N), LABELS),
+        NODE, slice_with(3, productName=" nvidia h200 "), whole_node(N)),
     "attributes: brand": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, brand="GeForce"), whole_node(N), {}),
+        NODE, slice_with(3, brand="GeForce"), whole_node(N)),
     "attributes: compute capability": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, cudaComputeCapability="9.1"), whole_node(N), LABELS),
+        NODE, slice_with(3, cudaComputeCapability="9.1"), whole_node(N)),
     "attributes: compute capability 9.0.0": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, cudaComputeCapability="9.0.0"), whole_node(N), LABELS),
+        NODE, slice_with(3, cudaComputeCapability="9.0.0"), whole_node(N)),
     "attributes: pci": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, **{"resource.kubernetes.io/pciBusID": "0000:99:00.0"}), whole_node(N), {}),
+        NODE, slice_with(3, **{"resource.kubernetes.io/pciBusID": "0000:99:00.0"}), whole_node(N)),
     "attributes: pci, short form": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(0, **{"resource.kubernetes.io/pciBusID": "0000:18:00.0"}), whole_node(N), LABELS),
+        NODE, slice_with(0, **{"resource.kubernetes.io/pciBusID": "0000:18:00.0"}), whole_node(N)),
     "attributes: pci, 25.3 name": lambda: dra.evaluate_attributes_match_hardware(
         NODE, slice_with(0, **{"resource.kubernetes.io/pciBusID": None, "pcieBusID": "0000:19:00.0"}),
-        whole_node(N), {}),
+        whole_node(N)),
     "attributes: pci, unreadable": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(0, **{"resource.kubernetes.io/pciBusID": "zz:18:00.0"}), whole_node(N), {}),
+        NODE, slice_with(0, **{"resource.kubernetes.io/pciBusID": "zz:18:00.0"}), whole_node(N)),
     "attributes: memory, 2 % off": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, memory_bytes=int(DEVICES[3].memory_bytes * 0.98)), whole_node(N), LABELS),
+        NODE, slice_with(3, memory_bytes=int(DEVICES[3].memory_bytes * 0.98)), whole_node(N)),
     "attributes: memory, 0.5 % off": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, memory_bytes=int(DEVICES[3].memory_bytes * 0.995)), whole_node(N), LABELS),
+        NODE, slice_with(3, memory_bytes=int(DEVICES[3].memory_bytes * 0.995)), whole_node(N)),
     "attributes: driverVersion": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, driverVersion="580.95.6"), whole_node(N), LABELS),
+        NODE, slice_with(3, driverVersion="580.95.6"), whole_node(N)),
     "attributes: driverVersion, trailing zero": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, driverVersion="580.95.5.0"), whole_node(N), LABELS),
+        NODE, slice_with(3, driverVersion="580.95.5.0"), whole_node(N)),
     "attributes: cudaDriverVersion": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, cudaDriverVersion="12.9"), whole_node(N), LABELS),
+        NODE, slice_with(3, cudaDriverVersion="12.9"), whole_node(N)),
     "attributes: cudaDriverVersion, compat libcuda": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, cudaDriverVersion="12.9"), seen(*range(8), edit=compat_libcuda), LABELS),
+        NODE, slice_with(3, cudaDriverVersion="12.9"), seen(*range(8), edit=compat_libcuda)),
     "attributes: architecture": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, architecture="Blackwell"), whole_node(N), LABELS),
+        NODE, slice_with(3, architecture="Blackwell"), whole_node(N)),
     "attributes: several wrong": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(2, brand="GeForce", driverVersion="1.2.3"), whole_node(N), {}),
+        NODE, slice_with(2, brand="GeForce", driverVersion="1.2.3"), whole_node(N)),
     "attributes: cuda failed": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(2, productName="NVIDIA H100"), seen(*range(8), edit=cuda_failed), {}),
+        NODE, slice_with(2, productName="NVIDIA H100"), seen(*range(8), edit=cuda_failed)),
     "labels: product shared": by_labels({**LABELS, "nvidia.com/gpu.product": "NVIDIA-H200-SHARED"}),
     "labels: product mig": by_labels({**LABELS, "nvidia.com/gpu.product": "NVIDIA-H200-MIG-1g.18gb"}),
     "labels: product wrong": by_labels({"nvidia.com/gpu.product": "NVIDIA-H100-SXM5-80GB"}),
@@ -275,11 +276,11 @@ CASES: dict[str, Callable[[], Any]] = {
     "labels: count": by_labels({"nvidia.com/gpu.count": "7"}),
     "labels: count unreadable": by_labels({"nvidia.com/gpu.count": "eight"}),
     "attributes: a MIG instance CUDA does not list": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, mig_instance(), whole_node(N), LABELS),
+        NODE, mig_instance(), whole_node(N)),
     "attributes: two devices of one unseen GPU": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, [*DEVICES, dataclasses.replace(DEVICES[7], name="gpu-7-again")], seen(*range(7)), {}),
+        NODE, [*DEVICES, dataclasses.replace(DEVICES[7], name="gpu-7-again")], seen(*range(7))),
     "attributes: memory exactly 1 % off": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, memory_bytes=N.gpus[3].memory_mib * 2**20 * 100 // 99), whole_node(N), LABELS),
+        NODE, slice_with(3, memory_bytes=N.gpus[3].memory_mib * 2**20 * 100 // 99), whole_node(N)),
     # dra.no-double-publication
     "double: one GPU advertised": lambda: dra.evaluate_no_double_publication(
         NODE, DEVICES, {"nvidia.com/gpu": "1"}, seen(0)),
@@ -497,14 +498,14 @@ def test_the_verdict_is_the_recorded_one(case: str) -> None:
 
 
 def test_attributes_judged_without_cuda_say_which_comparisons_were_not_made() -> None:
-    v = dra.evaluate_attributes_match_hardware(NODE, DEVICES, seen(*range(8), edit=cuda_failed), LABELS)
+    v = dra.evaluate_attributes_match_hardware(NODE, DEVICES, seen(*range(8), edit=cuda_failed))
     assert v.outcome is Outcome.PASS, v.message()
-    assert v.summary == ("8 published devices agree with the GFD labels and the whole-node probe; not compared: "
+    assert v.summary == ("8 published devices agree with the whole-node probe; not compared: "
                          "compute capability, PCI address, memory and MIG instances (CUDA did not initialise in the "
                          "whole-node probe: cudaErrorUnknown unknown error)")
     assert v.evidence[-1].startswith("not compared: compute capability")
     # with CUDA working nothing is left out
-    assert "not compared" not in dra.evaluate_attributes_match_hardware(NODE, DEVICES, seen(*range(8)), LABELS).summary
+    assert "not compared" not in dra.evaluate_attributes_match_hardware(NODE, DEVICES, seen(*range(8))).summary
 
 
 def test_a_selector_claim_judged_on_nvml_alone_says_its_memory_was_not_judged() -> None:

@@ -21,6 +21,7 @@ from gpuconf.checks.dra import (
     selector_threshold_gib,
     slice_devices,
 )
+from gpuconf.checks.dra_labels import evaluate_labels_agree_with_dra
 from gpuconf.cluster.access import Discovery
 from gpuconf.cluster.inventory import build_inventory, load_inventory
 from gpuconf.sim.cel import compile_selector, device_activation
@@ -76,20 +77,22 @@ def test_every_real_slice_makes_its_node_a_dra_gpu_node_with_its_devices_read(
 def test_the_real_25_3_slice_agrees_with_the_real_gfd_labels_of_its_node() -> None:
     slice_, labels = load("v1-25.3.2-grid-a100-vks.yaml")
     node = slice_["spec"]["nodeName"]
-    devices = slice_devices([slice_], node)
-    v = evaluate_attributes_match_hardware(node, devices, None, labels)
+    v = evaluate_labels_agree_with_dra(node, labels, slice_devices([slice_], node))
     assert v.outcome is Outcome.PASS, v.message()
-    assert v.summary == "1 published devices agree with the GFD labels"
+    assert v.summary == ("GFD's labels agree with the DRA driver's attributes: product (1 GPU), driver (1 GPU), "
+                         "cuda (1 GPU), compute (1 GPU), architecture (1 GPU), memory (1 GPU), GPU count")
+    # labels are not dra.attributes-match-hardware's: without a probe it has nothing to judge
+    assert evaluate_attributes_match_hardware(node, slice_devices([slice_], node), None).outcome is Outcome.NOT_TESTED
 
 
 def test_a_real_slice_that_disagrees_with_its_labels_fails_naming_the_attribute() -> None:
     slice_, labels = load("v1-25.3.2-grid-a100-vks.yaml")
     node = slice_["spec"]["nodeName"]
-    v = evaluate_attributes_match_hardware(node, slice_devices([slice_], node), None,
-                                           {**labels, "nvidia.com/cuda.driver.minor": "95"})
+    drifted = {**labels, "nvidia.com/cuda.driver-version.full": "580.95.06"}
+    v = evaluate_labels_agree_with_dra(node, drifted, slice_devices([slice_], node))
     assert v.outcome is Outcome.FAIL
-    assert "gpu-0 publishes driverVersion='580.65.6' but GFD labels nvidia.com/cuda.driver.* says '580.95.06'" \
-        in v.summary
+    assert ("gpu-0 (GPU-b8fe1770-6c2d-470f-905b-9ab700000000): label nvidia.com/cuda.driver-version.full=580.95.06, "
+            "attribute driverVersion=580.65.6") in v.summary
 
 
 def test_a_driver_installed_with_gpu_allocation_off_is_named_as_such() -> None:

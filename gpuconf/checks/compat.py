@@ -59,6 +59,7 @@ from gpuconf.compat import rules, tables
 from gpuconf.compat.rules import Mode
 from gpuconf.compat.versions import VersionError, parse_cuda, parse_driver
 from gpuconf.diagnose import diagnose
+from gpuconf.nodes.facts import NodeFacts, Source
 from gpuconf.probes import ProbeParseError
 from gpuconf.probes.cuda import CudaProbeReport, parse_cuda_probe
 from gpuconf.verdict import Verdict, failed, not_tested, passed
@@ -142,18 +143,30 @@ def probe_facts(outcome: PodOutcome | None) -> CudaProbeReport | None:
 
 
 def make_target(node: str, labels: Mapping[str, str], probe: CudaProbeReport | None = None, *,
-                dra: bool = False) -> Target:
+                dra: bool = False, facts: NodeFacts | None = None) -> Target:
     """The node's facts: driver from GFD's labels (``cuda.driver-version.full``, or the
-    ``cuda.driver.major/minor/rev`` older GFD releases publish alone) or the probe's NVML,
-    GPU from ``nvidia.com/gpu.product`` or the probe's device name, resolved as ``gpuconf
-    predict`` resolves ``--driver`` and ``--gpu``. ``dra``: the probes get their GPUs through DRA."""
-    return replace(_target(node, labels, probe), dra=dra)
+    ``cuda.driver.major/minor/rev`` older GFD releases publish alone), else the DRA driver's
+    ``driverVersion`` attribute (``facts``: gpuconf.nodes.NodeView.facts, on a node without GFD),
+    else the probe's NVML; GPU from ``nvidia.com/gpu.product``, else the attribute ``productName``,
+    else the probe's device name, resolved as ``gpuconf predict`` resolves ``--driver`` and ``--gpu``.
+    A fact not from GFD is named in the notes with its source. ``dra``: the probes get their GPUs
+    through DRA."""
+    return replace(_target(node, labels, probe, facts), dra=dra)
 
 
-def _target(node: str, labels: Mapping[str, str], probe: CudaProbeReport | None) -> Target:
+def _target(node: str, labels: Mapping[str, str], probe: CudaProbeReport | None,
+            facts: NodeFacts | None) -> Target:
     product = labels.get("nvidia.com/gpu.product")
     driver, _ = label_driver_version(labels)
     notes: list[str] = []
+    if facts is not None and not driver and facts.driver.source is Source.SLICE and facts.driver.value:
+        driver = facts.driver.value
+        notes.append(f"driver {driver} from the {facts.driver.source.value} {facts.driver.key} (no "
+                     "nvidia.com/cuda.driver-version.full)")
+    if facts is not None and not product and facts.product.source is Source.SLICE and facts.product.value:
+        product = facts.product.value.replace(" ", "-")  # as GFD spells it, so pools merge with labelled nodes
+        notes.append(f"GPU {facts.product.value!r} from the {facts.product.source.value} {facts.product.key} (no "
+                     "nvidia.com/gpu.product)")
     if not driver and probe is not None and probe.nvml_driver_version:
         driver = probe.nvml_driver_version
         notes.append(f"driver {driver} from NVML in the whole-node probe (no nvidia.com/cuda.driver-version.full)")

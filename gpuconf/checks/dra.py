@@ -14,8 +14,8 @@ The checks:
 * ``dra.attributes-match-hardware``: the node's published GPUs are the GPUs the whole-node probe
   sees (by UUID), and each device's attributes (productName, brand, cudaComputeCapability,
   driverVersion, cudaDriverVersion, the PCI address (``resource.kubernetes.io/pciBusID``, or ``pcieBusID``
-  before 25.12), memory capacity, architecture) agree with the probe
-  and with the node's GFD labels wherever both say something;
+  before 25.12), memory capacity) agree with the probe (GFD's labels against the attributes are
+  ``labels.agree-with-dra``'s, gpuconf.checks.dra_labels);
 * ``dra.no-double-publication``: no GPU of the node is also advertised as nvidia.com/gpu by a
   device plugin (the scheduler would give it to a claim and to a device-plugin pod at once);
 * ``dra.claim-allocates-the-probed-device``: the selector pod runs, sees exactly one GPU, and it is
@@ -304,6 +304,10 @@ def _compare_probe(cmp: _Comparison, devices: Sequence[SliceDevice], report: Cud
     if not report.init.ok:
         cmp.unjudged.append(f"compute capability, PCI address, memory and MIG instances (CUDA did not initialise in "
                             f"the whole-node probe: {report.init.name} {report.init.message})")
+    if report.libcuda_compat is not False and any(d.attributes.get("cudaDriverVersion") for d in devices):
+        cmp.unjudged.append("cudaDriverVersion (the probe's libcuda is " + (
+            "the image's cuda-compat one, whose CUDA is not the driver's)" if report.libcuda_compat
+            else "of unknown origin, so its CUDA may not be the driver's)"))
     for d in devices:
         if d.uuid is None:
             cmp.problems.append(f"{d.name} publishes no uuid attribute: it cannot be told from the node's other GPUs")
@@ -332,49 +336,6 @@ def _compare_probe(cmp: _Comparison, devices: Sequence[SliceDevice], report: Cud
             cuda_driver = d.attributes.get("cudaDriverVersion")
             cmp.text("cudaDriverVersion", d, cuda_driver, "cudaDriverGetVersion in the probe", report.driver_cuda,
                      same=_version_key(cuda_driver) == _version_key(report.driver_cuda))
-
-
-def _label(labels: Mapping[str, str], *keys: str) -> str | None:
-    values = [labels.get(k) for k in keys]
-    return ".".join(v for v in values if v is not None) if all(v is not None for v in values) else None
-
-
-def _compare_labels(cmp: _Comparison, devices: Sequence[SliceDevice], labels: Mapping[str, str]) -> None:
-    gpus = [d for d in devices if d.kind == "gpu"]
-    view = "GFD label"
-    product = labels.get("nvidia.com/gpu.product")
-    if product is not None:
-        product = re.sub(r"-SHARED$|-MIG-.*$", "", product)
-    for d in gpus:
-        name = d.attributes.get("productName")
-        cmp.text("productName", d, name, f"{view} nvidia.com/gpu.product", product,
-                 same=name is not None and product is not None and name.replace(" ", "-").lower() == product.lower())
-        cmp.text("architecture", d, d.attributes.get("architecture"), f"{view} nvidia.com/gpu.family",
-                 labels.get("nvidia.com/gpu.family"))
-        cc = d.attributes.get("cudaComputeCapability")
-        label_cc = _label(labels, "nvidia.com/gpu.compute.major", "nvidia.com/gpu.compute.minor")
-        cmp.text("cudaComputeCapability", d, cc, f"{view}s nvidia.com/gpu.compute.*", label_cc,
-                 same=_version_key(cc) == _version_key(label_cc))
-        memory = labels.get("nvidia.com/gpu.memory")
-        if d.memory_bytes is not None and memory is not None and memory.isdigit():
-            cmp.text("memory", d, _mib(d.memory_bytes), f"{view} nvidia.com/gpu.memory", f"{memory} MiB",
-                     same=_memory_close(d.memory_bytes, int(memory) * 2**20))
-        driver = d.attributes.get("driverVersion")
-        label_driver = _label(labels, "nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver.minor",
-                              "nvidia.com/cuda.driver.rev")
-        cmp.text("driverVersion", d, driver, f"{view}s nvidia.com/cuda.driver.*", label_driver,
-                 same=_version_key(driver) == _version_key(label_driver))
-        cuda_driver = d.attributes.get("cudaDriverVersion")
-        label_cuda = _label(labels, "nvidia.com/cuda.runtime.major", "nvidia.com/cuda.runtime.minor")
-        cmp.text("cudaDriverVersion", d, cuda_driver, f"{view}s nvidia.com/cuda.runtime.*", label_cuda,
-                 same=_version_key(cuda_driver) == _version_key(label_cuda))
-    count = labels.get("nvidia.com/gpu.count")
-    physical = {d.gpu_uuid for d in devices if d.gpu_uuid}
-    if count is not None and count.isdigit():
-        cmp.compared.add(f"{view} nvidia.com/gpu.count")
-        if int(count) != len(physical):
-            cmp.problems.append(f"the ResourceSlices publish {len(physical)} GPUs but {view} nvidia.com/gpu.count "
-                                f"says {count}")
 
 
 #: Where NVIDIA's DRA kubelet plugin names the device it could not prepare (tests/data/real/dra/
@@ -407,25 +368,33 @@ def _compare_prepares(cmp: _Comparison, devices: Sequence[SliceDevice], prepare_
 
 
 def evaluate_attributes_match_hardware(node: str, devices: Sequence[SliceDevice], whole_node: Sighting | None,
-                                       labels: Mapping[str, str], prepare_errors: Sequence[str] = ()) -> Verdict:
+                                       prepare_errors: Sequence[str] = (), *,
+                                       held_back: Sequence[SliceDevice] = ()) -> Verdict:
     """The node's published devices are the GPUs the whole-node DRA probe sees, and their attributes
-    agree with the probe and with the GFD labels wherever both say something. ``prepare_errors``:
-    the kubelet's FailedPrepareDynamicResources messages for that probe's pod; a published device
-    the driver cannot prepare (a GPU gone since the slice was published) is named first."""
+    agree with what the probe reads of the hardware. ``prepare_errors``: the kubelet's
+    FailedPrepareDynamicResources messages for that probe's pod; a published device the driver
+    cannot prepare (a GPU gone since the slice was published) is named first. GFD's labels are not
+    this check's: labels.agree-with-dra compares them with the attributes (gpuconf.checks.dra_labels),
+    so a lying label fails there and in labels.gfd-matches-hardware, not here as well. ``held_back``:
+    devices tainted out of service, which the whole-node claim could not be given: not compared with
+    the probe, and named as such (dra.devices-untainted reports them)."""
     check = "dra.attributes-match-hardware"
     cmp = _Comparison()
     _compare_prepares(cmp, devices, prepare_errors)
     evidence = [f"published: {', '.join(d.describe() for d in devices)}"]
     if whole_node is not None and whole_node.report is not None:
-        _compare_probe(cmp, devices, whole_node.report)
+        held = {d.key for d in held_back}
+        _compare_probe(cmp, [d for d in devices if d.key not in held], whole_node.report)
+        if held_back:
+            cmp.unjudged.append(f"{', '.join(d.describe() for d in held_back)} (tainted out of service, so the "
+                                "whole-node claim could not hold them: dra.devices-untainted names them)")
     elif whole_node is not None:
         evidence.append(f"no whole-node probe to compare with: {whole_node.failure}")
-    _compare_labels(cmp, devices, labels)
     if not cmp.compared:
-        return not_tested(check, node, f"{node}: neither a whole-node probe nor GFD labels say what its GPUs are"
+        return not_tested(check, node, f"{node}: no whole-node probe says what its GPUs are"
                           + (f" ({whole_node.failure})" if whole_node is not None and whole_node.failure else ""))
-    views = " and ".join(sorted({"the GFD labels" if v.startswith("GFD") else "the DRA driver's prepare step"
-                                 if v.startswith("the DRA") else "the whole-node probe" for v in cmp.compared}))
+    views = " and ".join(sorted({"the DRA driver's prepare step" if v.startswith("the DRA") else "the whole-node probe"
+                                 for v in cmp.compared}))
     if cmp.problems:
         return failed(check, node, f"the DRA driver publishes devices that are not the node's hardware: "
                       f"{cmp.problems[0]}" + (f" (and {len(cmp.problems) - 1} more)" if len(cmp.problems) > 1 else ""),
@@ -438,14 +407,21 @@ def evaluate_attributes_match_hardware(node: str, devices: Sequence[SliceDevice]
 
 
 def evaluate_no_double_publication(node: str, devices: Sequence[SliceDevice], capacity: Mapping[str, str],
-                                   plugin_view: Sighting | None) -> Verdict:
+                                   plugin_view: Sighting | None, *, extended: str | None = None) -> Verdict:
     """No GPU the DRA driver publishes on ``node`` is also advertised by a device plugin.
-    ``plugin_view``: what a pod given every nvidia.com/gpu of the node saw (names the shared GPUs)."""
+    ``plugin_view``: what a pod given every nvidia.com/gpu of the node saw (names the shared GPUs).
+    ``extended``: the DRA-backed extended resource serving the node's GPUs (KEP-5004,
+    gpuconf.nodes.NodeView.extended): a plain nvidia.com/gpu request there is served by DRA, one
+    allocator, not a double publication (the node's capacity does not carry the resource then)."""
     check = "dra.no-double-publication"
     advertised = {k: v for k, v in capacity.items()
                   if k.startswith(("nvidia.com/gpu", "nvidia.com/mig-")) and str(v).isdigit() and int(v) > 0}
     published = {d.gpu_uuid for d in devices if d.gpu_uuid}
     expected = "GPUs published by the DRA driver or advertised by a device plugin, not both"
+    if not advertised and extended is not None:
+        return passed(check, node, f"{len(devices)} DRA devices, served to {extended} requests by DRA (a DRA-backed "
+                      f"extended resource, KEP-5004), no device plugin advertising GPUs: one allocator",
+                      expected=expected, observed=f"capacity has no {extended}; DeviceClass {GPU_CLASS} maps it")
     if not advertised:
         return passed(check, node, f"{len(devices)} DRA devices and no device-plugin GPU resource",
                       expected=expected, observed=f"capacity has no nvidia.com/gpu; {len(published)} GPUs in DRA")

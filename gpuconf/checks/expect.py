@@ -19,6 +19,7 @@ from typing import Any
 from gpuconf.checks.inventory import DriverPolicy, NodeView, gpu_resources, label_cuda_version, label_driver_version
 from gpuconf.compat.versions import VersionError, parse_cuda, parse_driver
 from gpuconf.expect import ExpectPool, ExpectProfile, MigCounts, mig_text
+from gpuconf.nodes.facts import Source
 from gpuconf.probes.cuda import CudaProbeReport
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
@@ -33,9 +34,27 @@ __all__ = [
     "evaluate_node_in_a_pool",
     "evaluate_node_matches_pool",
     "evaluate_pool_populated",
+    "selector_labels",
 ]
 
 POPULATED, IN_A_POOL, MATCHES = "expect.pool-populated", "expect.node-in-a-pool", "expect.node-matches-pool"
+
+#: GFD's label for each fact the node view can also read from a ResourceSlice (gpuconf.nodes.facts).
+_FACT_LABELS = (("product", "nvidia.com/gpu.product"), ("gpus", "nvidia.com/gpu.count"),
+                ("memory", "nvidia.com/gpu.memory"))
+
+
+def selector_labels(node: NodeView) -> dict[str, str]:
+    """The labels a pool selector is matched against: the node's own, and for a fact GFD does not
+    label there (a GPUCluster-mode node, no GFD) the DRA driver's attribute in GFD's spelling
+    (productName with spaces as dashes, the GPUs of type gpu, memory in MiB), so a pool declared by
+    ``nvidia.com/gpu.product`` still finds its GFD-less nodes. A label the node carries always wins."""
+    out = dict(node.labels)
+    for fact, label in _FACT_LABELS:
+        value = getattr(node.facts, fact)
+        if label not in out and value.value is not None and value.source is Source.SLICE:
+            out[label] = value.value.replace(" ", "-") if fact == "product" else value.value
+    return out
 NO_EXPECT = "no --expect file given"
 MIG_PREFIX = "nvidia.com/mig-"
 
@@ -44,7 +63,7 @@ def declared_driver_policy(profile: ExpectProfile | None, nodes: Sequence[NodeVi
     """Per node, the driver version or branch its pool declares (for driver.version-uniform-in-pool)."""
     out: dict[str, DriverPolicy] = {}
     for node in nodes:
-        pool = profile.pool_for(node.labels) if profile is not None else None
+        pool = profile.pool_for(selector_labels(node)) if profile is not None else None
         if pool is not None and (pool.driver.version is not None or pool.driver.branch is not None):
             out[node.name] = DriverPolicy(pool.name, pool.driver.version, pool.driver.branch)
     return out
@@ -52,7 +71,7 @@ def declared_driver_policy(profile: ExpectProfile | None, nodes: Sequence[NodeVi
 
 def declared_gpu_count(profile: ExpectProfile | None, node: NodeView) -> int | None:
     """The per-node GPU count the node's pool declares (for inventory.gpu-count-matches-expected)."""
-    pool = profile.pool_for(node.labels) if profile is not None else None
+    pool = profile.pool_for(selector_labels(node)) if profile is not None else None
     return pool.gpu.count if pool is not None else None
 
 
@@ -65,7 +84,7 @@ def evaluate_pool_populated(profile: ExpectProfile | None, nodes: Sequence[NodeV
         return [not_tested(POPULATED, None, NO_EXPECT)]
     members: dict[str, list[str]] = {p.name: [] for p in profile.pools}
     for n in nodes:
-        pool = profile.pool_for(n.labels)
+        pool = profile.pool_for(selector_labels(n))
         if pool is not None:
             members[pool.name].append(n.name)
     out = []
@@ -77,7 +96,7 @@ def evaluate_pool_populated(profile: ExpectProfile | None, nodes: Sequence[NodeV
                                                f"{pool.nodes} declared", evidence=(f"selector {pool.selector_text}",),
                               facts={"pool": pool.name, "nodes": names}))
             continue
-        near = [_near_miss(pool, n) for n in nodes if profile.pool_for(n.labels) is None]
+        near = [_near_miss(pool, n) for n in nodes if profile.pool_for(selector_labels(n)) is None]
         out.append(failed(POPULATED, None, f"pool {pool.name!r} has {len(names)} GPU nodes; {pool.nodes} declared",
                           expected=f"{pool.nodes} GPU nodes labelled {pool.selector_text}",
                           observed=f"{len(names)} ({listed})",
@@ -88,11 +107,12 @@ def evaluate_pool_populated(profile: ExpectProfile | None, nodes: Sequence[NodeV
 
 def _near_miss(pool: ExpectPool, node: NodeView) -> str | None:
     """A node outside every pool that misses this pool's selector by one label: likely a lost member."""
-    wrong = [(k, v) for k, v in pool.selector if node.labels.get(k) != v]
+    labels = selector_labels(node)
+    wrong = [(k, v) for k, v in pool.selector if labels.get(k) != v]
     if len(wrong) != 1:
         return None
     key, want = wrong[0]
-    have = node.labels.get(key)
+    have = labels.get(key)
     return f"{node.name} has {key}={have}, not {want}" if have is not None else f"{node.name} lacks {key}={want}"
 
 
@@ -118,11 +138,12 @@ def combined(verdicts: Sequence[Verdict]) -> Verdict:
 def evaluate_node_in_a_pool(profile: ExpectProfile | None, node: NodeView) -> Verdict:
     if profile is None:
         return not_tested(IN_A_POOL, node.name, NO_EXPECT)
-    pool = profile.pool_for(node.labels)
+    pool = profile.pool_for(selector_labels(node))
     if pool is not None:
         return passed(IN_A_POOL, node.name, f"in pool {pool.name!r} ({pool.selector_text})", facts={"pool": pool.name})
     keys = list(dict.fromkeys(k for p in profile.pools for k, _ in p.selector))
-    seen = ", ".join(f"{k}={node.labels[k]}" if k in node.labels else f"{k} absent" for k in keys)
+    labels = selector_labels(node)
+    seen = ", ".join(f"{k}={labels[k]}" if k in labels else f"{k} absent" for k in keys)
     return failed(IN_A_POOL, node.name, "the GPU node matches no pool the --expect file declares",
                   expected="one of: " + "; ".join(f"{p.name} ({p.selector_text})" for p in profile.pools),
                   observed=seen)
@@ -252,6 +273,7 @@ def _field(name: str, declared: str, views: list[tuple[str, str | None]], same: 
 def _product_views(f: _Facts) -> list[tuple[str, str | None]]:
     label = f.product_label.removesuffix("-SHARED").split("-MIG-")[0] if f.product_label else None
     views: list[tuple[str, str | None]] = [("label nvidia.com/gpu.product", label)]
+    views += _slice_view(f, "product", lambda v: v.replace(" ", "-"))
     names = dict.fromkeys(d.name.split(" MIG ")[0].replace(" ", "-") for d in f.probe.devices if d.name) \
         if f.probe else {}
     views += [("CUDA device name in the probe", n) for n in names]
@@ -283,6 +305,7 @@ def _memory_views(f: _Facts) -> list[tuple[str, str | None]]:
     views: list[tuple[str, str | None]] = []
     if not f.mig_single:  # under MIG single GFD labels the instance's memory
         views.append(("label nvidia.com/gpu.memory", f.label("gpu.memory")))
+        views += _slice_view(f, "memory")
     if f.probe is not None:
         sizes = dict.fromkeys(str(d.total_memory_bytes >> 20) for d in f.probe.devices
                               if not d.mig and d.total_memory_bytes is not None)
@@ -292,7 +315,8 @@ def _memory_views(f: _Facts) -> list[tuple[str, str | None]]:
 
 def _driver_views(f: _Facts) -> list[tuple[str, str | None]]:
     label, source = label_driver_version(f.node.labels)
-    return [(f"label {source}", label), ("NVML in the probe", f.probe.nvml_driver_version if f.probe else None)]
+    return [(f"label {source}", label), *_slice_view(f, "driver"),
+            ("NVML in the probe", f.probe.nvml_driver_version if f.probe else None)]
 
 
 def _cuda_views(f: _Facts) -> list[tuple[str, str | None]]:
@@ -300,7 +324,17 @@ def _cuda_views(f: _Facts) -> list[tuple[str, str | None]]:
     # probe's own cudaDriverGetVersion would report a compat libcuda, so NVML's figure is used.
     source = ("label nvidia.com/cuda.runtime-version.full" if f.label("cuda.runtime-version.full")
               else "labels nvidia.com/cuda.runtime.major/minor")
-    return [(source, label_cuda_version(f.node.labels)), ("NVML in the probe", f.probe_nvml_cuda())]
+    return [(source, label_cuda_version(f.node.labels)), *_slice_view(f, "cuda"),
+            ("NVML in the probe", f.probe_nvml_cuda())]
+
+
+def _slice_view(f: _Facts, fact: str, spell: Callable[[str], str] = str) -> list[tuple[str, str | None]]:
+    """The DRA driver's attribute for ``fact`` as one more view, where GFD does not label it (a view
+    read from a slice beside a GFD label would only repeat labels.agree-with-dra's comparison)."""
+    value = getattr(f.node.facts, fact)
+    if value.value is None or value.source is not Source.SLICE:
+        return []
+    return [(f"{value.source.value} {value.key}", spell(value.value))]
 
 
 def _mig_strategy_views(f: _Facts) -> list[tuple[str, str | None]]:
@@ -415,7 +449,7 @@ def evaluate_node_matches_pool(profile: ExpectProfile | None, node: NodeView, *,
     (``probe_requested``: the GPUs it asked for); ``runtime_mode`` the mode a canary pod showed."""
     if profile is None:
         return not_tested(MATCHES, node.name, NO_EXPECT)
-    pool = profile.pool_for(node.labels)
+    pool = profile.pool_for(selector_labels(node))
     if pool is None:
         return not_tested(MATCHES, node.name, "the node matches no declared pool (expect.node-in-a-pool reports it)")
     fields = compare_node(pool, node, probe=probe, probe_requested=probe_requested, runtime_mode=runtime_mode)

@@ -32,7 +32,11 @@ __all__ = [
     "evaluate_gpu_resource_advertised",
     "evaluate_labels_match_hardware",
     "evaluate_nvml_initializes",
+    "fact_product",
+    "gfd_absent_by_design",
     "gfd_deployment",
+    "node_driver",
+    "slice_gpus",
     "gpu_resources",
     "nvml_blocked",
     "nvml_failure",
@@ -125,7 +129,22 @@ def node_gpu_count(node: NodeView) -> int | None:
     gfd = node.label("gpu.count")
     if gfd and gfd.isdigit():
         return int(gfd)
-    return advertised or None
+    return advertised or slice_gpus(node) or None  # a DRA-only node: the GPUs its ResourceSlices publish
+
+
+def slice_gpus(node: NodeView) -> int:
+    """The physical GPUs NVIDIA's DRA driver publishes on the node (a MIG instance counts its parent)."""
+    return len({d.gpu_uuid for d in node.devices if d.gpu_uuid}) or node.dra_gpus
+
+
+def fact_product(node: NodeView) -> str | None:
+    """The node's GPU product as GFD spells it (spaces as dashes, no -SHARED suffix): its GFD label,
+    else the DRA driver's productName (gpuconf.nodes.facts), so a GFD-less node and a labelled one
+    of the same GPU fall into one pool."""
+    fact = node.facts.product
+    if fact.value is None:
+        return None
+    return fact.value.replace(" ", "-").removesuffix("-SHARED")
 
 
 def pool_key(node: NodeView) -> str:
@@ -134,7 +153,7 @@ def pool_key(node: NodeView) -> str:
     provider's ``node.kubernetes.io/instance-type``, e.g. a VM flavor: every OpenStack VM has the
     machine type OpenStack-Nova), so an 8-GPU board and a 4-GPU server or flavor with the same GPU
     are not one pool."""
-    product = (node.label("gpu.product") or "unknown").removesuffix("-SHARED")
+    product = fact_product(node) or "unknown"
     where = [v for v in (node.label("gpu.machine"), node.labels.get("node.kubernetes.io/instance-type")) if v]
     return f"{product} on {' '.join(dict.fromkeys(where))}" if where else product
 
@@ -182,6 +201,9 @@ def evaluate_gpu_count(node: NodeView, *, probe: CudaProbeReport | None = None, 
     # replica sees each physical GPU once.
     if advertised is not None and capacity and not shared:
         views["device plugin (capacity, replicas removed)"] = advertised
+    if not views and advertised is not None and slice_gpus(node):
+        # no GFD count and no device plugin (a GPUCluster-mode node): the DRA driver's count speaks for the node
+        views["DRA ResourceSlices (GPUs published)"] = slice_gpus(node)
     whole_node = (probe_requested is None or advertised is None or probe_requested == advertised
                   or (shared and probe_requested == shared_total))
     if probe is not None and probe.init.ok and whole_node:
@@ -239,12 +261,18 @@ class GfdDeployment:
     why: str
 
 
-def gfd_deployment(node: NodeView, policy: OperatorPolicy | None) -> GfdDeployment:
+def gfd_deployment(node: NodeView, policy: OperatorPolicy | None,
+                   gpu_cluster: OperatorPolicy | None = None) -> GfdDeployment:
     """Whether GPU Feature Discovery runs on ``node``: the GPU Operator's ClusterPolicy deploys it
     unless ``spec.gfd.enabled`` is false, on every GPU node but one whose operand deploy label says
-    false (``nvidia.com/gpu.deploy.gpu-feature-discovery`` or ``.operands``). Without a ClusterPolicy
-    nothing says GFD should run (a DRA-only cluster, GFD installed by hand, or the operator's
-    GPUCluster mode, which deploys no GFD)."""
+    false (``nvidia.com/gpu.deploy.gpu-feature-discovery`` or ``.operands``). The operator's
+    GPUCluster (``gpu_cluster``: nvidia.com/v1alpha1, its DRA-first mode from v26.7) deploys the DRA
+    driver, DCGM and the exporter and never GFD (anchors-2026-12.md section 4; a cluster has one of
+    the two, never both, so a ClusterPolicy beside it still decides). Without either nothing says GFD
+    should run (a DRA-only cluster, or GFD installed by hand)."""
+    if policy is None and gpu_cluster is not None:
+        return GfdDeployment(False, f"the GPU Operator's GPUCluster {gpu_cluster.name} deploys no GFD (DRA-first mode, "
+                                    "v26.7)")
     if policy is None:
         return GfdDeployment(False, "no GPU Operator ClusterPolicy deploys GFD on this cluster (a DRA-only cluster, "
                                     "or GFD left out by design)")
@@ -256,6 +284,23 @@ def gfd_deployment(node: NodeView, policy: OperatorPolicy | None) -> GfdDeployme
         return GfdDeployment(False, f"{node.name} carries {off}=false, so ClusterPolicy {policy.name} deploys no GFD "
                                     "there")
     return GfdDeployment(True, f"GFD is deployed by ClusterPolicy {policy.name}")
+
+
+#: The GFD labels a node carries when GFD runs there (a label-reading check's subject).
+GFD_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.count", "nvidia.com/gpu.memory", "nvidia.com/gpu.family",
+              "nvidia.com/gpu.compute.major", "nvidia.com/cuda.driver-version.full", "nvidia.com/cuda.driver.major",
+              "nvidia.com/gpu.replicas", "nvidia.com/gpu.sharing-strategy", "nvidia.com/mig.strategy")
+
+
+def gfd_absent_by_design(node: NodeView, gfd: GfdDeployment | None) -> str | None:
+    """The NOT TESTED reason of a check whose subject is GFD's labels on ``node``: the node carries
+    none of them and nothing deploys GFD there (``gfd``: :func:`gfd_deployment`), so there is nothing
+    to judge and nothing is wrong; never a PASS. None where the check applies: the node has GFD
+    labels, or GFD should run there (labels.gfd-matches-hardware then fails for the missing ones),
+    or whether it should is unknown (``gfd`` None: the check judges what is there)."""
+    if gfd is None or gfd.expected or any(k in node.labels for k in GFD_LABELS):
+        return None
+    return f"not applicable: {gfd.why}, and {node.name} carries no GFD label"
 
 
 def evaluate_labels_match_hardware(node: NodeView, probe: CudaProbeReport, *,
@@ -406,50 +451,71 @@ def _branch(version: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
+def node_driver(node: NodeView) -> tuple[str | None, str]:
+    """The node's driver version and where it was read, or None and why it is unknown: GFD's
+    ``cuda.driver-version.full`` (or, from older GFD releases, ``cuda.driver.major/minor/rev``), else
+    the DRA driver's ``driverVersion`` attribute (gpuconf.nodes.facts)."""
+    version, missing = label_driver_version(node.labels)
+    if version is not None:
+        return version, missing
+    fact = node.facts.driver
+    if fact.value is not None:
+        return fact.value, f"{fact.source.value} {fact.key}"
+    return None, f"{missing}, and no ResourceSlice attribute driverVersion"
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """580.95.05 and 580.95.5 alike (the DRA driver drops leading zeros): numeric parts."""
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
 def evaluate_driver_uniform(nodes: Sequence[NodeView],
                             policy: Mapping[str, DriverPolicy] | None = None) -> list[Verdict]:
     """One verdict per node: its driver against what --expect declares for its pool (``policy``,
     by node name: an exact version, or a branch that allows any version on it), else against the
-    majority of its pool (same GPU product). The version is GFD's ``cuda.driver-version.full`` or,
-    from older GFD releases, ``cuda.driver.major/minor/rev``."""
+    majority of its pool (same GPU product, :func:`fact_product`). The version is :func:`node_driver`'s
+    (GFD's label, else the DRA driver's attribute), compared as a version; a verdict on a version
+    read from a ResourceSlice names that source."""
     cid = "driver.version-uniform-in-pool"
     policy = policy or {}
     pools: dict[str, list[NodeView]] = defaultdict(list)
     for n in nodes:
-        pools[(n.label("gpu.product") or "unknown").removesuffix("-SHARED")].append(n)
+        pools[fact_product(n) or "unknown"].append(n)
     out = []
     for product, members in sorted(pools.items()):
-        versions = {n.name: label_driver_version(n.labels) for n in members}
-        known = [v for v, _ in versions.values() if v]
+        versions = {n.name: node_driver(n) for n in members}
+        known = [_version(v) for v, _ in versions.values() if v]
         # The pool's version is the most common one; on a tie, the newest (a node left behind by
         # an upgrade is the usual odd one out). A declared --expect policy takes precedence.
-        majority = max(set(known), key=lambda v: (known.count(v), tuple(int(p) for p in v.split(".")
-                                                                        if p.isdigit()))) if known else None
+        top = max(set(known), key=lambda v: (known.count(v), v)) if known else None
+        majority = next((v for v, _ in versions.values() if v and _version(v) == top), None)
         for n in members:
             version, source = versions[n.name]
             declared = policy.get(n.name)
             if version is None:
                 out.append(not_tested(cid, n.name, source))
-            elif declared is not None and declared.version is not None:
-                if version == declared.version:
-                    out.append(passed(cid, n.name, f"driver {version}, as --expect declares for pool {declared.pool}"))
+                continue
+            shown = version if source.startswith("nvidia.com/") else f"{version} ({source})"
+            if declared is not None and declared.version is not None:
+                if _version(version) == _version(declared.version):
+                    out.append(passed(cid, n.name, f"driver {shown}, as --expect declares for pool {declared.pool}"))
                 else:
-                    out.append(failed(cid, n.name, f"driver {version} while --expect declares {declared.version} for "
+                    out.append(failed(cid, n.name, f"driver {shown} while --expect declares {declared.version} for "
                                       f"pool {declared.pool}", expected=declared.version, observed=version))
             elif declared is not None and declared.branch is not None:
                 if _branch(version) == declared.branch:
-                    others = sorted(set(known) - {version})
-                    out.append(passed(cid, n.name, f"driver {version} on branch {declared.branch}, which --expect "
+                    others = sorted({v for v, _ in versions.values() if v and _version(v) != _version(version)})
+                    out.append(passed(cid, n.name, f"driver {shown} on branch {declared.branch}, which --expect "
                                       f"allows for pool {declared.pool} (branch-only policy"
                                       + (f"; the pool also runs {', '.join(others)}" if others else "") + ")"))
                 else:
-                    out.append(failed(cid, n.name, f"driver {version} is on branch {_branch(version)} while --expect "
+                    out.append(failed(cid, n.name, f"driver {shown} is on branch {_branch(version)} while --expect "
                                       f"declares branch {declared.branch} for pool {declared.pool}",
                                       expected=f"a {declared.branch}.x driver", observed=version))
-            elif version == majority:
-                out.append(passed(cid, n.name, f"driver {version}, as the rest of the {product} pool"))
+            elif _version(version) == top:
+                out.append(passed(cid, n.name, f"driver {shown}, as the rest of the {product} pool"))
             else:
-                out.append(failed(cid, n.name, f"driver {version} while the {product} pool runs {majority}",
+                out.append(failed(cid, n.name, f"driver {shown} while the {product} pool runs {majority}",
                                   expected=str(majority), observed=version))
     return out
 

@@ -17,6 +17,9 @@ requirement of the run's least demanding image        (with the driver upgrade r
 claim not prepared: FailedPrepareDynamicResources     dra.attributes-match-hardware      dra-slice-stale
 naming a published device the DRA driver cannot       (a published device that is not
 prepare                                               the node's hardware)
+the probe, asking for the node's DRA-backed extended   dra.extended-resource-served       extended-resource-stale
+resource (KEP-5004: NodeView.extended), stayed        (the mapped DeviceClass selects no
+unschedulable: ``cannot allocate all claims``         device of the node)
 the probe ran without the NVIDIA runtime and was      scheduling.runtimeclass-present    no-runtimeclass
 given no GPU (no /dev/nvidia*, libcuda or NVML),      (the cluster has no RuntimeClass   (where the default
 while the cluster has no RuntimeClass with the        with the NVIDIA runtime's handler: runtime is runc; tests/
@@ -107,12 +110,14 @@ from gpuconf.compat import tables
 from gpuconf.compat.versions import VersionError, parse_cuda
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested
 
-__all__ = ["DRA_OWNER", "RUNTIME_OWNER", "SMOKE", "Block", "Blocked", "ProbeBlock", "claim_prepare_block",
-           "blocked_by", "evaluate_block", "evaluate_probe_block", "probe_block", "whole_node_block"]
+__all__ = ["DRA_OWNER", "EXTENDED_OWNER", "RUNTIME_OWNER", "SMOKE", "Block", "Blocked", "ProbeBlock",
+           "claim_prepare_block", "blocked_by", "evaluate_block", "evaluate_probe_block", "probe_block",
+           "whole_node_block"]
 
 #: The owners of the table above.
 SMOKE = "smoke.vector-add-every-gpu"
 DRA_OWNER = "dra.attributes-match-hardware"
+EXTENDED_OWNER = "dra.extended-resource-served"
 RUNTIME_OWNER = "scheduling.runtimeclass-present"
 
 #: Container states of a container that was never created or never started (kubelet reasons; a
@@ -170,11 +175,12 @@ _PREPARE = "FailedPrepareDynamicResources"
 
 
 def whole_node_block(node: str, outcome: PodOutcome | None, probe_cudas: Iterable[str], *,
-                     runtime_missing: str | None = None) -> Block | None:
+                     runtime_missing: str | None = None, extended: str | None = None) -> Block | None:
     """Why the whole-node probe ``outcome`` of ``node`` printed no report, or a report of no GPU on a
     cluster without a RuntimeClass for the NVIDIA runtime (``runtime_missing``: the failure of the
     check that says so), and which check owns that (the table of the module's docstring); or None:
-    its checks judge its report, or there is no outcome (the node view's reason stands)."""
+    its checks judge its report, or there is no outcome (the node view's reason stands).
+    ``extended``: the DRA-backed extended resource the probe asked for (gpuconf.nodes.NodeView.extended)."""
     if outcome is None:
         return None
     if (image := probe_block(node, outcome, probe_cudas)) is not None:
@@ -183,7 +189,22 @@ def whole_node_block(node: str, outcome: PodOutcome | None, probe_cudas: Iterabl
         return _runtime_block(node, outcome, runtime_missing) if runtime_missing else None
     if (prepare := claim_prepare_block(node, outcome, what="the whole-node probe's ResourceClaim")) is not None:
         return prepare
+    if extended is not None and (stale := _extended_block(node, outcome, extended)) is not None:
+        return stale
     return _no_report(node, outcome)
+
+
+def _extended_block(node: str, outcome: PodOutcome, resource: str) -> Blocked | None:
+    """The extended-resource owner's finding where the probe asking for ``resource`` (served by DRA on
+    ``node``) stayed unschedulable because no device of the mapped DeviceClass could be allocated."""
+    from gpuconf.checks.dra_extended import stale_mapping
+
+    message = stale_mapping(outcome, resource)
+    if message is None:
+        return None
+    return Blocked(node, EXTENDED_OWNER, f"the whole-node probe asking for {resource} (served by DRA on {node}) is "
+                   f"unschedulable: {message}", observed=message,
+                   evidence=tuple(dict.fromkeys(f"{e.reason}: {e.message}" for e in outcome.events)))
 
 
 def claim_prepare_block(node: str, outcome: PodOutcome, *, what: str) -> Blocked | None:

@@ -112,6 +112,9 @@ class Inventory:
     device_class_specs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, compare=False)
     #: The GPU Operator's GPUCluster (nvidia.com/v1alpha1), its DRA-first mode: None when not served or none
     gpu_cluster: ClusterPolicyState | None = None
+    #: DeviceTaintRules (resource.k8s.io, DRADeviceTaintRules: beta and off by default in 1.36), as
+    #: listed; None when the cluster does not serve them (an empty tuple: served, none exists)
+    device_taint_rules: tuple[Mapping[str, Any], ...] | None = field(default=None, compare=False)
 
     @property
     def extended_resources(self) -> dict[str, str]:
@@ -194,7 +197,8 @@ def _gpu_node(node: Obj, slices: tuple[ResourceSliceInfo, ...]) -> GpuNode:
 
 def build_inventory(nodes: Iterable[Obj], runtime_classes: Iterable[Obj], device_classes: Iterable[Obj],
                     slices: Iterable[Obj], cluster_policy: Obj | None, *, dra_served: bool = False,
-                    dra_version: str | None = None, gpu_cluster: Obj | None = None) -> Inventory:
+                    dra_version: str | None = None, gpu_cluster: Obj | None = None,
+                    device_taint_rules: Iterable[Obj] | None = None) -> Inventory:
     """Pure: the inventory from listed objects. A node is a GPU node when it has a GPU extended
     resource (capacity or allocatable), the ``nvidia.com/gpu.present=true`` label, or a ResourceSlice."""
     slice_infos = tuple(sorted((_slice_info(s) for s in slices), key=lambda s: s.name))
@@ -229,7 +233,8 @@ def build_inventory(nodes: Iterable[Obj], runtime_classes: Iterable[Obj], device
         dra_version=dra_version or ("v1" if dra_served else None),
         device_class_specs={str((d.get("metadata") or {}).get("name", "")): dict(d.get("spec") or {})
                             for d in device_classes},
-        gpu_cluster=state(gpu_cluster))
+        gpu_cluster=state(gpu_cluster),
+        device_taint_rules=None if device_taint_rules is None else tuple(device_taint_rules))
 
 
 def _list_all(cluster: Cluster, what: str, fn: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
@@ -280,8 +285,22 @@ def load_inventory(cluster: Cluster, *, node_selector: str | None = None) -> Inv
         except NotFoundError:
             found = []
         gpu_cluster = found[0] if found else None
+    rules: list[dict[str, Any]] | None = None
+    rules_version = next((v for v in TAINT_RULE_VERSIONS
+                          if discovery.serves_resource(f"resource.k8s.io/{v}", "devicetaintrules")), None)
+    if rules_version is not None:  # served only where DRADeviceTaintRules is on (off by default in 1.36)
+        try:
+            rules = _list_all(cluster, "list devicetaintrules", cluster.custom.list_cluster_custom_object,
+                              "resource.k8s.io", rules_version, "devicetaintrules")
+        except NotFoundError:
+            rules = []
     return build_inventory(nodes, runtime_classes, device_classes, slices, policy, dra_served=dra_served,
-                           dra_version=version, gpu_cluster=gpu_cluster)
+                           dra_version=version, gpu_cluster=gpu_cluster, device_taint_rules=rules)
+
+
+#: The resource.k8s.io versions DeviceTaintRules are read in, newest first (KEP-5055: v1alpha3 from
+#: 1.33, v1beta2 from 1.36 where DRADeviceTaintRules is enabled); discovery picks the one served.
+TAINT_RULE_VERSIONS = ("v1", "v1beta2", "v1alpha3")
 
 
 def list_active_pods(cluster: Cluster) -> list[dict[str, Any]]:

@@ -48,6 +48,7 @@ class NodeFacts:
     cuda: Fact = _UNKNOWN  # the driver's CUDA version (GFD's cuda.runtime.*, DRA's cudaDriverVersion)
     gpus: Fact = _UNKNOWN  # physical GPUs (GFD's gpu.count; the slice's GPUs; the plugin's capacity)
     compute: Fact = _UNKNOWN  # compute capability, major.minor
+    memory: Fact = _UNKNOWN  # per GPU, MiB (GFD's gpu.memory; the slice's capacity memory, as GFD counts it)
 
 
 def label_driver_version(labels: Mapping[str, str]) -> tuple[str | None, str]:
@@ -80,6 +81,13 @@ def _common(devices: Iterable[SliceDevice], attribute: str) -> str | None:
     return values.pop() if len(values) == 1 and None not in values else None
 
 
+def _memory_mib(devices: Iterable[SliceDevice]) -> str | None:
+    """The memory every whole GPU of the slice publishes, in MiB (GFD's unit), or None."""
+    sizes = {d.memory_bytes for d in devices if d.kind == "gpu"}
+    size = sizes.pop() if len(sizes) == 1 else None
+    return str(size >> 20) if size is not None else None
+
+
 def _first(*facts: Fact) -> Fact:
     return next((f for f in facts if f.value is not None), _UNKNOWN)
 
@@ -93,6 +101,7 @@ def node_facts(labels: Mapping[str, str], capacity: Mapping[str, str], devices: 
     count = labels.get("nvidia.com/gpu.count", "")
     cc_major, cc_minor = labels.get("nvidia.com/gpu.compute.major"), labels.get("nvidia.com/gpu.compute.minor")
     plugin = str(capacity.get("nvidia.com/gpu", "") or "")
+    memory = labels.get("nvidia.com/gpu.memory", "")
     return NodeFacts(
         product=_first(Fact(labels.get("nvidia.com/gpu.product") or None, Source.GFD, "nvidia.com/gpu.product"),
                        Fact(_common(devices, "productName"), Source.SLICE, "productName")),
@@ -106,4 +115,6 @@ def node_facts(labels: Mapping[str, str], capacity: Mapping[str, str], devices: 
                          "nvidia.com/gpu")),
         compute=_first(Fact(f"{cc_major}.{cc_minor}" if cc_major and cc_minor else None, Source.GFD,
                             "nvidia.com/gpu.compute.major/minor"),
-                       Fact(_common(devices, "cudaComputeCapability"), Source.SLICE, "cudaComputeCapability")))
+                       Fact(_common(devices, "cudaComputeCapability"), Source.SLICE, "cudaComputeCapability")),
+        memory=_first(Fact(memory if memory.isdigit() and memory != "0" else None, Source.GFD, "nvidia.com/gpu.memory"),
+                      Fact(_memory_mib(devices), Source.SLICE, "capacity memory")))

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gpuconf.kit.state import SESSION, node_views
+from gpuconf.kit.state import SESSION, inventory, node_views
 
 #: Nothing failed, but not every selected GPU node was tested (the coverage line says which and why).
 EXIT_UNTESTED = 15
@@ -56,14 +56,41 @@ def untested_reason(config: pytest.Config, node: str, reads: str | None) -> str 
     return None
 
 
+def _gfd_subject(item: pytest.Item) -> bool:
+    """Whether the item's check judges GFD's labels (gpuconf/data/checks.yaml ``subject: gfd-labels``)."""
+    from gpuconf.compat import tables
+
+    marker = item.get_closest_marker("check")
+    if marker is None or not marker.args:
+        return False
+    return any(row["id"] == marker.args[0] and row.get("subject") == "gfd-labels"
+               for row in tables.load("checks")["checks"])
+
+
+def gfd_absent_reason(config: pytest.Config, node: str) -> str | None:
+    """Why a check whose subject is GFD's labels does not apply on ``node``: it carries none and
+    nothing deploys GFD there (the GPU Operator's GPUCluster mode, a ClusterPolicy with GFD off, no
+    operator); None where GFD should run or the node has its labels (the check then judges them, and
+    labels.gfd-matches-hardware fails for a GFD that should run and does not)."""
+    from gpuconf.checks.inventory import gfd_absent_by_design, gfd_deployment
+
+    view, inv = node_views(config).get(node), inventory(config)
+    if view is None or inv is None:
+        return None
+    return gfd_absent_by_design(view, gfd_deployment(view, inv.cluster_policy, inv.gpu_cluster))
+
+
 @pytest.fixture(autouse=True)
 def _node_takes_probes(request: pytest.FixtureRequest) -> None:
     """A per-node test whose check reads probes is NOT TESTED, before it launches anything, on a node
-    that takes none (the node view's availability), with that one reason."""
+    that takes none (the node view's availability), with that one reason; one whose check judges GFD's
+    labels, on a node GFD is absent from by design, is NOT TESTED (not applicable) saying so."""
     node = _node_of(request.node)
     if node is None:
         return
     if (why := untested_reason(request.config, node, _reads(request.node))) is not None:
+        pytest.skip(why)
+    if _gfd_subject(request.node) and (why := gfd_absent_reason(request.config, node)) is not None:
         pytest.skip(why)
 
 
@@ -108,7 +135,8 @@ def run_coverage(config: pytest.Config) -> Any:
             untested[name] = UntestedNode(name, *state.run.unplaced[name])
         elif (unknown := unknown_model(view)) is not None:
             untested[name] = UntestedNode(name, UNKNOWN_HARDWARE, unknown)
-    return Coverage(tuple(n.name for n in state.inventory.gpu_nodes), tuple(untested.values()))
+    return Coverage(tuple(n.name for n in state.inventory.gpu_nodes), tuple(untested.values()),
+                    {name: view.kind for name, view in state.views.items()})
 
 
 def unknown_model(view: Any) -> str | None:
@@ -116,10 +144,11 @@ def unknown_model(view: Any) -> str | None:
     driver's productName), or None: known, or not named at all (other checks say that)."""
     from gpuconf.compat.tables import find_gpu
 
-    product = view.facts.product.value
+    fact = view.facts.product
+    product = fact.value
     if not product or find_gpu(str(product)) is not None:
         return None
-    return (f"{view.name}'s GPU model {product} is not in gpuconf/data/gpus.yaml: its checks ran, but the figures "
+    return (f"{view.name}'s GPU model {fact} is not in gpuconf/data/gpus.yaml: its checks ran, but the figures "
             "they judge against (memory, bandwidth, compatibility class) are unknown for it; add the model to "
             "the table")
 

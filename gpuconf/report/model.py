@@ -58,6 +58,9 @@ class Coverage:
 
     selected: tuple[str, ...]
     untested: tuple[UntestedNode, ...] = ()  # at most one entry per node
+    #: How each selected node hands out whole GPUs (gpuconf.nodes.NodeView.kind: device plugin, DRA
+    #: claims, DRA-backed extended resource nvidia.com/gpu, device plugin and DRA), for the reader.
+    kinds: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def missing(self) -> dict[str, UntestedNode]:
         """The untested selected nodes by name, in selection order (an entry for a node not selected,
@@ -91,7 +94,7 @@ class Coverage:
     def as_json(self) -> dict[str, Any]:
         return {"selected": len(dict.fromkeys(self.selected)), "tested": self.tested, "line": self.line(),
                 "untested": [{"node": u.node, "state": u.state, "reason": u.reason} for u in self.untested],
-                "nodes": list(self.selected)}
+                "nodes": list(self.selected), **({"kinds": dict(self.kinds)} if self.kinds else {})}
 
     @classmethod
     def from_json(cls, doc: Any) -> Coverage | None:
@@ -107,7 +110,10 @@ class Coverage:
             if not isinstance(u, Mapping) or not all(isinstance(u.get(k), str) for k in ("node", "state", "reason")):
                 return None
             entries.append(UntestedNode(u["node"], u["state"], u["reason"]))
-        return cls(tuple(doc["nodes"]), tuple(entries))
+        kinds = doc.get("kinds")  # absent from reports before issue 27
+        kinds = {k: v for k, v in kinds.items() if isinstance(k, str) and isinstance(v, str)} \
+            if isinstance(kinds, Mapping) else {}
+        return cls(tuple(doc["nodes"]), tuple(entries), kinds)
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,7 @@ def ctrf_document(run: RunRecord, results: Sequence[CheckResult]) -> dict[str, A
                               "exit_status": run.exit_status, "interrupted": run.interrupted, "error": run.error,
                               "verdict": cluster_verdict(run, results),
                               "nodes": node_verdicts(results, run.coverage),
+                              "node_kinds": _kinds(run),
                               "coverage": run.coverage.as_json() if run.coverage is not None else None}},
     }
 
@@ -180,6 +181,12 @@ def _untested(run: RunRecord) -> list[dict[str, str]]:
     missing = run.coverage.missing() if run.coverage is not None else {}
     return [{"node": node, "state": STATE_WORDS.get(u.state, u.state), "reason": u.reason}
             for node, u in missing.items()]
+
+
+def _kinds(run: RunRecord) -> dict[str, str]:
+    """How each GPU node hands out its GPUs (Coverage.kinds: device plugin, DRA claims, a DRA-backed
+    extended resource, both), by node; empty for a run without the accounting."""
+    return dict(run.coverage.kinds) if run.coverage is not None else {}
 
 
 def _node_word(verdict: str, node: str, coverage: Coverage | None) -> str:
@@ -221,9 +228,12 @@ def write_markdown(run: RunRecord, results: Sequence[CheckResult], path: Path) -
         lines.append("")
     verdicts = node_verdicts(results, run.coverage)
     if verdicts:
-        lines += ["| node | verdict |", "|---|---|"]
+        kinds = _kinds(run)  # the column where the run knows each node's kind
+        lines += (["| node | GPUs through | verdict |", "|---|---|---|"] if kinds
+                  else ["| node | verdict |", "|---|---|"])
         lines += [f"| {_cell('cluster-wide checks' if node == CLUSTER else node)} | "
-                  f"{_cell(_node_word(v, node, run.coverage))} |" for node, v in verdicts.items()]
+                  + (f"{_cell(kinds.get(node, ''))} | " if kinds else "")
+                  + f"{_cell(_node_word(v, node, run.coverage))} |" for node, v in verdicts.items()]
         lines.append("")
     for kind, heading in ((COULD_NOT_RUN, "Could not run"), (NOT_APPLICABLE, "Not applicable here")):
         items = _not_tested(results)[kind]
@@ -385,7 +395,7 @@ def render_html(run: RunRecord, results: Sequence[CheckResult]) -> str:
         capabilities=sorted({capability(r) for r in results if r.outcome != NOT_TESTED}),
         nodes_tested=len([n for n, v in verdicts.items() if n != CLUSTER and v != NOT_TESTED]),
         coverage=run.coverage.line() if run.coverage is not None else None, untested=_untested(run),
-        node_word=lambda v, node: _node_word(v, node, run.coverage),
+        node_word=lambda v, node: _node_word(v, node, run.coverage), kinds=_kinds(run),
         could_not_run=COULD_NOT_RUN, not_applicable=NOT_APPLICABLE, cluster_key=CLUSTER)
 
 
