@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks import bandwidth
+from gpuconf.checks.expect import selector_labels
 from gpuconf.kit import judge, probe_report, record_metrics, record_series
 
 pytestmark = pytest.mark.bandwidth
@@ -16,9 +17,9 @@ pytestmark = pytest.mark.bandwidth
 _DIRECTIONS = {"h2d_gbps": "host-to-device", "d2h_gbps": "device-to-host"}
 
 
-def declared_link(expect_profile, gpu_inventory, node: str) -> tuple[int, int] | None:
+def declared_link(expect_profile, gpu_nodes, node: str) -> tuple[int, int] | None:
     """The (generation, width) the node's --expect pool declares under ``pcie``, or None."""
-    pool = expect_profile.pool_for(gpu_inventory.node(node).labels) if expect_profile is not None else None
+    pool = expect_profile.pool_for(selector_labels(gpu_nodes[node])) if expect_profile is not None else None
     return (pool.pcie.gen, pool.pcie.width) if pool is not None and pool.pcie is not None else None
 
 
@@ -37,14 +38,14 @@ def report(verdict, record_property) -> None:
 
 
 @pytest.mark.check("bandwidth.pcie-link-at-max")
-def test_pcie_link_at_max(gpu_node, whole_node_probes, expect_profile, gpu_inventory, record_property):
+def test_pcie_link_at_max(gpu_node, whole_node_probes, expect_profile, gpu_nodes, record_property):
     report(bandwidth.evaluate_pcie_link_at_max(gpu_node, probe_report(whole_node_probes, gpu_node),
-                                               declared=declared_link(expect_profile, gpu_inventory, gpu_node)),
+                                               declared=declared_link(expect_profile, gpu_nodes, gpu_node)),
            record_property)
 
 
 @pytest.mark.check("bandwidth.host-device-floor")
-def test_host_device_floor(gpu_node, whole_node_probes, expect_profile, gpu_inventory, record_property):
+def test_host_device_floor(gpu_node, whole_node_probes, expect_profile, gpu_nodes, record_property):
     report(bandwidth.evaluate_host_device_floor(gpu_node, probe_report(whole_node_probes, gpu_node),
-                                                declared=declared_link(expect_profile, gpu_inventory, gpu_node)),
+                                                declared=declared_link(expect_profile, gpu_nodes, gpu_node)),
            record_property)

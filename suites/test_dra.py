@@ -29,7 +29,7 @@ from gpuconf.cluster import ClusterError, Inventory, OverloadedError, PodOutcome
 from gpuconf.cluster.access import stream_lines
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
 from gpuconf.kit import cuda_probe_pod, judge, native_probe_cuda, run_context
-from gpuconf.nodes import NodeView
+from gpuconf.nodes import NodeView, Via
 from gpuconf.probe_pods import ClaimRequest, make_resource_claim_template
 from gpuconf.verdict import Verdict
 
@@ -319,7 +319,7 @@ def test_no_double_publication(request: pytest.FixtureRequest, gpu_node: str, gp
     devices = node_devices(dra_facts, gpu_node)
     capacity = gpu_nodes[gpu_node].capacity
     plugin_view = None
-    if gpu_nodes[gpu_node].one_gpu():  # the device plugin advertises GPUs: the whole-node probe asked it
+    if (ask := gpu_nodes[gpu_node].one_gpu()) and ask.via is Via.PLUGIN:  # the whole-node probe asked the plugin
         outcome = request.getfixturevalue("whole_node_probes").get(gpu_node)
         plugin_view = sighting(outcome) if outcome is not None else None
     judge(checks.evaluate_no_double_publication(gpu_node, devices, capacity, plugin_view,

@@ -26,7 +26,7 @@ def test_node_in_a_pool(gpu_node, expect_profile, gpu_nodes, record_property):
 @pytest.mark.check("expect.node-matches-pool")
 def test_node_matches_pool(gpu_node, expect_profile, gpu_nodes, request, record_property):
     node = gpu_nodes[gpu_node]
-    if expect_profile is None or expect_profile.pool_for(node.labels) is None:
+    if expect_profile is None or expect_profile.pool_for(checks.selector_labels(node)) is None:
         judge(checks.evaluate_node_matches_pool(expect_profile, node), record_property)
         return
     probes = request.getfixturevalue("whole_node_probes")  # only with a declaration to compare against

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks import inventory as checks
-from gpuconf.checks.expect import declared_driver_policy, declared_gpu_count
+from gpuconf.checks.expect import declared_driver_policy, declared_gpu_count, selector_labels
 from gpuconf.kit import judge, parsed_probe, probe_report
 from gpuconf.probes import ProbeParseError
 
@@ -22,7 +22,7 @@ def test_gpu_resource_advertised(gpu_node, gpu_nodes, record_property):
 @pytest.mark.check("inventory.allocatable-matches-capacity")
 def test_allocatable_matches_capacity(request, gpu_node, gpu_nodes, expect_profile, record_property):
     node = gpu_nodes[gpu_node]
-    pool = expect_profile.pool_for(node.labels) if expect_profile is not None else None
+    pool = expect_profile.pool_for(selector_labels(node)) if expect_profile is not None else None
     enumerated, held = unhealthy_views(request, node)
     judge(checks.evaluate_allocatable_matches_capacity(node, enumerated=enumerated, held=held,
                                                        unhealthy_max=pool.gpu.unhealthy_max if pool else None),

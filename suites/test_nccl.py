@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from gpuconf.checks import nccl as checks
+from gpuconf.checks.expect import selector_labels
 from gpuconf.cluster import PodOutcome, list_active_pods, run_campaign
 from gpuconf.compat import tables
 from gpuconf.compat.tables import NcclFloor
@@ -137,12 +138,12 @@ def report(run: IntraNode, node: str) -> NcclProbeReport:
 
 
 def declared_gpus(expect_profile: object, node: NodeView) -> int | None:
-    pool = expect_profile.pool_for(node.labels) if expect_profile is not None else None  # type: ignore[attr-defined]
+    pool = expect_profile.pool_for(selector_labels(node)) if expect_profile is not None else None  # type: ignore[attr-defined]
     return pool.gpu.count if pool is not None and pool.gpu is not None else None
 
 
 def declared_floor(expect_profile: object, node: NodeView) -> float | None:
-    pool = expect_profile.pool_for(node.labels) if expect_profile is not None else None  # type: ignore[attr-defined]
+    pool = expect_profile.pool_for(selector_labels(node)) if expect_profile is not None else None  # type: ignore[attr-defined]
     return pool.nccl.busbw_floor_gbps if pool is not None and pool.nccl is not None else None
 
 
@@ -256,7 +257,7 @@ def declared_nic_floor(expect_profile: object, node: NodeView) -> NcclFloor | No
     """The inter-node floor of the NIC figure --expect declares for the node's pool (nccl.nic_gbps
     and nccl.nics), if it declares one. GFD labels no NICs and the nccl-probe reports no link
     speed, so without a declaration the pairs are judged against each other."""
-    pool = expect_profile.pool_for(node.labels) if expect_profile is not None else None  # type: ignore[attr-defined]
+    pool = expect_profile.pool_for(selector_labels(node)) if expect_profile is not None else None  # type: ignore[attr-defined]
     spec = pool.nccl if pool is not None else None
     nic_gbps, nics = getattr(spec, "nic_gbps", None), getattr(spec, "nics", None)
     return tables.inter_node_floor(int(nic_gbps), int(nics)) if nic_gbps and nics else None

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "manifests" / "runner"
 #: Profiles that, together, run every suite's every API path (DRA with and without the device
 #: plugin, MIG mixed and single with the GPU Operator's ClusterPolicy, time-slicing, NCCL).
-PROFILES = ["healthy-h100", "plugin-and-dra", "a100-mig-mixed", "h100-mig-single", "t4-timeslicing"]
+PROFILES = ["healthy-h100", "plugin-and-dra", "a100-mig-mixed", "h100-mig-single", "t4-timeslicing", "h200-gpucluster"]
 AGENT_USER_AGENT = "gpuconf-sim/node-agents"
 
 #: Loaded into the run (suites/conftest.py): the node agents get their own User-Agent, the API

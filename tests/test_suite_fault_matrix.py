@@ -35,7 +35,8 @@ SUITES = sorted((ROOT / "suites").glob("test_*.py"))
 PROFILES = ROOT / "gpuconf" / "data" / "sim_profiles"
 #: The shipped profiles a healthy cluster looks like (scale-1000 is the benchmarks' profile).
 HEALTHY = ["healthy-h100", "a100-mig-mixed", "h100-mig-single", "t4-timeslicing", "a100-mps", "h200-dra-only",
-           "plugin-and-dra", "mixed-driver-570", "multi-pool", "geforce-workstation", "a100-mig-dra"]
+           "plugin-and-dra", "mixed-driver-570", "multi-pool", "geforce-workstation", "a100-mig-dra", "h200-gpucluster",
+           "h200-dra-extended"]
 
 #: Fleet states no check fails for (severity not-tested): a cordoned, tainted, NotReady or busy node.
 # issue 25: the suite reports these NOT TESTED (tests/test_fleet_states.py)

@@ -24,14 +24,17 @@ class WholeNodeProbes(dict[str, PodOutcome]):
     (``why``: the NOT TESTED line of every check that reads it); ``selected``: the check ids this run
     selected (None: unknown), so a check blocked by another that does not run fails instead;
     ``runtime_missing``: scheduling.runtimeclass-present's failure where the cluster has no
-    RuntimeClass for the NVIDIA runtime (gpuconf.checks.probe_start.whole_node_block)."""
+    RuntimeClass for the NVIDIA runtime (gpuconf.checks.probe_start.whole_node_block); ``extended``: by
+    node, the DRA-backed extended resource its probe asked for (gpuconf.nodes.NodeView.extended)."""
 
     def __init__(self, outcomes: Mapping[str, PodOutcome] | None = None, why: Mapping[str, str] | None = None,
-                 selected: frozenset[str] | None = None, runtime_missing: str | None = None) -> None:
+                 selected: frozenset[str] | None = None, runtime_missing: str | None = None,
+                 extended: Mapping[str, str] | None = None) -> None:
         super().__init__(outcomes or {})
         self.why: dict[str, str] = dict(why or {})
         self.selected = selected
         self.runtime_missing = runtime_missing
+        self.extended: dict[str, str] = dict(extended or {})
 
 
 def claim_template(config: pytest.Config, claims: tuple[ClaimRequest, ...], *, check: str) -> str:
@@ -120,7 +123,8 @@ def probe_block(probes: Mapping[str, PodOutcome], node: str) -> Any:
     from gpuconf.checks.probe_start import whole_node_block
 
     return whole_node_block(node, probes.get(node), [p.cuda for p in images.matrix()],
-                            runtime_missing=getattr(probes, "runtime_missing", None))
+                            runtime_missing=getattr(probes, "runtime_missing", None),
+                            extended=(getattr(probes, "extended", None) or {}).get(node))
 
 
 def blocked(probes: Mapping[str, PodOutcome], node: str, check: str | None) -> None:

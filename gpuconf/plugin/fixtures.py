@@ -55,10 +55,15 @@ def whole_node_probes(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeV
     pods = [cuda_probe_pod(request.config, name=f"inventory-{node.name}", check="inventory", node=node.name, ask=ask,
                            cuda=native_probe_cuda(node))
             for node in gpu_nodes.values() if isinstance(ask := asks[node.name], GpuRequest)]
-    outcomes = run_campaign(run_context(request.config), pods, timeout=request.config.getoption("gpuconf_timeout"))
+    # Claims are recorded where a probe gets its GPUs through DRA (a claim, or the scheduler's claim
+    # for a DRA-backed extended resource): dra.extended-resource-served and the taint checks read them.
+    through_dra = any(isinstance(ask, GpuRequest) and ask.dra for ask in asks.values())
+    outcomes = run_campaign(run_context(request.config), pods, timeout=request.config.getoption("gpuconf_timeout"),
+                            record_claims=through_dra)
     state.probes = WholeNodeProbes({o.node or name.removeprefix("inventory-"): o for name, o in outcomes.items()},
                                    {name: ask.reason for name, ask in asks.items() if isinstance(ask, Unavailable)},
-                                   selected_checks(request.session), runtime_missing(inventory(request.config)))
+                                   selected_checks(request.session), runtime_missing(inventory(request.config)),
+                                   {n.name: n.extended for n in gpu_nodes.values() if n.extended})
     return state.probes
 
 

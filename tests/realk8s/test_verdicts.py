@@ -59,15 +59,18 @@ FAULTS: dict[str, tuple[str, list[dict[str, object]]]] = {
         {"id": "mig-layout-drift", "pool": "a100", "node": 1, "gpu": 0},         # mig.layout-matches-config
     ]),
     "faults-sharing": ("t4-timeslicing", [{"id": "timeslice-replicas-wrong", "pool": "t4", "node": 0}]),
+    # DRA-first (issue 27): a device-tainted GPU under the real scheduler's taint rules, on a node whose
+    # nvidia.com/gpu the real scheduler serves through its own claim (KEP-5004)
+    "faults-dra-first": ("h200-dra-extended", [{"id": "dra-device-taint", "pool": "h200", "node": 0, "gpu": 3}]),
 }
 
 #: Profiles run as the in-cluster runner's ServiceAccount (manifests/runner, `kubectl apply -k`), with
 #: `--namespace gpuconf-probes --label-nodes`: real RBAC and real Pod Security admission
-#: (`restricted`). Between them (device plugin, DRA, MIG, the exporters) they need every rule.
-RUNNER_PROFILES = ("plugin-and-dra", "a100-mig-mixed")
+#: (`restricted`). Between them (device plugin, DRA, MIG, the exporters, the GPUCluster) they need every rule.
+RUNNER_PROFILES = ("plugin-and-dra", "a100-mig-mixed", "h200-gpucluster")
 
 PROFILES = ["healthy-h100", "plugin-and-dra", "h200-dra-only", "t4-timeslicing", "a100-mig-mixed", "a100-mig-dra",
-            *FAULTS]
+            "h200-gpucluster", "h200-dra-extended", *FAULTS]
 
 
 def profile_file(name: str, directory: Path) -> Path:
