@@ -49,6 +49,10 @@ FAULTS = [f for f in fault_catalog().values() if f.check in checks() and (ROOT /
 MORE_EXAMPLES: dict[str, tuple[str, ...]] = {
     "mig-sibling-visible": ("a100-mig-dra",),
     "mig-layout-drift": ("a100-mig-dra",),
+    # a device plugin left on beside a DRA-backed nvidia.com/gpu is still a double publication
+    "dra-double-count": ("h200-dra-extended",),
+    # the tainted GPU on a node whose nvidia.com/gpu DRA serves: the scheduler's own claim avoids it too
+    "dra-device-taint": ("h200-dra-extended",),
 }
 #: (fault, example profile) of every fault case.
 CASES = [(f, f.example_profile) for f in FAULTS] + [(f, p) for f in FAULTS for p in MORE_EXAMPLES.get(f.id, ())]
@@ -81,6 +85,9 @@ CASCADES: dict[str, tuple[set[str], str]] = {
     "dra-mig-parent-published": ({"smoke.vector-add-every-gpu"}, "the whole-node probe's claim on gpu.nvidia.com is "
                                  "allocated the MIG-enabled GPU published whole, on which CUDA enumerates no device: "
                                  "its vector-add cannot run"),
+    "dra-device-taint": ({"health.no-critical-xid"}, "the Xid that made NVIDIA's DRA driver taint the GPU is the GPU's "
+                         "last Xid in DCGM: the exporter reports it for the same GPU (a health finding of its own, "
+                         "with the Xid's remedy)"),
     "ecc-uncorrectable": ({"health.no-pending-memory-repair"},
                           "an uncorrectable error on an Ampere-or-later GPU remaps its row, applied at the next reset: "
                           "the pending remap is reported beside the ECC counters"),
