@@ -281,7 +281,8 @@ def test_healthy_labels_agree_with_every_attribute_and_the_verdict_lists_what_wa
     ("nvidia.com/gpu.compute.minor", "9", "label nvidia.com/gpu.compute.major/minor=9.9, attribute "
      "cudaComputeCapability=9.0"),
     ("nvidia.com/gpu.memory", "81559", "label nvidia.com/gpu.memory=81559, attribute capacity memory="),
-    ("nvidia.com/gpu.count", "7", "label nvidia.com/gpu.count=7, the ResourceSlices publish 8 devices of type gpu"),
+    ("nvidia.com/gpu.count", "7", "label nvidia.com/gpu.count=7, the ResourceSlices publish 8 GPUs (devices of "
+     "type gpu"),
 ], ids=["a product of another model", "a driver of another branch", "a CUDA of another driver",
         "a compute capability of another architecture", "the memory of another GPU", "a GPU fewer"])
 def test_one_label_drifting_from_its_attribute_fails_naming_both(label: str, value: str, said: str) -> None:

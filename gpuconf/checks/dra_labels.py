@@ -22,7 +22,8 @@ nvidia.com/gpu.family         architecture                                     c
 nvidia.com/gpu.memory (MiB)   capacity memory                                  within 1 % (MEMORY_TOLERANCE)
 ============================  ===============================================  ===========================
 
-and per node: ``nvidia.com/gpu.count`` against the devices of type gpu.
+and per node: ``nvidia.com/gpu.count`` against the physical GPUs the slice publishes (devices of type gpu
+and the parents of MIG devices).
 
 The normalisations are those of the real pair in tests/data/real/dra/v1-25.3.2-grid-a100-vks.yaml (the
 slice and the GFD labels of one node: 580.65.06 / 580.65.6, 13/0 / 13.0.0, 8/0 / 8.0.0, 8192 / 8Gi,
@@ -138,10 +139,13 @@ def evaluate_labels_agree_with_dra(node: str, labels: Mapping[str, str], devices
                 problems.append(f"{d.describe()}: label {key}={value}, attribute {attribute}="
                                 f"{_shown(fact, published)}")
     if count.isdigit() and not mig_single:
+        # physical GPUs: each published whole, or as the parent of its MIG devices (a MIG-enabled GPU is
+        # published as its instances only, or also whole: mig.not-also-full-gpu's finding, not a count)
+        physical = sorted({u for d in devices if d.kind in ("gpu", "mig") and (u := d.gpu_uuid)})
         compared["count"] = 1
-        if int(count) != len(gpus):
-            problems.append(f"label nvidia.com/gpu.count={count}, the ResourceSlices publish {len(gpus)} devices of "
-                            f"type gpu ({', '.join(d.describe() for d in gpus)})")
+        if int(count) != len(physical):
+            problems.append(f"label nvidia.com/gpu.count={count}, the ResourceSlices publish {len(physical)} GPUs "
+                            f"(devices of type gpu, and the parents of MIG devices: {', '.join(physical)})")
     if not compared:
         keys = ", ".join(k for k, _ in facts.values())
         return not_tested(AGREE, node, f"not applicable: the GFD labels of {node} ({keys}) "
