@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from kubernetes import client
+from kubernetes import client, watch
 
 from gpuconf.sim.agent import NodeAgents, default_lease_interval
 from gpuconf.sim.agent_model import (
@@ -87,12 +87,28 @@ def test_a_thousand_idle_nodes_stay_under_twenty_requests_a_second():
 
 
 def test_idle_agents_send_only_spread_lease_renewals(apiserver, api_client):
+    leases = client.CoordinationV1Api(api_client)
     with running_agents(apiserver, api_client, "multi-pool", lease_interval=1.0) as agents:
+        listed = leases.list_namespaced_lease("kube-node-lease")
+        first = {lease.metadata.name: lease.spec.renew_time for lease in listed.items}
         before, start = apiserver.requests_served, time.monotonic()
-        time.sleep(1.5)
-        rate = (apiserver.requests_served - before) / (time.monotonic() - start)
+        time.sleep(2.0)
+        served, elapsed = apiserver.requests_served - before, time.monotonic() - start
         nodes = len(agents.cluster.nodes)
-        assert nodes * 0.5 <= rate <= nodes * 1.5  # one renewal per node per interval, no bursts of polling
+        assert sorted(first) == sorted(n.name for n in agents.cluster.nodes)
+        # at most one renewal per node per interval (plus the one in flight), no polling; a loaded machine
+        # may renew late, never more often
+        assert served <= nodes * (elapsed + 1), (served, elapsed)
+        # and every node does renew: watched from the listing, not timed (the agents may be starved of CPU)
+        late = set(first)
+        for event in watch.Watch().stream(leases.list_namespaced_lease, "kube-node-lease", timeout_seconds=30,
+                                          resource_version=listed.metadata.resource_version):
+            lease = event["object"]
+            if lease.spec.renew_time != first.get(lease.metadata.name):
+                late.discard(lease.metadata.name)
+            if not late:
+                break
+        assert not late, sorted(late)
 
 
 def test_dra_only_nodes_publish_slices_and_the_device_classes(apiserver, api_client, core):
