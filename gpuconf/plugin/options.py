@@ -84,8 +84,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="where runs against a cluster write junit.xml, report.json (CTRF), report.md and "
                     "report.html (default reports/, relative to the invocation directory)")
     group.addoption("--cncf-evidence", metavar="DIR", default=None,
-                    help="also write CNCF AI conformance evidence into DIR: e2e.log, junit.xml (one testcase per "
-                    "requirement, named after the upstream test) and results.json (gpuconf/report/cncf.py)")
+                    help="also write CNCF AI conformance evidence into DIR in the reference suite's shapes: junit.xml "
+                    "(gotestsum), results.json (go test -json), e2e.log (go test -v), with a test per requirement "
+                    "named after the upstream test and subtests per check and node; PRODUCT.fragment.yaml and "
+                    "gpuconf-cncf.json (gpuconf/report/cncf.py)")
 
 
 def validate_options(config: pytest.Config) -> None:

@@ -1,45 +1,95 @@
 """CNCF Kubernetes AI Conformance evidence (``--cncf-evidence DIR``): which requirement each result
-proves, each requirement's status, and the three files v1.37's hybrid verification attaches.
+proves, each requirement's status, and the files a v1.37 submission attaches, in the shapes the
+reference suite (kubernetes-sigs/ai-conformance) writes them.
 
 Pure mapping and writers; the plugin hands in the run's results. A suite test names the requirement
 it proves with ``@pytest.mark.cncf("<id>")`` (recorded as the ``gpuconf.cncf`` property); the
-requirements, their levels and upstream test names are in gpuconf/data/cncf_requirements.yaml.
+requirements, their categories, levels, descriptions and upstream test names are in
+gpuconf/data/cncf_requirements.yaml.
 
-What the files are:
+The results become Go tests, three levels deep, as ``go test`` would name them:
 
-* ``e2e.log``: one line per test (outcome, requirement, check, node, test id), then one line per
-  requirement; for a person reading the submission.
-* ``junit.xml``: one testcase per v1.37 requirement, named after the reference suite's test
-  (kubernetes-sigs/ai-conformance, e.g. ``TestSecureAcceleratorAccess``) so evidence can point at
-  ``file://results/junit.xml#TestSecureAcceleratorAccess``; a requirement that suite has no test for
-  is named by its id. A failure if any of our checks behind it failed, skipped if none ran.
-* ``results.json``: per requirement its id, level, status and the checks and nodes behind it. The
-  layout is gpuconf's own (schema ``gpuconf.cncf-evidence/1``): the reference suite's results.json is
-  ``go test -json`` output, which we do not imitate.
-* All three say which selected GPU nodes the run tested (issue 25): e2e.log a ``coverage:`` line and
-  one ``not tested:`` line per node left out, junit.xml the ``gpuconf.coverage`` and
-  ``gpuconf.untested.<node>`` suite properties, results.json a ``coverage`` object (null without
-  the accounting). A requirement's status is still its checks' (the nodes left out are named, not judged).
+* ``<Parent>``: one per v1.37 requirement, named after the reference suite's test for it
+  (``TestSecureAcceleratorAccess``), or ``Test<CamelCase id>`` where it has none (``TestGpuSharing``);
+* ``<Parent>/<check>``: one per gpuconf check behind it (``TestSecureAcceleratorAccess/isolation.sees-only-allocated``);
+* ``<Parent>/<check>/<node>``: one per node the check ran on (``.../h100-0``; ``(cluster)`` for a
+  cluster-wide check). Names are rewritten as Go rewrites subtest names (a space becomes ``_``, a
+  non-printable character its escape) and a repeated name gets ``#01``, ``#02``... as Go does.
+
+A leaf passes, fails (FAIL or DEGRADED) or is skipped (NOT TESTED); a check level fails if a leaf
+failed, passes if one passed, is skipped otherwise; the parent's status is the requirement's (see
+``evaluate``): as in Go, a failing subtest fails it, and a parent whose subtests all skipped, or whose
+checks are no evidence without an option, calls t.Skip after them. The retired ``dra_support`` is not
+a v1.37 requirement: it is only in gpuconf-cncf.json.
+
+The files (shapes checked against a real v1.37 submission, tests/data/real/cncf/, in
+tests/test_cncf_shapes.py):
+
+* ``junit.xml``: gotestsum's shape (``gpuconf.report.junit.gotestsum_testsuites``): one testsuite named
+  after gpuconf's suites as a Go package, ``gpuconf/suites`` (not the reference suite's
+  ``github.com/kubernetes-sigs/ai-conformance/test``: these are not its tests), every level a flat
+  testcase (``TestSecureAcceleratorAccess/isolation.sees-only-allocated/h100-0``), so
+  ``file://.../junit.xml#TestSecureAcceleratorAccess`` finds the parent. The suite's properties carry
+  the cluster, run id and coverage (``gpuconf.coverage``, ``gpuconf.untested.<node>``).
+* ``results.json``: the ``go test -json`` event stream of the same tests (cmd/test2json): one object per
+  line, fields in Go's order ``Time, Action, Package, Test, Elapsed, Output``; ``start``, then per test
+  ``run``, ``output`` and ``pass``/``fail``/``skip`` with ``Elapsed`` (0 included), then the package's
+  ``output`` lines and its ``pass``/``fail``. gpuconf does not keep when each test started: an event's
+  Time is the run's start plus the elapsed time of the tests before it (capped at the run's end);
+  Elapsed is each test's own duration, rounded to the 0.01 s ``go test`` prints.
+* ``e2e.log``: the ``go test -v`` text of the same tests (``=== RUN   T``, log lines indented four
+  spaces, ``--- PASS: T (0.50s)`` with subtests' result lines indented four spaces a level, then
+  ``PASS`` or ``FAIL`` and ``ok  \tgpuconf/suites\t12.345s`` or ``FAIL\tgpuconf/suites\t...``). It keeps
+  that name because it is ``go test -v`` output: a submission whose e2e.log held Ginkgo output renamed
+  it e2e-results.log so that the validator would not parse it as a Go test artifact
+  (https://github.com/cncf/k8s-ai-conformance/pull/143); the stored scripts/validate.go only checks
+  that a ``file://`` evidence path exists, so which parser a newer validator applies is not verified. The lines before
+  the first test (the run, the coverage, the nodes not tested, a requirement's coming MUST) are output
+  of the test binary, as a TestMain would print.
+* ``PRODUCT.fragment.yaml``: the upstream PRODUCT.yaml template (docs/AIConformance-1.37.yaml) filled
+  in as far as the run can: every requirement under its category with its description and level,
+  ``status`` ``Implemented`` (passed) or ``Not Implemented`` (failed), and for a requirement the run
+  did not prove (skipped) ``status: ""`` and no evidence: whether it is implemented, partially, or N/A
+  is the submitter's to say; ``evidence`` ``file://<dir>/junit.xml#<Parent>``,
+  ``file://<dir>/results.json#<Parent>`` and ``file://<dir>/e2e.log``, where ``<dir>`` is the evidence
+  directory from its ``v1.37`` component on when it has one (``--cncf-evidence v1.37/acme`` in a
+  checkout of cncf/k8s-ai-conformance gives ``file://v1.37/acme/junit.xml#...``, as submissions cite
+  it), else the directory relative to the working directory (absolute if outside it); ``notes`` say
+  what gpuconf saw, the coverage, and a coming MUST. The metadata keeps the template's placeholders
+  (and adds ``k8sConformanceUrl``, which the validator requires): the submission validator rejects a
+  ``[placeholder]``, so the fragment cannot be submitted unfilled. Not written as PRODUCT.yaml so that
+  a run into a submission's directory never overwrites the submitter's file.
+* ``gpuconf-cncf.json``: gpuconf's own per-requirement record (schema ``gpuconf.cncf-evidence/2``): id,
+  category, level, ``must_in``, status, reason, parent test, checks, nodes and each result with its
+  Go test name and pytest node id; the run's ``coverage`` (null without the accounting); the retired
+  requirements apart.
+
+Every file says which selected GPU nodes the run tested (issue 25). A requirement's status is still its
+checks' (the nodes left out are named, not judged).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from gpuconf.report import junit
 from gpuconf.report.model import DEGRADED, FAIL, NOT_TESTED, PASS, CheckResult, RunRecord
 
-__all__ = ["CncfResult", "Requirement", "RequirementStatus", "evaluate", "requirement_ids", "requirements",
-           "write_evidence"]
+__all__ = ["CncfResult", "GoTest", "Requirement", "RequirementStatus", "evaluate", "go_tests", "requirement_ids",
+           "requirements", "write_evidence"]
 
 PROPERTY = "gpuconf.cncf"
-RESULTS_SCHEMA = "gpuconf.cncf-evidence/1"
+RESULTS_SCHEMA = "gpuconf.cncf-evidence/2"
+#: gpuconf's suites as the Go package the evidence files name (not the reference suite's package).
+PACKAGE = "gpuconf/suites"
+#: The evidence files, by role.
+JUNIT, EVENTS, LOG, FRAGMENT, OWN = "junit.xml", "results.json", "e2e.log", "PRODUCT.fragment.yaml", "gpuconf-cncf.json"
 #: The requirement statuses, and the JUnit element each maps to.
 PASSED, FAILED, SKIPPED = "pass", "fail", "skip"
 
@@ -47,10 +97,13 @@ PASSED, FAILED, SKIPPED = "pass", "fail", "skip"
 @dataclass(frozen=True)
 class Requirement:
     id: str
-    area: str
+    area: str  # the category under spec in the upstream PRODUCT.yaml
     level: str  # MUST | SHOULD (for a retired one: its level in the last version that had it)
     checks: tuple[str, ...]
     upstream_test: str | None = None
+    description: str = ""
+    must_in: str | None = None  # the version that makes this SHOULD a MUST
+    must_source: str | None = None
     kar: str | None = None
     not_covered: str | None = None
     only_with: str | None = None  # the option without which our checks are no evidence for it
@@ -59,7 +112,13 @@ class Requirement:
 
     @property
     def testcase(self) -> str:
-        return self.upstream_test or self.id
+        """The parent Go test: the reference suite's test, else Test<CamelCase id>."""
+        return self.upstream_test or "Test" + "".join(part.capitalize() for part in self.id.split("_"))
+
+    @property
+    def must_note(self) -> str | None:
+        return (f"{self.id} is {self.level} in v{version()} and becomes a MUST in v{self.must_in}: {self.must_source}"
+                if self.must_in else None)
 
 
 @dataclass(frozen=True)
@@ -102,10 +161,11 @@ def requirements() -> tuple[Requirement, ...]:
     data = _table()
     out = []
     for row in data["requirements"]:
-        only = row.get("only_with") or {}
+        only, must = row.get("only_with") or {}, row.get("must_in") or {}
         out.append(Requirement(str(row["id"]), str(row["area"]), str(row["level"]), tuple(row["checks"]),
-                               row.get("upstream_test"), row.get("kar"), row.get("not_covered"),
-                               only.get("option"), only.get("reason")))
+                               row.get("upstream_test"), str(row["description"]), must.get("version"),
+                               must.get("source"), row.get("kar"), row.get("not_covered"), only.get("option"),
+                               only.get("reason")))
     for row in data["retired"]:
         last = max(row["levels"], key=lambda v: tuple(int(p) for p in str(v).split(".")))
         out.append(Requirement(str(row["id"]), str(row["area"]), str(row["levels"][last]), tuple(row["checks"]),
@@ -159,79 +219,304 @@ def evaluate(results: Iterable[CncfResult], *, options: Mapping[str, object], er
     return out
 
 
-# --- writers ---------------------------------------------------------------------------------
+# --- the Go tests -----------------------------------------------------------------------------
 
-_LOG_WORD = {PASS: "PASS", FAIL: "FAIL", DEGRADED: "FAIL", NOT_TESTED: "SKIP"}
+_LEAF = {PASS: PASSED, FAIL: FAILED, DEGRADED: FAILED, NOT_TESTED: SKIPPED}
+_WORD = {PASSED: "PASS", FAILED: "FAIL", SKIPPED: "SKIP"}
+#: At most this many lines of a check's message in a test's output.
+_MESSAGE_LINES = 20
+
+
+@dataclass(frozen=True)
+class GoTest:
+    """One test as ``go test`` would report it: its full name (``Parent/check/node``), status, elapsed
+    seconds (as go test prints them, to 0.01 s), what it logged (one entry a t.Log call, which may span
+    lines), and its subtests."""
+
+    name: str
+    status: str  # PASSED | FAILED | SKIPPED
+    elapsed: float
+    output: tuple[str, ...] = ()
+    subtests: tuple[GoTest, ...] = ()
+
+    def walk(self) -> Iterator[GoTest]:
+        yield self
+        for sub in self.subtests:
+            yield from sub.walk()
+
+
+def go_name(name: str) -> str:
+    """A subtest name as Go's testing package rewrites it: white space becomes ``_``, a non-printable
+    character its escape (as strconv.QuoteRune writes it)."""
+    out = []
+    for ch in name:
+        if ch.isspace():
+            out.append("_")
+        elif not ch.isprintable():
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _unique(name: str, seen: dict[str, int]) -> str:
+    """Go's answer to a repeated subtest name: the first keeps it, the next are ``name#01``, ``#02``..."""
+    count = seen.get(name, 0)
+    seen[name] = count + 1
+    return name if count == 0 else f"{name}#{count:02d}"
+
+
+def _elapsed(seconds: float) -> float:
+    return round(max(seconds, 0.0), 2)
+
+
+def _lines(text: str, limit: int = _MESSAGE_LINES) -> tuple[str, ...]:
+    lines = text.splitlines() or [""]
+    return tuple(lines[:limit]) + ((f"... ({len(lines) - limit} more lines)",) if len(lines) > limit else ())
+
+
+def _leaf(name: str, r: CheckResult) -> GoTest:
+    status = _LEAF.get(r.outcome, SKIPPED)
+    head = f"{r.nodeid}: {r.outcome}"
+    lines = _lines(r.message) if r.message and status != PASSED else ()
+    entry = "\n".join((f"{head}: {lines[0]}",) + lines[1:]) if lines else head
+    return GoTest(name, status, _elapsed(r.duration), (entry,))
+
+
+def _check_level(name: str, leaves: Sequence[GoTest]) -> GoTest:
+    statuses = {leaf.status for leaf in leaves}
+    status = FAILED if FAILED in statuses else PASSED if PASSED in statuses else SKIPPED
+    output = ("no node ran this check",) if status == SKIPPED else ()
+    return GoTest(name, status, _elapsed(sum(leaf.elapsed for leaf in leaves)), output, tuple(leaves))
+
+
+def _layout(s: RequirementStatus) -> list[tuple[str, list[tuple[str, CheckResult]]]]:
+    """The requirement's subtests: per check (in the order first seen) its name and its results' names."""
+    by_check: dict[str, list[CheckResult]] = {}
+    for r in s.results:
+        by_check.setdefault(r.check, []).append(r)
+    out, seen = [], dict[str, int]()
+    for check, results in by_check.items():
+        name = _unique(f"{s.requirement.testcase}/{go_name(check)}", seen)
+        nodes_seen: dict[str, int] = {}
+        out.append((name, [(_unique(f"{name}/{go_name(r.node_key)}", nodes_seen), r) for r in results]))
+    return out
+
+
+def _parent(s: RequirementStatus) -> GoTest:
+    req = s.requirement
+    checks = [_check_level(name, [_leaf(leaf, r) for leaf, r in leaves]) for name, leaves in _layout(s)]
+    head = f"requirement {req.id} ({req.area}, {req.level}{', ' + req.kar if req.kar else ''})"
+    output = (head,) + ((req.must_note,) if req.must_note else ()) + (f"{_WORD[s.status]}: {s.reason}",)
+    return GoTest(req.testcase, s.status, _elapsed(sum(c.elapsed for c in checks)), output, tuple(checks))
+
+
+def go_tests(statuses: Sequence[RequirementStatus]) -> list[GoTest]:
+    """The current version's requirements as Go tests (the retired ones are not v1.37 tests)."""
+    return [_parent(s) for s in statuses if not s.requirement.retired_in]
+
+
+def _package_status(run: RunRecord, tests: Sequence[GoTest]) -> str:
+    """The package fails when a test failed, or when the run could not start (nothing was tested:
+    ``ok`` would say otherwise)."""
+    return FAILED if run.error or any(t.status == FAILED for t in tests) else PASSED
+
+
+def _preamble(run: RunRecord, statuses: Sequence[RequirementStatus]) -> list[str]:
+    """The lines before the first test: the run, why it could not start, the coverage, coming MUSTs."""
+    lines = [f"gpuconf: CNCF Kubernetes AI Conformance v{version()} evidence; cluster: {run.provenance or 'none'}; "
+             f"run: {run.run_id or '-'}; started {_iso(run.started)}, finished {_iso(run.finished)}; "
+             f"exit status {run.exit_status}"]
+    if run.error:
+        lines.append(f"gpuconf: the run could not start: {run.error}")
+    if run.coverage is not None:
+        lines.append(f"gpuconf: coverage: {run.coverage.line()}")
+        lines += [f"gpuconf: not tested: {node} ({u.state}): {u.reason}" for node, u in run.coverage.missing().items()]
+    lines += [f"gpuconf: {s.requirement.must_note}" for s in statuses
+              if s.requirement.must_note and not s.requirement.retired_in]
+    return lines
 
 
 def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def e2e_log(run: RunRecord, results: Sequence[CncfResult], statuses: Sequence[RequirementStatus]) -> str:
-    lines = [f"gpuconf CNCF Kubernetes AI Conformance v{version()} evidence",
-             f"cluster: {run.provenance or 'none'}; run: {run.run_id or '-'}; started {_iso(run.started)}, "
-             f"finished {_iso(run.finished)}; exit status {run.exit_status}"]
-    if run.error:
-        lines.append(f"the run could not start: {run.error}")
-    if run.coverage is not None:
-        lines.append(f"coverage: {run.coverage.line()}")
-        lines += [f"not tested: {node} ({u.state}): {u.reason}" for node, u in run.coverage.missing().items()]
-    lines.append("")
-    for r in results:
-        c = r.result
-        lines.append(f"{_LOG_WORD.get(c.outcome, 'SKIP')}  {','.join(r.requirements)}  {c.check}  {c.node_key}  "
-                     f"({c.nodeid})")
-        if c.outcome != PASS and c.message:
-            lines.extend(f"      {line}" for line in c.message.splitlines()[:6])
-    lines.append("")
+def _rfc3339_nano(epoch: float) -> str:
+    """As Go encodes a time.Time in JSON (RFC 3339 with nanoseconds, trailing zeros dropped)."""
+    whole = int(epoch)
+    stamp = datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    nanos = f"{min(round((epoch - whole) * 1e9), 999_999_999):09d}".rstrip("0")
+    return f"{stamp}.{nanos}Z" if nanos else f"{stamp}Z"
+
+
+# --- results.json and e2e.log ------------------------------------------------------------------
+
+def events(run: RunRecord, tests: Sequence[GoTest], preamble: Sequence[str]) -> list[dict[str, Any]]:
+    """The ``go test -json`` events of the tests (each a dict in Go's field order), from which
+    results.json, e2e.log (the Output fields, in order) and junit.xml are written."""
+    clock = run.started
+    end = max(run.finished, run.started)
+    out: list[dict[str, Any]] = []
+
+    def event(action: str, test: str | None = None, *, output: str | None = None,
+              elapsed: float | None = None) -> None:
+        e: dict[str, Any] = {"Time": _rfc3339_nano(min(clock, end)), "Action": action, "Package": PACKAGE}
+        if test is not None:
+            e["Test"] = test
+        if elapsed is not None:
+            e["Elapsed"] = elapsed
+        if output is not None:
+            e["Output"] = output
+        out.append(e)
+
+    def log(test: GoTest, entries: Sequence[str]) -> None:
+        """As t.Log prints in -v mode: an entry's first line indented four spaces, the rest eight."""
+        for entry in entries:
+            for i, line in enumerate(entry.split("\n")):
+                event("output", test.name, output=("    " if i == 0 else "        ") + line + "\n")
+
+    def run_test(test: GoTest) -> None:
+        nonlocal clock
+        event("run", test.name)
+        event("output", test.name, output=f"=== RUN   {test.name}\n")
+        if not test.subtests:
+            log(test, test.output)
+            clock += test.elapsed
+            return
+        log(test, test.output[:-1])
+        for sub in test.subtests:
+            run_test(sub)
+        log(test, test.output[-1:])
+
+    def report(test: GoTest, depth: int) -> None:
+        event("output", test.name,
+              output=f"{'    ' * depth}--- {_WORD[test.status]}: {test.name} ({test.elapsed:.2f}s)\n")
+        for sub in test.subtests:
+            report(sub, depth + 1)
+        event(test.status, test.name, elapsed=test.elapsed)
+
+    event("start")
+    for line in preamble:
+        event("output", output=line + "\n")
+    for test in tests:
+        run_test(test)
+        report(test, 0)
+    clock = end
+    status = _package_status(run, tests)
+    wall = round(end - run.started, 3)
+    event("output", output=f"{_WORD[status]}\n")
+    event("output", output=f"{'ok  ' if status == PASSED else 'FAIL'}\t{PACKAGE}\t{wall:.3f}s\n")
+    event(status, elapsed=wall)
+    return out
+
+
+def results_json(stream: Sequence[Mapping[str, Any]]) -> str:
+    """The event stream: one compact JSON object a line, as ``go test -json`` writes it."""
+    return "".join(json.dumps(e, separators=(",", ":"), ensure_ascii=False) + "\n" for e in stream)
+
+
+def e2e_log(stream: Sequence[Mapping[str, Any]]) -> str:
+    """The ``go test -v`` text: the events' output, in order (what test2json read it from)."""
+    return "".join(str(e["Output"]) for e in stream if e["Action"] == "output")
+
+
+# --- junit.xml ---------------------------------------------------------------------------------
+
+_CASE_KIND: dict[str, Literal["passed", "failure", "skipped"]] = {
+    PASSED: "passed", FAILED: "failure", SKIPPED: "skipped"}
+
+
+def junit_xml(run: RunRecord, stream: Sequence[Mapping[str, Any]]) -> bytes:
+    """gotestsum's junit.xml of the events: every test at every level a flat testcase, in the order
+    each finished, a failure or skip holding the test's own output."""
+    cases = []
+    for e in stream:
+        if e["Action"] in _CASE_KIND and "Test" in e:
+            name, kind = str(e["Test"]), _CASE_KIND[str(e["Action"])]
+            output = "".join(str(o["Output"]) for o in stream if o["Action"] == "output" and o.get("Test") == name)
+            cases.append(junit.Case(name, PACKAGE, float(e["Elapsed"]), kind,
+                                    detail=output if kind != "passed" else None))
+    return junit.gotestsum_testsuites(PACKAGE, cases, time=run.finished - run.started,
+                                      timestamp=_rfc3339_nano(run.started),
+                                      properties=(("gpuconf.provenance", run.provenance or ""),
+                                                  ("gpuconf.run_id", run.run_id or ""),
+                                                  *junit.junit_coverage_properties(run.coverage)))
+
+
+# --- PRODUCT.fragment.yaml ---------------------------------------------------------------------
+
+#: The template's metadata keys and placeholders (docs/AIConformance-1.37.yaml), then k8sConformanceUrl,
+#: which scripts/validate.go requires of every product; kubernetesVersion is filled in.
+METADATA = {"kubernetesVersion": None, "platformName": "[Platform Name]", "platformVersion": "[Platform Version]",
+            "vendorName": "[Vendor Name]", "websiteUrl": "[Website URL]", "repoUrl": "[Repository URL]",
+            "documentationUrl": "[Documentation URL]", "productLogoUrl": "[Documentation URL]",
+            "description": "[Description]", "contactEmailAddress": "[Contact Email Address]",
+            "k8sConformanceUrl": "[k8s-conformance submission URL]"}
+#: A requirement's status in PRODUCT.yaml (the validator's values) from ours; a skip is left blank.
+PRODUCT_STATUS = {PASSED: "Implemented", FAILED: "Not Implemented", SKIPPED: ""}
+
+
+def link_base(directory: Path) -> str:
+    """How PRODUCT.yaml names the evidence directory: from its ``v<version>`` component on (as in a
+    checkout of cncf/k8s-ai-conformance), else relative to the working directory, else absolute."""
+    resolved = directory.resolve()
+    parts = resolved.parts
+    tag = f"v{version()}"
+    if tag in parts:
+        return "/".join(parts[parts.index(tag):])
+    try:
+        return resolved.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return resolved.as_posix()
+
+
+def product_fragment(run: RunRecord, statuses: Sequence[RequirementStatus], base: str) -> str:
+    import yaml
+
+    coverage = f"; coverage: {run.coverage.line()}" if run.coverage is not None else ""
+    spec: dict[str, list[dict[str, Any]]] = {}
     for s in statuses:
         req = s.requirement
-        tag = f"retired in {req.retired_in}" if req.retired_in else req.level
-        lines.append(f"{s.status.upper():4}  {req.testcase} ({req.id}, {tag}): {s.reason}")
-    return "\n".join(lines) + "\n"
+        if req.retired_in:
+            continue
+        proven = s.status != SKIPPED
+        notes = [f"gpuconf {_WORD[s.status]}: {s.reason}" + (coverage if proven else "")]
+        if not proven:
+            notes.append("gpuconf did not prove it: set Implemented, Partially Implemented, Not Implemented or N/A "
+                         "(N/A with a note) on your own evidence")
+        if req.must_note:
+            notes.append(req.must_note)
+        spec.setdefault(req.area, []).append({
+            "id": req.id, "description": req.description, "level": req.level, "status": PRODUCT_STATUS[s.status],
+            "evidence": [f"file://{base}/{JUNIT}#{req.testcase}", f"file://{base}/{EVENTS}#{req.testcase}",
+                         f"file://{base}/{LOG}"] if proven else [],
+            "notes": ". ".join(notes)})
+    doc = {"metadata": {k: (f"v{version()}" if v is None else v) for k, v in METADATA.items()}, "spec": spec}
+    header = (f"# Kubernetes AI Conformance Checklist - v{version()}: a fragment written by gpuconf --cncf-evidence\n"
+              f"# from run {run.run_id or '-'} on {run.provenance or 'no cluster'}, {_iso(run.started)}.\n"
+              "# Fill in every [placeholder], review each requirement, and merge it into your PRODUCT.yaml.\n"
+              "# status: Implemented = gpuconf's checks for it passed; Not Implemented = one failed; blank = gpuconf\n"
+              "# did not prove it (see its notes). The evidence links point into the files written next to this one.\n")
+    return header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
 
 
-def junit_xml(run: RunRecord, statuses: Sequence[RequirementStatus]) -> bytes:
-    # Written by gpuconf.report.junit, not the junit-xml package (no longer a dependency), because
-    # junit-xml cannot say three things this file says: the suite's time is the run's wall time
-    # (junit-xml sums the cases' times, and a check proving two requirements would count twice); every
-    # testcase has a time (junit-xml drops a time of 0, every skipped requirement's); <testsuites>
-    # repeats the suite's name and skipped count (junit-xml writes neither there). It would also add
-    # disabled= and type= attributes this file never had.
-    def case(s: RequirementStatus) -> junit.Case:
-        req = s.requirement
-        out = (f"requirement {req.id} ({req.level}{', ' + req.kar if req.kar else ''})\n"
-               + "".join(f"{r.outcome} {r.check} {r.node_key}\n" for r in s.results))
-        time = sum(r.duration for r in s.results)
-        if s.status == FAILED:
-            return junit.Case(req.testcase, "gpuconf.cncf", time, "failure", s.reason, system_out=out,
-                              detail="\n\n".join(f"{r.check} on {r.node_key}: {r.message or r.outcome}"
-                                                  for r in s.results if r.outcome in (FAIL, DEGRADED)))
-        if s.status == SKIPPED:
-            return junit.Case(req.testcase, "gpuconf.cncf", time, "skipped", s.reason, system_out=out)
-        return junit.Case(req.testcase, "gpuconf.cncf", time, system_out=out)
+# --- gpuconf-cncf.json -------------------------------------------------------------------------
 
-    return junit.testsuites(f"cncf-ai-conformance-v{version()}",
-                            [case(s) for s in statuses if not s.requirement.retired_in],
-                            time=run.finished - run.started, timestamp=_iso(run.started),
-                            properties=(("gpuconf.provenance", run.provenance or ""),
-                                        ("gpuconf.run_id", run.run_id or ""),
-                                        *junit.junit_coverage_properties(run.coverage)))
-
-
-def results_json(run: RunRecord, statuses: Sequence[RequirementStatus]) -> dict[str, Any]:
+def gpuconf_json(run: RunRecord, statuses: Sequence[RequirementStatus]) -> dict[str, Any]:
     def entry(s: RequirementStatus) -> dict[str, Any]:
         req = s.requirement
-        return {"id": req.id, "area": req.area, "level": req.level, "status": s.status, "reason": s.reason,
-                "testcase": req.testcase, "upstream_test": req.upstream_test, "kar": req.kar,
-                "checks": s.checks, "nodes": s.nodes,
-                "results": [{"check": r.check, "node": r.node_key, "outcome": r.outcome, "test": r.nodeid}
-                            for r in s.results]}
+        names = {id(r): leaf for _, leaves in _layout(s) for leaf, r in leaves} if not req.retired_in else {}
+        return {"id": req.id, "area": req.area, "level": req.level, "must_in": req.must_in,
+                "must_in_source": req.must_source, "status": s.status, "reason": s.reason, "testcase": req.testcase,
+                "upstream_test": req.upstream_test, "kar": req.kar, "checks": s.checks, "nodes": s.nodes,
+                "results": [{"check": r.check, "node": r.node_key, "outcome": r.outcome, "test": r.nodeid,
+                             "go_test": names.get(id(r))} for r in s.results]}
 
-    return {"schema": RESULTS_SCHEMA, "version": version(), "provenance": run.provenance, "run_id": run.run_id,
-            "started": _iso(run.started), "finished": _iso(run.finished), "exit_status": run.exit_status,
-            "error": run.error, "coverage": run.coverage.as_json() if run.coverage is not None else None,
+    return {"schema": RESULTS_SCHEMA, "version": version(), "package": PACKAGE, "provenance": run.provenance,
+            "run_id": run.run_id, "started": _iso(run.started), "finished": _iso(run.finished),
+            "exit_status": run.exit_status, "error": run.error,
+            "coverage": run.coverage.as_json() if run.coverage is not None else None,
             "requirements": [entry(s) for s in statuses if not s.requirement.retired_in],
             "retired": [dict(entry(s), removed_in=s.requirement.retired_in)
                         for s in statuses if s.requirement.retired_in]}
@@ -239,11 +524,15 @@ def results_json(run: RunRecord, statuses: Sequence[RequirementStatus]) -> dict[
 
 def write_evidence(run: RunRecord, results: Sequence[CncfResult], directory: Path, *,
                    options: Mapping[str, object]) -> list[RequirementStatus]:
-    """Write e2e.log, junit.xml and results.json into ``directory`` (created); the statuses."""
+    """Write junit.xml, results.json, e2e.log, PRODUCT.fragment.yaml and gpuconf-cncf.json into
+    ``directory`` (created); the statuses."""
     statuses = evaluate(results, options=options, error=run.error)
+    tests = go_tests(statuses)
+    stream = events(run, tests, _preamble(run, statuses))
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "e2e.log").write_text(e2e_log(run, results, statuses), encoding="utf-8")
-    (directory / "junit.xml").write_bytes(junit_xml(run, statuses))
-    (directory / "results.json").write_text(json.dumps(results_json(run, statuses), indent=2) + "\n",
-                                            encoding="utf-8")
+    (directory / JUNIT).write_bytes(junit_xml(run, stream))
+    (directory / EVENTS).write_text(results_json(stream), encoding="utf-8")
+    (directory / LOG).write_text(e2e_log(stream), encoding="utf-8")
+    (directory / FRAGMENT).write_text(product_fragment(run, statuses, link_base(directory)), encoding="utf-8")
+    (directory / OWN).write_text(json.dumps(gpuconf_json(run, statuses), indent=2) + "\n", encoding="utf-8")
     return statuses

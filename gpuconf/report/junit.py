@@ -1,10 +1,15 @@
-"""The JUnit XML gpuconf writes itself (pytest writes the run's own junit.xml): the CNCF evidence's
-junit.xml and the junit.xml of a run that could not start.
+"""The JUnit XML gpuconf writes itself (pytest writes the run's own junit.xml): the junit.xml of a run
+that could not start (``testsuites``), and the CNCF evidence's junit.xml in gotestsum's shape
+(``gotestsum_testsuites``).
 
-Built with ElementTree, not the junit-xml package, because that cannot write the CNCF file's shape
-(see gpuconf.report.cncf.junit_xml); one builder serves both files so they agree on it: one
-<testsuite> inside a <testsuites> that repeats its name, counts and time; the suite's time is the
-caller's (the run's wall time, not a sum of the cases'); every testcase has a time, 0 included.
+Built with ElementTree, not the junit-xml package, because that cannot write either shape: the
+suite's time is the caller's (the run's wall time, not a sum of the cases'); every testcase has a
+time, 0 included. ``testsuites``: one <testsuite> inside a <testsuites> that repeats its name, counts
+and time. ``gotestsum_testsuites``: the attributes gotestsum writes and no others (a v1.37 submission's
+junit.xml, tests/data/real/cncf/gke-1.37-junit.excerpt.xml: <testsuites tests failures errors time>,
+<testsuite tests failures skipped time name timestamp>, times as %.6f, tab-indented), a failure as
+``<failure message="Failed" type="">`` holding the test's output and a skip as ``<skipped message=...>``
+holding it, as gotestsum writes them.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from typing import Literal
 
 from gpuconf.report.model import Coverage
 
-__all__ = ["COVERAGE_PROPERTY", "UNTESTED_PREFIX", "Case", "junit_coverage_properties", "testsuites"]
+__all__ = ["COVERAGE_PROPERTY", "UNTESTED_PREFIX", "Case", "gotestsum_testsuites", "junit_coverage_properties",
+           "testsuites"]
 
 #: The testsuite properties that carry a run's coverage (issue 25): the line, and per untested node
 #: ``gpuconf.untested.<node>`` = "<state>: <reason>".
@@ -85,3 +91,33 @@ def testsuites(name: str, cases: Sequence[Case], *, time: float, timestamp: str,
     root.append(suite)
     ET.indent(root)
     return bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True))
+
+
+def gotestsum_testsuites(package: str, cases: Sequence[Case], *, time: float, timestamp: str,
+                         properties: Sequence[tuple[str, str]] = ()) -> bytes:
+    """The document as gotestsum writes it for one Go package: <testsuites> holding one <testsuite>
+    named ``package``, its cases' classname the package. A failed case's ``detail`` (its output) is
+    the <failure> text; a skipped case's is the <skipped> message. ``error`` cases are not a Go
+    outcome and are refused."""
+    if any(c.outcome == "error" for c in cases):
+        raise ValueError("a go test passes, fails or is skipped: no error cases in gotestsum's shape")
+    failures, skipped = sum(c.outcome == "failure" for c in cases), sum(c.outcome == "skipped" for c in cases)
+    seconds = f"{max(time, 0.0):.6f}"
+    root = ET.Element("testsuites", {"tests": str(len(cases)), "failures": str(failures), "errors": "0",
+                                     "time": seconds})
+    suite = ET.SubElement(root, "testsuite", {"tests": str(len(cases)), "failures": str(failures),
+                                              "skipped": str(skipped), "time": seconds, "name": _xml(package),
+                                              "timestamp": timestamp})
+    if properties:
+        props = ET.SubElement(suite, "properties")
+        for key, value in properties:
+            ET.SubElement(props, "property", {"name": _xml(key), "value": _xml(value)})
+    for c in cases:
+        case = ET.SubElement(suite, "testcase", {"classname": _xml(package), "name": _xml(c.name),
+                                                 "time": f"{max(c.time, 0.0):.6f}"})
+        if c.outcome == "failure":
+            ET.SubElement(case, "failure", {"message": "Failed", "type": ""}).text = _xml(c.detail or "")
+        elif c.outcome == "skipped":
+            ET.SubElement(case, "skipped", {"message": _xml(c.detail or c.message)})
+    ET.indent(root, space="\t")
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n").encode()
