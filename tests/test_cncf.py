@@ -1,6 +1,8 @@
 """CNCF AI conformance evidence (--cncf-evidence): the requirement table agrees with the suites'
-@pytest.mark.cncf markers, each requirement's status follows from its checks, and a simulated run
-writes e2e.log, junit.xml and results.json that say pass, or fail when a fault breaks isolation."""
+@pytest.mark.cncf markers and the upstream v1.37 template, each requirement's status follows from its
+checks, and a simulated run writes junit.xml, results.json, e2e.log (in the reference suite's shapes,
+tests/cncf_shapes.py), PRODUCT.fragment.yaml and gpuconf-cncf.json that say pass, or fail when a fault
+breaks isolation."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
+from cncf_shapes import fragment_problems, read_stream, read_verbose, template
 from serving import pytest_subprocess
 
 from gpuconf.paths import project_root
@@ -61,6 +65,21 @@ def test_the_table_lists_every_v1_37_requirement_with_its_level_and_upstream_tes
     assert {k: r.level for k, r in current.items()} == V137
     assert {k: r.upstream_test for k, r in current.items() if r.upstream_test} == UPSTREAM
     assert current[SECURE].kar == "KAR-0049" and current["driver_runtime_management"].kar == "KAR-0001"
+
+
+def test_the_table_has_the_templates_categories_descriptions_and_levels_in_its_order():
+    """tests/data/real/cncf/AIConformance-1.37.yaml is docs/AIConformance-1.37.yaml upstream."""
+    upstream = [(category, r["id"], r["description"], r["level"])
+                for category, reqs in template()["spec"].items() for r in reqs]
+    assert [(r.area, r.id, r.description, r.level) for r in cncf.requirements() if not r.retired_in] == upstream
+
+
+def test_driver_runtime_management_is_marked_as_becoming_a_must_in_1_38_with_its_source():
+    marked = {r.id: (r.must_in, r.must_source) for r in cncf.requirements() if r.must_in}
+    assert list(marked) == ["driver_runtime_management"]
+    version, source = marked["driver_runtime_management"]
+    assert version == "1.38"
+    assert source and source.startswith("https://github.com/kubernetes-sigs/ai-conformance/issues/1 ")
 
 
 def test_dra_support_is_listed_as_retired_in_1_36():
@@ -154,18 +173,25 @@ def test_a_run_that_could_not_start_skips_every_requirement_with_its_error():
 # --- the files ---------------------------------------------------------------------------------
 
 RUN = RunRecord("simulated:x", 1_764_000_000.0, 1_764_000_010.0, 1, run_id="r1")
+TOP = {r: UPSTREAM.get(r, "Test" + "".join(p.capitalize() for p in r.split("_"))) for r in V137}
 
 
-def test_junit_has_one_testcase_per_current_requirement_named_after_the_upstream_test(tmp_path: Path):
+def test_junit_has_a_parent_per_current_requirement_named_after_the_upstream_test_and_a_subtest_per_check_and_node(
+        tmp_path: Path):
     evidence = [cncf.CncfResult((SECURE,), result("isolation.no-request-sees-no-gpu", "fail", "n0", "leaked"))]
     cncf.write_evidence(RUN, evidence, tmp_path, options={})
     root = ET.parse(tmp_path / "junit.xml").getroot()
     cases = {c.get("name"): c for c in root.iter("testcase")}
-    assert set(cases) == {UPSTREAM.get(r, r) for r in V137}  # no testcase for the retired dra_support
-    failure = cases["TestSecureAcceleratorAccess"].find("failure")
-    assert failure is not None and "isolation.no-request-sees-no-gpu on n0: leaked" in (failure.text or "")
+    assert set(cases) == set(TOP.values()) | {  # no test for the retired dra_support
+        "TestSecureAcceleratorAccess/isolation.no-request-sees-no-gpu",
+        "TestSecureAcceleratorAccess/isolation.no-request-sees-no-gpu/n0"}
+    failure = cases["TestSecureAcceleratorAccess/isolation.no-request-sees-no-gpu/n0"].find("failure")
+    assert failure is not None and "suites/x.py::t[n0]: fail: leaked" in (failure.text or "")
+    parent = cases["TestSecureAcceleratorAccess"].find("failure")
+    assert parent is not None
+    assert "FAIL: 1 of 1 checks failed: isolation.no-request-sees-no-gpu on n0" in (parent.text or "")
     (suite,) = root.iter("testsuite")
-    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("15", "1", "14")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("17", "3", "14")
 
 
 def test_junit_still_parses_when_a_check_message_holds_control_characters(tmp_path: Path):
@@ -174,21 +200,30 @@ def test_junit_still_parses_when_a_check_message_holds_control_characters(tmp_pa
     evidence = [cncf.CncfResult((SECURE,), result("isolation.no-request-sees-no-gpu", "fail", "n0", message))]
     cncf.write_evidence(RUN, evidence, tmp_path, options={})
     (case,) = [c for c in ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")
-               if c.get("name") == "TestSecureAcceleratorAccess"]
+               if c.get("name") == "TestSecureAcceleratorAccess/isolation.no-request-sees-no-gpu/n0"]
     assert "#x1B[31mNo devices were found#x1B[0m" in (case.findtext("failure") or "")
 
 
-def test_results_json_lists_each_requirement_with_level_status_checks_and_nodes(tmp_path: Path):
-    evidence = [cncf.CncfResult(("dra_support",), result("dra.selector-steers-scheduling", "pass", "n0"))]
+def test_gpuconf_json_lists_each_requirement_with_level_status_checks_nodes_and_go_tests(tmp_path: Path):
+    evidence = [cncf.CncfResult(("dra_support",), result("dra.selector-steers-scheduling", "pass", "n0")),
+                cncf.CncfResult((SECURE,), result("isolation.sees-only-allocated", "pass", "n1"))]
     cncf.write_evidence(RUN, evidence, tmp_path, options={})
-    doc = json.loads((tmp_path / "results.json").read_text())
-    assert doc["schema"] == "gpuconf.cncf-evidence/1" and doc["version"] == "1.37"
+    doc = json.loads((tmp_path / "gpuconf-cncf.json").read_text())
+    assert (doc["schema"], doc["version"], doc["package"]) == ("gpuconf.cncf-evidence/2", "1.37", "gpuconf/suites")
     assert [r["id"] for r in doc["requirements"]] == list(V137)
+    (secure,) = [r for r in doc["requirements"] if r["id"] == SECURE]
+    assert secure["results"] == [{"check": "isolation.sees-only-allocated", "node": "n1", "outcome": "pass",
+                                  "test": "suites/x.py::t[n1]",
+                                  "go_test": "TestSecureAcceleratorAccess/isolation.sees-only-allocated/n1"}]
+    (drm,) = [r for r in doc["requirements"] if r["id"] == "driver_runtime_management"]
+    assert drm["must_in"] == "1.38" and drm["must_in_source"].startswith("https://github.com/kubernetes-sigs/")
     (retired,) = doc["retired"]
     assert retired | {"results": None} == {
-        "id": "dra_support", "area": "accelerators", "level": "MUST", "status": "pass",
-        "reason": "1 checks passed on 1 node(s)", "testcase": "dra_support", "upstream_test": None, "kar": None,
-        "checks": ["dra.selector-steers-scheduling"], "nodes": ["n0"], "removed_in": "1.36", "results": None}
+        "id": "dra_support", "area": "accelerators", "level": "MUST", "must_in": None, "must_in_source": None,
+        "status": "pass", "reason": "1 checks passed on 1 node(s)", "testcase": "TestDraSupport",
+        "upstream_test": None, "kar": None, "checks": ["dra.selector-steers-scheduling"], "nodes": ["n0"],
+        "removed_in": "1.36", "results": None}
+    assert retired["results"][0]["go_test"] is None  # not a v1.37 test
 
 
 # --- a simulated run ---------------------------------------------------------------------------
@@ -207,18 +242,36 @@ def find_case(evidence: Path, name: str) -> ET.Element:
     return case
 
 
+def shapes_hold(evidence: Path) -> tuple[dict[str, str], str]:
+    """The files pass the shape readers and agree; the verdicts by test, and the package's."""
+    stream = read_stream((evidence / "results.json").read_text())
+    verbose = read_verbose((evidence / "e2e.log").read_text())
+    assert stream.problems == [] and verbose.problems == []
+    assert stream.verdicts == verbose.verdicts and stream.package_verdict == verbose.package_verdict
+    assert fragment_problems(yaml.safe_load((evidence / "PRODUCT.fragment.yaml").read_text())) == []
+    assert stream.package_verdict is not None
+    return stream.verdicts, stream.package_verdict
+
+
 def test_a_healthy_simulated_isolation_run_proves_secure_accelerator_access(pytester: pytest.Pytester):
     result, evidence = isolation_run(pytester, "healthy-h100")
     assert result.ret == 0, result.stdout.str()
     case = find_case(evidence, "TestSecureAcceleratorAccess")
     assert case.find("failure") is None and case.find("skipped") is None
-    doc = json.loads((evidence / "results.json").read_text())
-    (secure,) = [r for r in doc["requirements"] if r["id"] == SECURE]
-    assert (secure["status"], secure["level"], secure["nodes"]) == ("pass", "MUST", ["h100-0", "h100-1"])
-    assert len(secure["checks"]) == 5
+    verdicts, package = shapes_hold(evidence)
+    secure = {k: v for k, v in verdicts.items() if k.startswith("TestSecureAcceleratorAccess/")}
+    assert len(secure) == 15 and set(secure.values()) == {"pass"}  # 5 checks, each on h100-0 and h100-1
+    assert verdicts["TestSecureAcceleratorAccess/isolation.envvar-without-request-gets-no-gpu/h100-1"] == "pass"
+    assert package == "pass"
+    doc = json.loads((evidence / "gpuconf-cncf.json").read_text())
+    (secure_doc,) = [r for r in doc["requirements"] if r["id"] == SECURE]
+    assert (secure_doc["status"], secure_doc["level"], secure_doc["nodes"]) == ("pass", "MUST", ["h100-0", "h100-1"])
     log = (evidence / "e2e.log").read_text()
-    assert "PASS  secure_accelerator_access  isolation.envvar-without-request-gets-no-gpu  h100-0  (" in log
-    assert "PASS  TestSecureAcceleratorAccess (secure_accelerator_access, MUST): 10 checks passed" in log
+    assert "    PASS: 10 checks passed on 2 node(s)\n--- PASS: TestSecureAcceleratorAccess (" in log
+    fragment = yaml.safe_load((evidence / "PRODUCT.fragment.yaml").read_text())
+    (secure_req,) = [r for r in fragment["spec"]["security"] if r["id"] == SECURE]
+    assert secure_req["status"] == "Implemented"
+    assert secure_req["evidence"][0] == "file://evidence/junit.xml#TestSecureAcceleratorAccess"
 
 
 def test_the_envvar_leak_fault_fails_secure_accelerator_access(pytester: pytest.Pytester):
@@ -231,12 +284,21 @@ def test_the_envvar_leak_fault_fails_secure_accelerator_access(pytester: pytest.
     failure = find_case(evidence, "TestSecureAcceleratorAccess").find("failure")
     assert failure is not None
     # the fault's check alone, on h100-0 only: the checks the same leak breaks are NOT TESTED, blocked by it
-    assert failure.get("message") == "1 of 10 checks failed: isolation.envvar-without-request-gets-no-gpu on h100-0"
-    assert "NVIDIA_VISIBLE_DEVICES=all sees 8 GPUs" in (failure.text or "")
-    log = (evidence / "e2e.log").read_text()
-    assert "FAIL  secure_accelerator_access  isolation.envvar-without-request-gets-no-gpu  h100-0  (" in log
-    doc = json.loads((evidence / "results.json").read_text())
+    why = "    FAIL: 1 of 10 checks failed: isolation.envvar-without-request-gets-no-gpu on h100-0\n"
+    assert why in (failure.text or "")
+    leaf = find_case(evidence, "TestSecureAcceleratorAccess/isolation.envvar-without-request-gets-no-gpu/h100-0")
+    assert "NVIDIA_VISIBLE_DEVICES=all sees 8 GPUs" in (leaf.findtext("failure") or "")
+    verdicts, package = shapes_hold(evidence)
+    assert {k for k, v in verdicts.items() if v == "fail"} == {
+        "TestSecureAcceleratorAccess", "TestSecureAcceleratorAccess/isolation.envvar-without-request-gets-no-gpu",
+        "TestSecureAcceleratorAccess/isolation.envvar-without-request-gets-no-gpu/h100-0"}
+    assert package == "fail"
+    assert "\n        --- FAIL: TestSecureAcceleratorAccess/isolation.envvar-without-request-gets-no-gpu/h100-0 (" in (
+        evidence / "e2e.log").read_text()
+    doc = json.loads((evidence / "gpuconf-cncf.json").read_text())
     assert [r["status"] for r in doc["requirements"] if r["id"] == SECURE] == ["fail"]
+    fragment = yaml.safe_load((evidence / "PRODUCT.fragment.yaml").read_text())
+    assert [r["status"] for r in fragment["spec"]["security"] if r["id"] == SECURE] == ["Not Implemented"]
 
 
 def test_a_run_that_cannot_start_still_writes_the_evidence_all_skipped(pytester: pytest.Pytester):
@@ -246,11 +308,13 @@ def test_a_run_that_cannot_start_still_writes_the_evidence_all_skipped(pytester:
     result = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--kubeconfig", str(kubeconfig),
                                "--cncf-evidence", "evidence")
     assert result.ret == 10
-    doc = json.loads((pytester.path / "evidence" / "results.json").read_text())
+    doc = json.loads((pytester.path / "evidence" / "gpuconf-cncf.json").read_text())
     assert {r["status"] for r in doc["requirements"]} == {"skip"}
     assert all(r["reason"].startswith("the run could not start: ") for r in doc["requirements"])
     assert "not YAML" in doc["error"]
     assert (pytester.path / "evidence" / "e2e.log").read_text().count("the run could not start") >= 2
+    verdicts, package = shapes_hold(pytester.path / "evidence")
+    assert set(verdicts.values()) == {"skip"} and package == "fail"  # nothing was tested: not ok
 
 
 def test_the_evidence_says_which_gpu_nodes_were_tested(tmp_path: Path):
@@ -263,13 +327,16 @@ def test_the_evidence_says_which_gpu_nodes_were_tested(tmp_path: Path):
     statuses = cncf.write_evidence(run, evidence, tmp_path, options={})
     assert [s.status for s in statuses if s.requirement.id == SECURE] == ["pass"]
     log = (tmp_path / "e2e.log").read_text().splitlines()
-    assert log[2:4] == ["coverage: 1 of 2 GPU nodes tested; 1 cordoned", f"not tested: n1 (cordoned): {why}"]
+    assert log[1:3] == ["gpuconf: coverage: 1 of 2 GPU nodes tested; 1 cordoned",
+                        f"gpuconf: not tested: n1 (cordoned): {why}"]
     (suite,) = ET.parse(tmp_path / "junit.xml").getroot().iter("testsuite")
     properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert properties["gpuconf.coverage"] == "1 of 2 GPU nodes tested; 1 cordoned"
     assert properties["gpuconf.untested.n1"] == f"cordoned: {why}"
-    doc = json.loads((tmp_path / "results.json").read_text())
+    doc = json.loads((tmp_path / "gpuconf-cncf.json").read_text())
     assert run.coverage is not None and doc["coverage"] == run.coverage.as_json()
+    stream = read_stream((tmp_path / "results.json").read_text())
+    assert "gpuconf: coverage: 1 of 2 GPU nodes tested; 1 cordoned\n" in stream.output[""]
     cncf.write_evidence(RUN, evidence, tmp_path / "plain", options={})
-    assert json.loads((tmp_path / "plain" / "results.json").read_text())["coverage"] is None
+    assert json.loads((tmp_path / "plain" / "gpuconf-cncf.json").read_text())["coverage"] is None
     assert "coverage:" not in (tmp_path / "plain" / "e2e.log").read_text()
