@@ -259,3 +259,11 @@ def test_the_coverage_is_in_every_file(tmp_path: Path):
     fragment = yaml.safe_load((out / "PRODUCT.fragment.yaml").read_text())
     (secure,) = fragment["spec"]["security"][:1]
     assert secure["notes"].endswith(f"; coverage: {line}")
+
+
+def test_event_times_are_written_as_go_writes_a_time():
+    """RFC 3339 with the fraction's trailing zeros dropped, none when it is zero (the GKE stream's
+    "2026-10-01T21:37:52.57103356Z")."""
+    assert cncf._rfc3339_nano(1_764_000_000.25) == "2025-11-24T16:00:00.25Z"
+    assert cncf._rfc3339_nano(1_764_000_000.0) == "2025-11-24T16:00:00Z"
+    assert cncf._rfc3339_nano(1_764_000_000.9999999) == "2025-11-24T16:00:01Z"

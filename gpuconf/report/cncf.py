@@ -343,11 +343,12 @@ def _iso(epoch: float) -> str:
 
 
 def _rfc3339_nano(epoch: float) -> str:
-    """As Go encodes a time.Time in JSON (RFC 3339 with nanoseconds, trailing zeros dropped)."""
-    whole = int(epoch)
-    stamp = datetime.fromtimestamp(whole, UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    nanos = f"{min(round((epoch - whole) * 1e9), 999_999_999):09d}".rstrip("0")
-    return f"{stamp}.{nanos}Z" if nanos else f"{stamp}Z"
+    """As Go encodes a time.Time in JSON (RFC 3339Nano: a fraction of up to nine digits, trailing zeros
+    dropped); gpuconf's clock is read to the microsecond, so at most six of them are not zero."""
+    micros = round(epoch * 1_000_000)
+    stamp = datetime.fromtimestamp(micros // 1_000_000, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    fraction = f"{micros % 1_000_000:06d}".rstrip("0")
+    return f"{stamp}.{fraction}Z" if fraction else f"{stamp}Z"
 
 
 # --- results.json and e2e.log ------------------------------------------------------------------
