@@ -43,6 +43,7 @@ def instant(stamp: str) -> tuple[str, int]:
 @dataclass
 class Stream:
     package: str | None = None
+    started: list[str] = field(default_factory=list)  # the tests in the order they ran
     verdicts: dict[str, str] = field(default_factory=dict)  # test -> pass|fail|skip
     elapsed: dict[str, float] = field(default_factory=dict)
     output: dict[str, str] = field(default_factory=dict)  # test ("" for the package) -> its Output, joined
@@ -111,6 +112,7 @@ def read_stream(text: str) -> Stream:
             if parent is not None and parent not in running:
                 s.problems.append(f"line {n}: {test} runs outside its parent {parent}")
             running.add(test)
+            s.started.append(test)
         elif test not in running:
             s.problems.append(f"line {n}: {action} for {test}, which is not running")
         elif action in TERMINAL:

@@ -152,6 +152,11 @@ def test_junit_has_gotestsums_attributes_and_the_streams_tests(tmp_path: Path):
     verdict = {c.name: "fail" if any(isinstance(r, Failure) for r in c.result)
                else "skip" if any(isinstance(r, Skipped) for r in c.result) else "pass" for c in suite}
     assert verdict == stream.verdicts
+    # in the order the tests started, a parent before its subtests, as in the real file
+    real_names = [c.name for c in real_suite]
+    parent, sub = "TestSecureAcceleratorAccess", "TestSecureAcceleratorAccess/PositiveAccessTest"
+    assert real_names.index(parent) < real_names.index(sub)
+    assert [c.name for c in suite] == list(stream.started)
     assert {c.name: c.time for c in suite} == stream.elapsed
     assert (suite.tests, suite.failures, suite.skipped) == (
         len(verdict), list(verdict.values()).count("fail"), list(verdict.values()).count("skip"))

@@ -28,7 +28,8 @@ tests/test_cncf_shapes.py):
 * ``junit.xml``: gotestsum's shape (``gpuconf.report.junit.gotestsum_testsuites``): one testsuite named
   after gpuconf's suites as a Go package, ``gpuconf/suites`` (not the reference suite's
   ``github.com/kubernetes-sigs/ai-conformance/test``: these are not its tests), every level a flat
-  testcase (``TestSecureAcceleratorAccess/isolation.sees-only-allocated/h100-0``), so
+  testcase in the order the tests started, a parent before its subtests as in the GKE file
+  (``TestSecureAcceleratorAccess/isolation.sees-only-allocated/h100-0``), so
   ``file://.../junit.xml#TestSecureAcceleratorAccess`` finds the parent. The suite's properties carry
   the cluster, run id and coverage (``gpuconf.coverage``, ``gpuconf.untested.<node>``).
 * ``results.json``: the ``go test -json`` event stream of the same tests (cmd/test2json): one object per
@@ -430,14 +431,15 @@ _CASE_KIND: dict[str, Literal["passed", "failure", "skipped"]] = {
 
 def junit_xml(run: RunRecord, stream: Sequence[Mapping[str, Any]]) -> bytes:
     """gotestsum's junit.xml of the events: every test at every level a flat testcase, in the order
-    each finished, a failure or skip holding the test's own output."""
+    they started (a parent before its subtests, as in the GKE submission's junit.xml), a failure or
+    skip holding the test's own output."""
+    ended = {str(e["Test"]): e for e in stream if e["Action"] in _CASE_KIND and "Test" in e}
     cases = []
-    for e in stream:
-        if e["Action"] in _CASE_KIND and "Test" in e:
-            name, kind = str(e["Test"]), _CASE_KIND[str(e["Action"])]
-            output = "".join(str(o["Output"]) for o in stream if o["Action"] == "output" and o.get("Test") == name)
-            cases.append(junit.Case(name, PACKAGE, float(e["Elapsed"]), kind,
-                                    detail=output if kind != "passed" else None))
+    for name in (str(e["Test"]) for e in stream if e["Action"] == "run"):
+        kind = _CASE_KIND[str(ended[name]["Action"])]
+        output = "".join(str(o["Output"]) for o in stream if o["Action"] == "output" and o.get("Test") == name)
+        cases.append(junit.Case(name, PACKAGE, float(ended[name]["Elapsed"]), kind,
+                                detail=output if kind != "passed" else None))
     return junit.gotestsum_testsuites(PACKAGE, cases, time=run.finished - run.started,
                                       timestamp=_rfc3339_nano(run.started),
                                       properties=(("gpuconf.provenance", run.provenance or ""),
