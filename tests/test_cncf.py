@@ -228,9 +228,10 @@ def test_gpuconf_json_lists_each_requirement_with_level_status_checks_nodes_and_
 
 # --- a simulated run ---------------------------------------------------------------------------
 
-def isolation_run(pytester: pytest.Pytester, profile: str) -> tuple[pytest.RunResult, Path]:
+def isolation_run(pytester: pytest.Pytester, profile: str, suite: str = "test_isolation.py"
+                  ) -> tuple[pytest.RunResult, Path]:
     suites = pytester.mkdir("suites")
-    (suites / "test_isolation.py").write_text((ROOT / "suites" / "test_isolation.py").read_text())
+    (suites / suite).write_text((ROOT / "suites" / suite).read_text())
     evidence = pytester.path / "evidence"
     result = pytest_subprocess(pytester, "suites", "-p", "gpuconf.plugin", "--simulate", profile,
                                "--cncf-evidence", "evidence", "-p", "no:cacheprovider")
@@ -299,6 +300,27 @@ def test_the_envvar_leak_fault_fails_secure_accelerator_access(pytester: pytest.
     assert [r["status"] for r in doc["requirements"] if r["id"] == SECURE] == ["fail"]
     fragment = yaml.safe_load((evidence / "PRODUCT.fragment.yaml").read_text())
     assert [r["status"] for r in fragment["spec"]["security"] if r["id"] == SECURE] == ["Not Implemented"]
+
+
+def test_a_driver_skewed_node_fails_driver_runtime_management_which_becomes_a_must(pytester: pytest.Pytester):
+    text = (ROOT / "gpuconf" / "data" / "sim_profiles" / "healthy-h100.yaml").read_text()
+    profile = pytester.path / "skew.yaml"
+    profile.write_text(re.sub(r"^faults:.*$", "", text, flags=re.M)
+                       + "\nfaults:\n  - {id: driver-skew, pool: h100, node: 1}\n")
+    result, evidence = isolation_run(pytester, str(profile), "test_inventory.py")
+    assert result.ret == 1, result.stdout.str()
+    verdicts, package = shapes_hold(evidence)
+    drm = "TestAcceleratorDriverRuntimeManagement"
+    assert {k for k, v in verdicts.items() if v == "fail" and k.startswith(drm)} == {
+        drm, f"{drm}/driver.version-uniform-in-pool", f"{drm}/driver.version-uniform-in-pool/h100-1"}
+    assert verdicts[f"{drm}/driver.version-uniform-in-pool/h100-0"] == "pass" and package == "fail"
+    leaf = find_case(evidence, f"{drm}/driver.version-uniform-in-pool/h100-1").findtext("failure") or ""
+    assert "570.124.06" in leaf
+    fragment = yaml.safe_load((evidence / "PRODUCT.fragment.yaml").read_text())
+    (req,) = [r for r in fragment["spec"]["accelerators"] if r["id"] == "driver_runtime_management"]
+    assert req["status"] == "Not Implemented" and "becomes a MUST in v1.38" in req["notes"]
+    assert "gpuconf: driver_runtime_management is SHOULD in v1.37 and becomes a MUST in v1.38: " in (
+        evidence / "e2e.log").read_text().split("=== RUN")[0]
 
 
 def test_a_run_that_cannot_start_still_writes_the_evidence_all_skipped(pytester: pytest.Pytester):
