@@ -88,7 +88,7 @@ def changed_files(directory: Path, before: Snapshot) -> tuple[list[str], list[st
         if _sidecar(rel) or not stat.S_ISREG(st.st_mode):
             continue
         (written if before.get(rel) != _identity(st) else left).append(rel)
-    return written, left
+    return sorted(written), sorted(left)
 
 
 def _sha256(path: Path) -> str:
