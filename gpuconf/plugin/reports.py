@@ -121,8 +121,8 @@ class ReportCollector:
         # the report directory first: an evidence directory around it then lists its manifest
         for directory in self._manifest_dirs():
             written, left = changed_files(directory, self.snapshots.get(directory, {}))
-            if run is None and not written:
-                continue
+            if not directory.is_dir() or (run is None and not written):
+                continue  # nothing written there: the reports' own error line said why, if any
             try:
                 write_manifest(directory, manifest_document(
                     directory, written, run_id=run.run_id if run is not None else None,
