@@ -250,11 +250,12 @@ BAD: list[tuple[str, Callable[[Path], Path], str]] = [
     ("no manifest", lambda d: Path(os.makedirs(d / "r") or d / "r"), "has no manifest.json"),
     ("not JSON", lambda d: _with_manifest(d / "r", "{not json"), "is not JSON"),
     ("a list", lambda d: _with_manifest(d / "r", []), "not a gpuconf manifest"),
-    ("no files", lambda d: _with_manifest(d / "r", {k: v for k, v in _doc().items() if k != "files"}),
+    ("no files key", lambda d: _with_manifest(d / "r", {k: v for k, v in _doc("a").items() if k != "files"}),
      "'files' is a required property"),
-    ("another schema", lambda d: _with_manifest(d / "r", _doc(schema="gpuconf.manifest/2")),
+    ("another schema", lambda d: _with_manifest(d / "r", _doc("a", schema="gpuconf.manifest/2")),
      "is a 'gpuconf.manifest/2' manifest; this gpuconf reads 'gpuconf.manifest/1'"),
-    ("a hash that is not SHA-256", lambda d: _with_manifest(d / "r", {**_doc(), "files": [
+    ("no file listed", lambda d: _with_manifest(d / "r", _doc()), "at files: [] should be non-empty"),
+    ("a hash that is not SHA-256", lambda d: _with_manifest(d / "r", {**_doc("a"), "files": [
         {"path": "a", "size": 1, "sha256": "abc"}]}), "at files/0/sha256"),
     ("a path up and out", lambda d: _with_manifest(d / "r", _doc("../outside")), "'../outside' (refused)"),
     ("an absolute path", lambda d: _with_manifest(d / "r", _doc("/etc/passwd")), "'/etc/passwd' (refused)"),

@@ -112,7 +112,7 @@ class ReportCollector:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         """manifest.json, the last file written: after pytest's junitxml plugin wrote junit.xml (at
         session finish) and after the reports, also for a run that could not start or was interrupted
-        (pytest unconfigures every configured run). A run that wrote nothing gets none."""
+        (pytest unconfigures every configured run). A directory the run wrote nothing into gets none."""
         import sys
 
         from gpuconf.report.manifest import MANIFEST, changed_files, manifest_document, write_manifest
@@ -121,7 +121,7 @@ class ReportCollector:
         # the report directory first: an evidence directory around it then lists its manifest
         for directory in self._manifest_dirs():
             written, left = changed_files(directory, self.snapshots.get(directory, {}))
-            if not directory.is_dir() or (run is None and not written):
+            if not written:
                 continue  # nothing written there: the reports' own error line said why, if any
             try:
                 write_manifest(directory, manifest_document(
