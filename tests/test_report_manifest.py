@@ -280,3 +280,43 @@ def test_a_missing_argument_is_a_usage_error() -> None:
     out, err = io.StringIO(), io.StringIO()
     assert main(["report", "verify"], stdout=out, stderr=err) == 2
     assert "the following arguments are required: DIR" in err.getvalue() and err.getvalue().count("\n") == 1
+
+
+# -- signing the manifest with a standard tool (README: Report integrity) ------------------------------
+
+def test_the_readme_s_openssl_signature_catches_a_report_and_manifest_altered_together(healthy_copy: Path,
+                                                                                      tmp_path: Path) -> None:
+    """verify alone trusts the manifest; a signature over it is what catches a report altered with its
+    manifest rewritten to match. The README's OpenSSL commands, run as written."""
+    import hashlib
+    import subprocess
+
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is not installed")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([openssl, *args], capture_output=True, text=True, check=False, timeout=60)
+
+    key, pub = tmp_path / "key.pem", tmp_path / "pub.pem"
+    assert run("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", str(key)).returncode == 0
+    assert run("pkey", "-in", str(key), "-pubout", "-out", str(pub)).returncode == 0
+    manifest, sig = healthy_copy / MANIFEST, healthy_copy / "manifest.json.sig"
+    assert run("dgst", "-sha256", "-sign", str(key), "-out", str(sig), str(manifest)).returncode == 0
+    assert run("dgst", "-sha256", "-verify", str(pub), "-signature", str(sig), str(manifest)).stdout == "Verified OK\n"
+    assert _cli(str(healthy_copy))[:2] == (0, f"4 files verified in {healthy_copy} against its manifest.json (run "
+                                              f"{_manifest(healthy_copy)['run_id']}, gpuconf "
+                                              f"{_manifest(healthy_copy)['gpuconf_version']}); not checked here: "
+                                              "manifest.json.sig\n")
+
+    original = (healthy_copy / "report.md").read_text()
+    forged = original.replace("**PASS**", "**PASS** (re-checked by hand)")
+    assert forged != original
+    (healthy_copy / "report.md").write_text(forged)
+    doc = _manifest(healthy_copy)
+    [entry] = [f for f in doc["files"] if f["path"] == "report.md"]
+    entry.update(size=len(forged.encode()), sha256=hashlib.sha256(forged.encode()).hexdigest())
+    manifest.write_text(json.dumps(doc, indent=2) + "\n")
+    assert _cli(str(healthy_copy))[0] == 0  # the manifest agrees with the forgery...
+    check = run("dgst", "-sha256", "-verify", str(pub), "-signature", str(sig), str(manifest))
+    assert check.returncode == 1 and check.stdout == "Verification failure\n"  # ...the signature does not
