@@ -320,3 +320,36 @@ def test_the_readme_s_openssl_signature_catches_a_report_and_manifest_altered_to
     assert _cli(str(healthy_copy))[0] == 0  # the manifest agrees with the forgery...
     check = run("dgst", "-sha256", "-verify", str(pub), "-signature", str(sig), str(manifest))
     assert check.returncode == 1 and check.stdout == "Verification failure\n"  # ...the signature does not
+
+
+def test_a_run_stopped_while_it_connects_still_gets_a_manifest_that_verifies(tmp_path: Path) -> None:
+    """Ctrl-C before the first test (the API server accepted the connection and never answered):
+    the reports say NOT STARTED, and the manifest, written at unconfigure, covers them."""
+    import select
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    (tmp_path / "test_one.py").write_text("def test_one(gpu_node):\n    pass\n")
+    with socket.socket() as silent:  # listens, never accepts: a request waits for an answer
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        config = kubeconfig_for(f"http://127.0.0.1:{silent.getsockname()[1]}", tmp_path / "kubeconfig")
+        out = tmp_path / "reports"
+        run = subprocess.Popen([sys.executable, "-m", "pytest", *NO_HYPOTHESIS, "-p", "gpuconf.plugin", "-q", "-p",
+                                "no:cacheprovider", "--kubeconfig", str(config), "--report-dir", str(out)],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            assert select.select([silent], [], [], 60)[0], "the run never connected"
+            run.send_signal(signal.SIGINT)
+            output, _ = run.communicate(timeout=60)
+        finally:
+            run.kill()
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, output
+    report = json.loads((out / "report.json").read_text())["extra"]["gpuconf"]
+    assert report["verdict"] == "not-started" and report["error"] == "interrupted before the first test"
+    doc = _manifest(out)
+    assert [f["path"] for f in doc["files"]] == REPORTS and doc["exit_status"] == 2
+    assert _cli(str(out))[:2] == (0, f"4 files verified in {out} against its manifest.json (run without a run id, "
+                                     f"gpuconf {doc['gpuconf_version']})\n")
