@@ -7,13 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from gpuconf.kit.state import SESSION
 from gpuconf.plugin.fleet import EXIT_UNTESTED, run_coverage
 from gpuconf.plugin.signoff import sign_off_nodes
+
+if TYPE_CHECKING:
+    from gpuconf.report.model import RunRecord
 
 _WORSE = {"passed": 0, "skipped": 1, "failed": 2}
 
@@ -29,7 +32,7 @@ class ReportCollector:
         self.report_dir = report_dir
         self.started = time.time()
         self.tests: dict[str, dict[str, Any]] = {}
-        self.record: Any = None  # the RunRecord the reports were written from (gpuconf.report.model)
+        self.record: RunRecord | None = None  # what the reports were written from
         self.cluster_uid: str | None = None  # the kube-system namespace's UID, read at session finish
         # What the report and evidence directories held before the run: the manifest lists only
         # what the run wrote (an earlier run's file left there is not this run's to vouch for).
