@@ -149,7 +149,7 @@ def test_the_kept_schema_is_the_one_the_validator_ships() -> None:
 
 def test_every_report_file_gets_the_same_mode(runs: dict[str, Path]) -> None:
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in runs["failing"].iterdir()}
-    assert sorted(modes) == ["junit.xml", "report.html", "report.json", "report.md"]
+    assert sorted(modes) == ["junit.xml", "manifest.json", "report.html", "report.json", "report.md"]
     assert len(set(modes.values())) == 1 and modes["report.json"] & stat.S_IRGRP, modes
 
 

@@ -186,7 +186,8 @@ def test_a_simulated_run_writes_four_reports_that_agree(pytester: pytest.Pyteste
     out = tmp_path / "reports"
     res = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--simulate", "healthy-h100", "--report-dir", str(out))
     assert res.ret == 0, res.outlines[-20:]
-    assert sorted(p.name for p in out.iterdir()) == ["junit.xml", "report.html", "report.json", "report.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["junit.xml", "manifest.json", "report.html", "report.json",
+                                                     "report.md"]
     summary = json.loads((out / "report.json").read_text())["results"]["summary"]
     junit = _junit_counts(out / "junit.xml")
     assert junit == {k: summary[k] for k in ("tests", "failed", "skipped")}
@@ -262,7 +263,7 @@ def test_a_run_against_a_cluster_writes_to_reports_in_the_invocation_dir_by_defa
     pytester.makepyfile(test_one="def test_one(gpu_node):\n    pass\n")
     assert pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--simulate", "healthy-h100").ret == 0
     assert sorted(p.name for p in (pytester.path / "reports").iterdir()) == [
-        "junit.xml", "report.html", "report.json", "report.md"]
+        "junit.xml", "manifest.json", "report.html", "report.json", "report.md"]
 
 
 def test_a_measured_curve_is_drawn_inline_in_html_and_kept_in_json(tmp_path):

@@ -1,7 +1,11 @@
-"""``gpuconf report diff OLD NEW``: what changed between two runs (a nightly's regression gate).
+"""``gpuconf report diff OLD NEW``: what changed between two runs (a nightly's regression gate);
+``gpuconf report verify DIR``: whether a report directory still holds what its run wrote.
 
-Exit statuses: 0 nothing newly failing and no metric regression, 1 new failures or regressions (as
-``--fail-on`` selects), 2 bad input (a missing or unreadable file, not JSON, not a gpuconf report).
+diff's exit statuses: 0 nothing newly failing and no metric regression, 1 new failures or
+regressions (as ``--fail-on`` selects), 2 bad input (a missing or unreadable file, not JSON, not a
+gpuconf report). verify's: 0 every file the manifest lists is there with its size and SHA-256 and no
+other file is, 1 a file missing, altered or unlisted (one line naming them), 2 bad input (no such
+directory, no manifest.json, not JSON, not a gpuconf manifest, a listed path outside the directory).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import argparse
 import json
 from typing import Any, TextIO
 
-from gpuconf.errors import UsageError
+from gpuconf.errors import EXIT_OK, EXIT_REJECTED, UsageError
 from gpuconf.report.diff import (
     FAIL_ON,
     diff_reports,
@@ -36,8 +40,10 @@ def _tolerance(text: str) -> float:
 
 def add_report_parser(sub: Any) -> None:
     report = sub.add_parser("report", help="work with the reports a suite run writes",
-                            description="Work with the reports a suite run writes (report.json).")
-    actions = report.add_subparsers(dest="report_command", required=True, metavar="diff", parser_class=type(report))
+                            description="Work with the reports a suite run writes: compare two runs (diff), check a "
+                            "report directory against its manifest.json (verify).")
+    actions = report.add_subparsers(dest="report_command", required=True, metavar="{diff,verify}",
+                                    parser_class=type(report))
     p = actions.add_parser(
         "diff", help="compare two runs: new failures, fixes, node verdicts, metric regressions",
         description="Compare two suite runs' report.json (a file, or the run directory holding it): new "
@@ -57,6 +63,17 @@ def add_report_parser(sub: Any) -> None:
     fmt.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
     fmt.add_argument("--markdown", action="store_true", help="print Markdown (for CI job summaries)")
     p.set_defaults(func=_cmd_diff)
+    v = actions.add_parser(
+        "verify", help="check a report directory against its manifest.json: nothing missing, altered or added",
+        description="Check a suite run's report directory (or its CNCF evidence directory) against the "
+        "manifest.json the run wrote there last: every listed file present with its size and SHA-256, and no "
+        "file the manifest does not list (an unlisted file in a sign-off directory is suspicious: it fails). "
+        "Signature files next to the manifest (manifest.json.*, e.g. a cosign bundle) are left to their own "
+        "tools. Exit 0 when everything matches, 1 naming each missing, altered or unlisted file, 2 on bad input "
+        "(no such directory, no manifest.json, not JSON, not a gpuconf manifest, a listed path outside the "
+        "directory).")
+    v.add_argument("directory", metavar="DIR", help="the report directory holding manifest.json")
+    v.set_defaults(func=_cmd_verify)
 
 
 def _cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -72,3 +89,28 @@ def _cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     else:
         stdout.write(render_text(diff))
     return exit_status(diff, args.fail_on)
+
+
+#: How many problems verify's one line names before it counts the rest.
+_NAMED = 5
+
+
+def _cmd_verify(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from pathlib import Path
+
+    from gpuconf.report.manifest import MANIFEST, verify
+
+    try:
+        result = verify(Path(args.directory))
+    except UsageError as exc:
+        raise UsageError(f"gpuconf report verify: {exc}") from exc
+    run = result.manifest.get("run_id") or "without a run id"
+    if result.problems:
+        named = "; ".join(p.line() for p in result.problems[:_NAMED])
+        more = f"; and {len(result.problems) - _NAMED} more" if len(result.problems) > _NAMED else ""
+        stdout.write(f"{args.directory} does not match its {MANIFEST} (run {run}): {named}{more}\n")
+        return EXIT_REJECTED
+    signed = f"; not checked here: {', '.join(result.signatures)}" if result.signatures else ""
+    stdout.write(f"{result.verified} files verified in {args.directory} against its {MANIFEST} (run {run}, "
+                 f"gpuconf {result.manifest.get('gpuconf_version')}){signed}\n")
+    return EXIT_OK

@@ -1,18 +1,22 @@
 """The reports of a run against a cluster: every test's result gathered as it is logged, written
 at session end (report.json, report.md, report.html; JUnit from pytest itself), also for a run that
-was interrupted or could not start; the CNCF evidence with ``--cncf-evidence``."""
+was interrupted or could not start; the CNCF evidence with ``--cncf-evidence``; and last, at
+unconfigure, manifest.json (gpuconf.report.manifest) over every file the run wrote there."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from gpuconf.kit.state import SESSION
 from gpuconf.plugin.fleet import EXIT_UNTESTED, run_coverage
 from gpuconf.plugin.signoff import sign_off_nodes
+
+if TYPE_CHECKING:
+    from gpuconf.report.model import RunRecord
 
 _WORSE = {"passed": 0, "skipped": 1, "failed": 2}
 
@@ -28,6 +32,13 @@ class ReportCollector:
         self.report_dir = report_dir
         self.started = time.time()
         self.tests: dict[str, dict[str, Any]] = {}
+        self.record: RunRecord | None = None  # what the reports were written from
+        self.cluster_uid: str | None = None  # the kube-system namespace's UID, read at session finish
+        # What the report and evidence directories held before the run: the manifest lists only
+        # what the run wrote (an earlier run's file left there is not this run's to vouch for).
+        from gpuconf.report.manifest import snapshot
+
+        self.snapshots = {d: snapshot(d) for d in self._manifest_dirs()}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         entry = self.tests.setdefault(report.nodeid, {"outcome": "passed", "duration": 0.0, "properties": {},
@@ -52,6 +63,7 @@ class ReportCollector:
         handle = state.handle if state is not None else None
         run = RunRecord(provenance=handle.provenance if handle is not None else self._intended(),
                         started=self.started, finished=time.time(), exit_status=exit_status, error=error)
+        self.record = run
         try:
             write_reports(run, [], self.report_dir)
             write_not_started_junit(run, Path(self.config.option.xmlpath or self.report_dir / "junit.xml"))
@@ -70,6 +82,65 @@ class ReportCollector:
                     if (e := from_properties(result, self.tests[nodeid]["properties"])) is not None]
         write_evidence(run, evidence, Path(self.config.invocation_params.dir, given),
                        options={"--kueue-queue": self.config.getoption("--kueue-queue")})
+
+    def _manifest_dirs(self) -> list[Path]:
+        """The directories that get a manifest.json: the report directory, and the CNCF evidence
+        directory unless it is the report directory or inside it (then the report's manifest lists it)."""
+        dirs = [self.report_dir]
+        given = self.config.getoption("--cncf-evidence")
+        if given:
+            evidence = Path(self.config.invocation_params.dir, given)
+            if not evidence.resolve().is_relative_to(self.report_dir.resolve()):
+                dirs.append(evidence)
+        return dirs
+
+    def _read_cluster_uid(self) -> None:
+        """The cluster's identity for the manifest: the kube-system namespace's UID (every cluster has
+        that namespace, its UID lives as long as the cluster). Not read when the API server stopped
+        answering; a refusal (a role without the grant) leaves it unknown."""
+        from gpuconf.cluster import ClusterError
+
+        state = self.config.stash.get(SESSION, None)
+        if state is None or state.handle is None or state.unreachable is not None:
+            return
+        cluster = state.handle.cluster
+        try:
+            namespace = cluster.call_json("read namespace kube-system", cluster.core.read_namespace, "kube-system")
+        except ClusterError:
+            return
+        uid = (namespace.get("metadata") or {}).get("uid")
+        self.cluster_uid = uid if isinstance(uid, str) and uid else None
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        """manifest.json, the last file written: after pytest's junitxml plugin wrote junit.xml (at
+        session finish) and after the reports, also for a run that could not start or was interrupted
+        (pytest unconfigures every configured run). A directory the run wrote nothing into gets none."""
+        import sys
+
+        from gpuconf.report.manifest import MANIFEST, changed_files, manifest_document, write_manifest
+
+        run = self.record
+        # the report directory first: an evidence directory around it then lists its manifest
+        for directory in self._manifest_dirs():
+            written, left = changed_files(directory, self.snapshots.get(directory, {}))
+            if not written:
+                continue  # nothing written there: the reports' own error line said why, if any
+            try:
+                write_manifest(directory, manifest_document(
+                    directory, written, run_id=run.run_id if run is not None else None,
+                    provenance=run.provenance if run is not None else self._intended(),
+                    simulated=run.simulated if run is not None else bool(config.getoption("--simulate")),
+                    cluster_uid=self.cluster_uid, started=self.started,
+                    finished=run.finished if run is not None else self.started,
+                    exit_status=run.exit_status if run is not None else None))
+            except OSError as exc:
+                sys.stderr.write(f"gpuconf: could not write {directory / MANIFEST}: {exc}\n")
+                continue
+            if left:
+                shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
+                sys.stderr.write(f"gpuconf: {directory} holds {len(left)} file(s) this run did not write, left out of "
+                                 f"{MANIFEST} (`gpuconf report verify` calls them unlisted): {shown}\n")
 
     def _intended(self) -> str | None:
         simulate, kubeconfig = self.config.getoption("--simulate"), self.config.getoption("--kubeconfig")
@@ -101,6 +172,8 @@ class ReportCollector:
                         interrupted=int(exitstatus) == int(pytest.ExitCode.INTERRUPTED),
                         run_id=state.run.run_id if state is not None and state.run is not None else None,
                         coverage=coverage)
+        self.record = run
+        self._read_cluster_uid()  # before the cluster closes (at unconfigure)
         by_nodeid = {nodeid: from_test_report(nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"])
                      for nodeid, t in self.tests.items()}
         results = list(by_nodeid.values())
