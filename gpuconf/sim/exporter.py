@@ -41,7 +41,9 @@ Obj = dict[str, Any]
 #: dcgm-exporter's default listen address is :9400 (DCGM_EXPORTER_LISTEN).
 EXPORTER_PORT = 9400
 PORT_NAME = "metrics"
-IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04"
+#: DCGM 4.5.3 and exporter 4.8.2: the release that fixes NVIDIA bulletin 5857 (CVE-2026-47483);
+#: the -ubuntu22.04 base follows the published tag scheme (tests/data/real/security/image-tags.yaml)
+IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.5.3-4.8.2-ubuntu22.04"
 
 #: Idle figures of a node at rest (no workload runs on the simulated GPUs between probes).
 IDLE_TEMP_C = 34.0
