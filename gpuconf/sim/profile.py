@@ -1080,7 +1080,8 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
     "runtime-not-default": lambda n, f: replace(n, toolkit=replace(n.toolkit, default_runtime="runc")),
     "toolkit-cdi-mode": lambda n, f: replace(n, toolkit=replace(n.toolkit, mode=Mode(f.param("mode")))),
     "compat-libs-broken": _compat_broken,
-    "toolkit-vulnerable": _compat_broken,  # an older toolkit in the same mode (its version from the fault)
+    # an older toolkit release with the node's configured mode (auto resolves as that release does)
+    "toolkit-vulnerable": lambda n, f: replace(n, toolkit=replace(n.toolkit, version=f.param("toolkit_version"))),
     "toolkit-version-unreadable": lambda n, f: replace(n, toolkit_pod=False),
     "mig-layout-drift": _mig_drift,
     # mig-parted turned MIG mode on and then failed to create the instances (mig_mode stays set)
