@@ -134,7 +134,7 @@ def test_a_mig_mixed_node_is_counted_through_its_declared_layout(tmp_path):
 
 @pytest.mark.parametrize("fault, profile, pool, wanted", [
     ({"id": "driver-skew"}, "healthy-h100", "h100",
-     ["driver.version: declared 580.159.03, observed 570.124.06 (label nvidia.com/cuda.driver-version.full; "
+     ["driver.version: declared 580.159.03, observed 570.211.01 (label nvidia.com/cuda.driver-version.full; "
       "NVML in the probe)",
       "driver.branch: declared 580, observed 570 (label nvidia.com/cuda.driver-version.full; NVML in the probe)",
       "cuda.driver_version: declared 13.0, observed 12.8 (label nvidia.com/cuda.runtime-version.full; NVML in the "
