@@ -494,7 +494,8 @@ def test_one_product_and_driver_steer_by_driver_version_and_every_node_matches()
     steering = steering_attribute(devices)
     assert steering is not None
     assert steering == Steering("driverVersion", "580.159.3", ("h200-0", "h200-1"), ("h200-0", "h200-1"))
-    assert steering.selector == "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver(\"580.159.3\")) == 0"
+    assert steering.selector == \
+        "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver(\"580.159.3\")) == 0"
     selector = compile_selector(steering.selector)
     for d in resource_slices(sim_node())[0]["spec"]["devices"]:  # type: ignore[index]
         assert selector.matches(device_activation("gpu.nvidia.com", d))

@@ -343,7 +343,8 @@ def test_a_product_pool_finds_its_gfd_less_nodes_and_judges_them_on_their_slices
     assert v.outcome is Outcome.PASS, v.message()
     assert v.summary == "matches pool 'h200' on 5 declared fields"
     assert "gpu.product: declared NVIDIA-H200, observed NVIDIA-H200 (ResourceSlice attribute productName)" in v.evidence
-    assert "driver.version: declared 580.159.03, observed 580.159.3 (ResourceSlice attribute driverVersion)" in v.evidence
+    assert ("driver.version: declared 580.159.03, observed 580.159.3 (ResourceSlice attribute driverVersion)"
+            in v.evidence)
     assert "gpu.memory_mib: declared 143771, observed 143771 (ResourceSlice attribute capacity memory)" in v.evidence
     # a slice of another driver is named with its source
     other = NodeView.of("h200-9", {}, slices=[{**s, "spec": {**s["spec"], "nodeName": "h200-9", "devices": [

@@ -30,6 +30,7 @@ TABLES = [
     "dcgm_diag",
     "host_bandwidth",
     "nvml_errors",
+    "security_advisories",
 ]
 
 
@@ -71,7 +72,7 @@ def test_table_loads(name):
     raw.decode("utf-8")
     doc = load(name)
     assert doc["schema"] == 1
-    assert doc["updated"] in ("2026-11-29", "2026-12-01")
+    assert doc["updated"] in ("2026-11-29", "2026-12-01", "2026-12-04")
     assert doc["sources"], "every table names its sources"
 
 

@@ -13,9 +13,9 @@ from typing import Any
 from gpuconf.cluster.access import Cluster
 from gpuconf.cluster.errors import NotFoundError
 
-__all__ = ["COMPONENT_SELECTORS", "ClusterPolicyState", "ComponentPod", "GpuNode", "Inventory", "NodeCondition", "ResourceSliceInfo", "RuntimeClassInfo",
-           "Taint", "as_v1_slice", "build_inventory", "component_pods", "is_gpu_resource", "list_active_pods",
-           "list_component_pods", "load_inventory"]
+__all__ = ["COMPONENT_SELECTORS", "ClusterPolicyState", "ComponentPod", "GpuNode", "Inventory", "NodeCondition",
+           "ResourceSliceInfo", "RuntimeClassInfo", "Taint", "as_v1_slice", "build_inventory", "component_pods",
+           "is_gpu_resource", "list_active_pods", "list_component_pods", "load_inventory"]
 
 Obj = Mapping[str, Any]
 
