@@ -280,10 +280,11 @@ def test_a_bad_security_floor_option_ends_the_run_with_a_usage_error(tmp_path: P
 # --- the suite on a simulated cluster --------------------------------------------------------------
 
 
-def test_a_vulnerable_pool_fails_on_every_node_naming_each_finding_and_the_other_pools_pass(tmp_path: Path) -> None:
+def test_each_vulnerable_pool_fails_on_every_node_naming_each_finding_and_the_other_pools_pass(tmp_path: Path) -> None:
     text = (ROOT / "gpuconf/data/sim_profiles/multi-pool.yaml").read_text().replace("faults: []", (
         "faults:\n  - {id: toolkit-vulnerable, pool: l40s, node: all}\n"
-        "  - {id: driver-skew, pool: t4, node: all, driver: '580.95.05'}\n"))
+        "  - {id: driver-skew, pool: t4, node: all, driver: '580.95.05'}\n"
+        "  - {id: dcgm-vulnerable, pool: a100-mig, node: all}\n"))
     profile = tmp_path / "multi-pool.yaml"
     profile.write_text(text)
     done, reports = run_suite(tmp_path, profile)
@@ -291,8 +292,13 @@ def test_a_vulnerable_pool_fails_on_every_node_naming_each_finding_and_the_other
     tests = json.loads((reports / "report.json").read_text())["results"]["tests"]
     by_node = {t["extra"]["node"]: t for t in tests if t["extra"].get("check") == "security.component-versions"}
     assert sorted(by_node) == ["a100-mig-0", "h100-0", "h100-1", "l40s-0", "l40s-1", "t4-0", "t4-1"]
-    for node in ("h100-0", "h100-1", "a100-mig-0"):
+    for node in ("h100-0", "h100-1"):
         assert by_node[node]["status"] == "passed", by_node[node].get("message")
+    message = by_node["a100-mig-0"]["message"]
+    assert by_node["a100-mig-0"]["status"] == "failed"
+    for words in ("DCGM 4.2.3 < 4.5.3 (bulletin 5857, high)", "DCGM exporter 4.1.3 < 4.8.2 (bulletin 5857, high)",
+                  "CVE-2026-47483 (high 8.2)", "image nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04"):
+        assert words in message, (words, message)
     for node in ("l40s-0", "l40s-1"):
         message = by_node[node]["message"]
         assert by_node[node]["status"] == "failed" and f"security.component-versions on {node}" in message

@@ -377,7 +377,8 @@ class NodeAgents:
         with runtime.lock:
             serial = runtime.pods_started
             runtime.pods_started += 1
-        status = exporter.make_exporter_status(d, ip=pod_ip(runtime.index, serial), started=rfc3339(time.time()))
+        status = exporter.make_exporter_status(d, ip=pod_ip(runtime.index, serial), started=rfc3339(time.time()),
+                                               image=exporter.image_of(node))
         api.call(api.core.patch_namespaced_pod_status, pod["metadata"]["name"], d.namespace, {"status": status},
                  _content_type=MERGE)
 

@@ -261,7 +261,7 @@ def test_faults_listed_in_a_profile_file_apply(tmp_path):
 
 
 @pytest.mark.parametrize("fault, check", [
-    ({"id": "driver-skew"}, lambda n: str(n.driver) == str(n.kernel_driver) == "570.124.06"),
+    ({"id": "driver-skew"}, lambda n: str(n.driver) == str(n.kernel_driver) == "570.211.01"),
     ({"id": "library-mismatch"}, lambda n: (str(n.driver), str(n.kernel_driver)) == ("580.159.03", "580.82.07")),
     ({"id": "label-drift", "label": "nvidia.com/gpu.count", "value": "4"},
      lambda n: n.label_overrides == (("nvidia.com/gpu.count", "4"),)),
@@ -309,7 +309,7 @@ def test_with_faults_accepts_fault_specs_from_another_profile():
     spec = with_faults(load_profile("healthy-h100"), [{"id": "driver-skew", "node": 1}]).faults[0]
     moved = with_faults(load_profile("scale-1000"), [spec])
     assert moved.faults == (spec,)
-    assert str(expand(moved).node("h100-1").driver) == "570.124.06"
+    assert str(expand(moved).node("h100-1").driver) == "570.211.01"
 
 
 # --- malformed profiles: one ProfileError at file:line:col -------------------------------------
