@@ -206,7 +206,7 @@ def test_a_node_whose_label_lies_about_its_driver_fails_with_prediction_and_obse
     assert v.summary.startswith("4 of 5 matrix pods on h100-0 did not do what gpuconf predict says: "
                                 "nvidia/cuda:13.0.2-devel-ubuntu24.04 was predicted to be rejected at container "
                                 "creation (nvidia-container-cli: requirement error: unsatisfied condition: cuda>=13.0")
-    assert "and is runs (libcuda /usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05)" in v.summary
+    assert "and is runs (libcuda /usr/lib/x86_64-linux-gnu/libcuda.so.580.159.03)" in v.summary
     assert any("predicted rejected" in e and "why:" in e and "legacy mode" in e for e in v.evidence)
     assert any(e.startswith("pod compat-h100-0-cuda13-0-2: probe exit 0") for e in v.evidence)
 
@@ -250,7 +250,7 @@ def test_a_gpu_gpus_yaml_does_not_know_is_not_predicted_naming_the_model_and_the
                                      "NVIDIA-H100-80GB-HBM3-SHARED"])
 def test_gfd_suffixes_do_not_make_a_known_gpu_unknown(product):
     target = compat.make_target("n", {"nvidia.com/gpu.product": product,
-                                      "nvidia.com/cuda.driver-version.full": "580.95.05"})
+                                      "nvidia.com/cuda.driver-version.full": "580.159.03"})
     assert target.model is not None and target.model.gpu_class == "data-center", target.problem
 
 
@@ -260,7 +260,7 @@ def test_gfd_suffixes_do_not_make_a_known_gpu_unknown(product):
 def test_forward_compat_runs_on_the_570_data_center_pool():
     v = verdicts(campaign(a100_570()), "a100-570-0")["forward"]
     assert v.outcome is Outcome.PASS and v.summary.startswith(
-        "forward compatibility works on a100-570-0 (NVIDIA A100-SXM4-80GB, driver 570.124.06, native CUDA 12.8): ")
+        "forward compatibility works on a100-570-0 (NVIDIA A100-SXM4-80GB, driver 570.211.01, native CUDA 12.8): ")
     assert "nvidia/cuda:13.0.2-devel-ubuntu24.04: runs (libcuda /usr/local/cuda/compat/libcuda.so.580" in v.summary
 
 
@@ -269,7 +269,7 @@ def test_compat_libs_broken_fails_forward_compat_and_nothing_else():
     v = verdicts(run, "a100-570-0")
     assert v["forward"].outcome is Outcome.FAIL
     assert v["forward"].summary == (
-        "forward compatibility does not work on a100-570-0 (NVIDIA A100-SXM4-80GB, driver 570.124.06, native CUDA "
+        "forward compatibility does not work on a100-570-0 (NVIDIA A100-SXM4-80GB, driver 570.211.01, native CUDA "
         "12.8): nvidia/cuda:12.9.1-devel-ubuntu24.04 ran on the host libcuda, not the image's cuda-compat one; "
         "nvidia/cuda:13.0.2-devel-ubuntu24.04 cuda-error cudaErrorInsufficientDriver (35): CUDA driver version is "
         "insufficient for CUDA runtime version; nvidia/cuda:13.2.0-devel-ubuntu24.04 cuda-error "
@@ -283,16 +283,16 @@ def test_compat_libs_broken_fails_forward_compat_and_nothing_else():
 
 def test_no_matrix_image_newer_than_the_native_cuda_is_not_tested():
     target = compat.make_target("n", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-                                      "nvidia.com/cuda.driver-version.full": "595.45.04"})
+                                      "nvidia.com/cuda.driver-version.full": "595.71.05"})
     v = compat.evaluate_forward_compat("n", target, campaign(h100()).rows["h100-0"])
     assert v.outcome is Outcome.NOT_TESTED
     assert v.summary == ("no matrix image is newer than the native CUDA 13.2 of n (NVIDIA H100 80GB HBM3, driver "
-                         "595.45.04, native CUDA 13.2; matrix: 12.9.1, 13.0.2, 13.2.0)")
+                         "595.71.05, native CUDA 13.2; matrix: 12.9.1, 13.0.2, 13.2.0)")
 
 
 def test_a_gpu_outside_the_data_center_is_not_tested():
     target = compat.make_target("n", {"nvidia.com/gpu.product": "NVIDIA-GeForce-RTX-4090",
-                                      "nvidia.com/cuda.driver-version.full": "570.124.06"})
+                                      "nvidia.com/cuda.driver-version.full": "570.211.01"})
     v = compat.evaluate_forward_compat("n", target, [])
     assert v.outcome is Outcome.NOT_TESTED
     assert v.summary == ("forward compatibility is supported on data-center GPUs only; NVIDIA GeForce RTX 4090 on n "
@@ -307,7 +307,7 @@ def test_a_branch_no_compat_package_supports_is_not_tested():
 
 def test_a_refused_image_is_judged_by_its_disabled_twin():
     target = compat.make_target("n", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
-                                      "nvidia.com/cuda.driver-version.full": "570.124.06"})
+                                      "nvidia.com/cuda.driver-version.full": "570.211.01"})
     refused = compat.Observation("rejected", "requirement error: unsatisfied condition: cuda>=13.0")
     ran = compat.Observation("runs", "vector-add verified", None, "/usr/local/cuda/compat/libcuda.so.580.00.00", True)
     image = images.devel_image("13.0.2")
@@ -323,7 +323,7 @@ def test_a_refused_image_is_judged_by_its_disabled_twin():
 def test_the_gpu_is_resolved_from_the_product_label_as_predict_does():
     for product in ("Tesla-T4-SHARED", "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb"):
         target = compat.make_target("n", {"nvidia.com/gpu.product": product,
-                                          "nvidia.com/cuda.driver-version.full": "580.95.05"})
+                                          "nvidia.com/cuda.driver-version.full": "580.159.03"})
         assert target.model is not None and target.model.gpu_class == "data-center", product
     assert compat.pool_of("Tesla-T4-SHARED") == "Tesla-T4"
 
@@ -332,7 +332,7 @@ def test_the_driver_comes_from_the_whole_node_probe_when_the_label_is_missing():
     node = h100()[0]
     report = compat.probe_facts(run_pod(node, "w", "13.0.2"))
     target = compat.make_target("h100-0", {}, report)
-    assert target.model is not None and target.driver == "580.95.05" and target.model.gpu_class == "data-center"
+    assert target.model is not None and target.driver == "580.159.03" and target.model.gpu_class == "data-center"
     assert any("from NVML in the whole-node probe" in n for n in target.notes)
 
 
@@ -348,7 +348,7 @@ def test_the_plan_pins_every_pod_and_twins_only_predicted_rejections():
 
 
 def test_an_unknown_toolkit_predicts_every_way_of_choosing_the_compat_libcuda():
-    model = rules.Node(parse_driver("570.124.06"), "NVIDIA A100-SXM4-80GB", "data-center", "Nvidia", "8.0")
+    model = rules.Node(parse_driver("570.211.01"), "NVIDIA A100-SXM4-80GB", "data-center", "Nvidia", "8.0")
     predicted = compat.predict_outcomes(model, compat.make_image("13.0.2"), [rules.Mode.LEGACY])
     assert {(p.result, p.error_code) for p in predicted} == {("runs", None), ("cuda-error", 35)}
     (broken,) = [p for p in predicted if p.error_code == 35]
@@ -423,12 +423,12 @@ def test_without_gfd_the_target_reads_the_dra_drivers_product_and_driver_and_nam
     view = NodeView.of(n.name, {"kubernetes.io/hostname": n.name}, slices=resource_slices(n))
     target = compat.make_target(n.name, view.labels, facts=view.facts)
     assert target.problem is None and target.model is not None
-    assert (target.product, target.driver, target.gpu) == ("NVIDIA-H200", "580.95.5", "NVIDIA-H200")
-    assert target.model.driver == parse_driver("580.95.05") and target.model.gpu_class == "data-center"
-    assert target.notes == ("driver 580.95.5 from the ResourceSlice attribute driverVersion (no "
+    assert (target.product, target.driver, target.gpu) == ("NVIDIA-H200", "580.159.3", "NVIDIA-H200")
+    assert target.model.driver == parse_driver("580.159.03") and target.model.gpu_class == "data-center"
+    assert target.notes == ("driver 580.159.3 from the ResourceSlice attribute driverVersion (no "
                             "nvidia.com/cuda.driver-version.full)",
                             "GPU 'NVIDIA H200' from the ResourceSlice attribute productName (no "
                             "nvidia.com/gpu.product)")
     # GFD's labels, where present, still come first
     labelled = compat.make_target(n.name, node_labels(n), facts=view.facts)
-    assert labelled.driver == "580.95.05" and labelled.notes == ()
+    assert labelled.driver == "580.159.03" and labelled.notes == ()

@@ -132,7 +132,7 @@ def test_slice_devices_read_every_attribute_and_the_memory_of_the_nodes_own_slic
     assert [d.name for d in devices] == [f"gpu-{i}" for i in range(8)]
     d = devices[0]
     assert d.uuid == n.gpus[0].uuid == d.gpu_uuid and d.kind == "gpu" and d.key == ("gpu.nvidia.com", NODE, "gpu-0")
-    assert d.attributes["productName"] == "NVIDIA H200" and d.attributes["driverVersion"] == "580.95.5"
+    assert d.attributes["productName"] == "NVIDIA H200" and d.attributes["driverVersion"] == "580.159.3"
     assert d.attributes["resource.kubernetes.io/pciBusID"] == "0000:18:00.0"
     assert "index" not in d.attributes and "minor" not in d.attributes  # removed by the driver (#563)
     assert d.memory_bytes == n.gpus[0].memory_mib * 2**20
@@ -208,7 +208,7 @@ def test_a_wrong_product_name_in_the_slice_fails_against_the_probe() -> None:
 
 @pytest.mark.parametrize(("attribute", "value", "said"), [
     ("uuid", "GPU-00000000-0000-0000-0000-000000000000", "which the whole-node probe (NVML) does not see"),
-    ("driverVersion", "570.86.15", "publishes driverVersion='570.86.15' but NVML in the probe says '580.95.05'"),
+    ("driverVersion", "570.86.15", "publishes driverVersion='570.86.15' but NVML in the probe says '580.159.03'"),
     ("cudaComputeCapability", "8.0.0", "publishes cudaComputeCapability='8.0.0' but the probe for"),
     ("resource.kubernetes.io/pciBusID", "0000:99:00.0", "publishes resource.kubernetes.io/pciBusID='0000:99:00.0'"),
 ])
@@ -493,8 +493,9 @@ def test_one_product_and_driver_steer_by_driver_version_and_every_node_matches()
     devices = cluster_devices()
     steering = steering_attribute(devices)
     assert steering is not None
-    assert steering == Steering("driverVersion", "580.95.5", ("h200-0", "h200-1"), ("h200-0", "h200-1"))
-    assert steering.selector == "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver(\"580.95.5\")) == 0"
+    assert steering == Steering("driverVersion", "580.159.3", ("h200-0", "h200-1"), ("h200-0", "h200-1"))
+    assert steering.selector == \
+        "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver(\"580.159.3\")) == 0"
     selector = compile_selector(steering.selector)
     for d in resource_slices(sim_node())[0]["spec"]["devices"]:  # type: ignore[index]
         assert selector.matches(device_activation("gpu.nvidia.com", d))
@@ -519,7 +520,7 @@ def test_a_pod_the_scheduler_put_on_a_matching_node_with_a_matching_device_passe
     v = evaluate_selector_steers_scheduling(steering, outcome, sighting(outcome),
                                             [claim("c", "dra-steer-cluster", "gpu", "gpu-6")], devices)
     assert v.outcome is Outcome.PASS and v.node == NODE, v.message()
-    assert v.summary == ("the scheduler placed the pod selecting driverVersion=580.95.5 on h200-0 (every node matches "
+    assert v.summary == ("the scheduler placed the pod selecting driverVersion=580.159.3 on h200-0 (every node matches "
                          f"(h200-0, h200-1): the cluster has one driverVersion) with gpu-6 ({n.gpus[6].uuid})")
 
 

@@ -275,7 +275,7 @@ def test_healthy_labels_agree_with_every_attribute_and_the_verdict_lists_what_wa
     ("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3", "label nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3, "
      "attribute productName=NVIDIA H200"),
     ("nvidia.com/cuda.driver-version.full", "570.133.20", "label nvidia.com/cuda.driver-version.full=570.133.20, "
-     "attribute driverVersion=580.95.5"),
+     "attribute driverVersion=580.159.3"),
     ("nvidia.com/cuda.runtime-version.full", "12.8", "label nvidia.com/cuda.runtime-version.full=12.8, "
      "attribute cudaDriverVersion="),
     ("nvidia.com/gpu.compute.minor", "9", "label nvidia.com/gpu.compute.major/minor=9.9, attribute "

@@ -134,7 +134,7 @@ def test_a_mig_mixed_node_is_counted_through_its_declared_layout(tmp_path):
 
 @pytest.mark.parametrize("fault, profile, pool, wanted", [
     ({"id": "driver-skew"}, "healthy-h100", "h100",
-     ["driver.version: declared 580.95.05, observed 570.124.06 (label nvidia.com/cuda.driver-version.full; "
+     ["driver.version: declared 580.159.03, observed 570.211.01 (label nvidia.com/cuda.driver-version.full; "
       "NVML in the probe)",
       "driver.branch: declared 580, observed 570 (label nvidia.com/cuda.driver-version.full; NVML in the probe)",
       "cuda.driver_version: declared 13.0, observed 12.8 (label nvidia.com/cuda.runtime-version.full; NVML in the "
@@ -335,7 +335,7 @@ def test_a_product_pool_finds_its_gfd_less_nodes_and_judges_them_on_their_slices
     path.write_text(yaml.safe_dump({"schema": 1, "name": "dra", "pools": [{
         "name": "h200", "selector": {"nvidia.com/gpu.product": "NVIDIA-H200"}, "nodes": 2,
         "gpu": {"product": "NVIDIA-H200", "count": 8, "memory_mib": 143771},
-        "driver": {"version": "580.95.05"}, "cuda": {"driver_version": "13.0"}}]}))
+        "driver": {"version": "580.159.03"}, "cuda": {"driver_version": "13.0"}}]}))
     expect = load_expect(path)
     views = [gfd_less(n) for n in nodes_of(profile)]
     assert all(v.outcome is Outcome.PASS for v in evaluate_pool_populated(expect, views))
@@ -343,7 +343,8 @@ def test_a_product_pool_finds_its_gfd_less_nodes_and_judges_them_on_their_slices
     assert v.outcome is Outcome.PASS, v.message()
     assert v.summary == "matches pool 'h200' on 5 declared fields"
     assert "gpu.product: declared NVIDIA-H200, observed NVIDIA-H200 (ResourceSlice attribute productName)" in v.evidence
-    assert "driver.version: declared 580.95.05, observed 580.95.5 (ResourceSlice attribute driverVersion)" in v.evidence
+    assert ("driver.version: declared 580.159.03, observed 580.159.3 (ResourceSlice attribute driverVersion)"
+            in v.evidence)
     assert "gpu.memory_mib: declared 143771, observed 143771 (ResourceSlice attribute capacity memory)" in v.evidence
     # a slice of another driver is named with its source
     other = NodeView.of("h200-9", {}, slices=[{**s, "spec": {**s["spec"], "nodeName": "h200-9", "devices": [
@@ -351,5 +352,5 @@ def test_a_product_pool_finds_its_gfd_less_nodes_and_judges_them_on_their_slices
         for d in s["spec"]["devices"]]}} for s in resource_slices(nodes_of(profile)[0])])
     wrong = evaluate_node_matches_pool(expect, other)
     assert wrong.outcome is Outcome.FAIL
-    assert "driver.version: declared 580.95.05, observed 570.195.3 (ResourceSlice attribute driverVersion)" \
+    assert "driver.version: declared 580.159.03, observed 570.195.3 (ResourceSlice attribute driverVersion)" \
         in wrong.summary

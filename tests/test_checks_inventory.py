@@ -159,10 +159,10 @@ def test_a_stale_replicas_label_is_not_a_lost_gpu():
 
 
 @pytest.mark.parametrize(("policy", "outcome", "summary"), [
-    (None, Outcome.DEGRADED, "driver 580.82.07 while the NVIDIA-H100-80GB-HBM3 pool runs 580.95.05"),
+    (None, Outcome.DEGRADED, "driver 580.82.07 while the NVIDIA-H100-80GB-HBM3 pool runs 580.159.03"),
     (DriverPolicy("h100", branch=580), Outcome.PASS,
      "driver 580.82.07 on branch 580, which --expect allows for pool h100 (branch-only policy; the pool also runs "
-     "580.95.05)"),
+     "580.159.03)"),
     (DriverPolicy("h100", branch=570), Outcome.DEGRADED,
      "driver 580.82.07 is on branch 580 while --expect declares branch 570 for pool h100"),
     (DriverPolicy("h100", version="580.82.07"), Outcome.PASS, "driver 580.82.07, as --expect declares for pool h100"),
@@ -265,7 +265,7 @@ pools:
     count: 1
     gpu: "NVIDIA GeForce RTX 3090"
     gpus_per_node: 3
-    driver: "580.95.05"
+    driver: "580.159.03"
     toolkit: {version: "1.17.8"}
 faults:
   - {id: mixed-gpu-models, pool: rtx, node: 0, gpu: 2, model: "NVIDIA GeForce RTX 4090"}
@@ -454,16 +454,16 @@ def test_gpucluster_mode_deploys_no_gfd_so_the_label_check_is_not_applicable_nev
 def test_without_gfd_the_pool_and_the_driver_come_from_the_slice_and_say_so():
     nodes = [dra_only(h200("h200-0")), dra_only(h200("h200-1"))]
     assert [pool_key(v) for v in nodes] == ["NVIDIA-H200", "NVIDIA-H200"]  # productName, spaces as dashes
-    assert node_driver(nodes[0]) == ("580.95.5", "ResourceSlice attribute driverVersion")
+    assert node_driver(nodes[0]) == ("580.159.3", "ResourceSlice attribute driverVersion")
     verdicts = evaluate_driver_uniform(nodes)
     assert [v.outcome for v in verdicts] == [Outcome.PASS, Outcome.PASS]
-    assert verdicts[0].summary == ("driver 580.95.5 (ResourceSlice attribute driverVersion), as the rest of the "
+    assert verdicts[0].summary == ("driver 580.159.3 (ResourceSlice attribute driverVersion), as the rest of the "
                                    "NVIDIA-H200 pool")
 
 
 def test_a_labelled_and_a_gfd_less_node_of_one_product_are_one_pool_and_versions_compare_as_versions():
-    labelled = view(h200("h200-0"))  # GFD: NVIDIA-H200, 580.95.05
-    bare = dra_only(h200("h200-1"))  # slice: NVIDIA H200, 580.95.5
+    labelled = view(h200("h200-0"))  # GFD: NVIDIA-H200, 580.159.03
+    bare = dra_only(h200("h200-1"))  # slice: NVIDIA H200, 580.159.3
     assert fact_product(labelled) == fact_product(bare) == "NVIDIA-H200"  # the driver's pools are by product
     assert {v.outcome for v in evaluate_driver_uniform([labelled, bare])} == {Outcome.PASS}
     odd = NodeView.of("h200-2", {}, slices=[{**s, "spec": {**s["spec"], "nodeName": "h200-2", "devices": [
@@ -472,7 +472,7 @@ def test_a_labelled_and_a_gfd_less_node_of_one_product_are_one_pool_and_versions
     verdicts = {v.node: v for v in evaluate_driver_uniform([labelled, bare, odd])}
     assert verdicts["h200-2"].outcome is Outcome.DEGRADED
     assert verdicts["h200-2"].summary == ("driver 570.195.3 (ResourceSlice attribute driverVersion) while the "
-                                          "NVIDIA-H200 pool runs 580.95.05")
+                                          "NVIDIA-H200 pool runs 580.159.03")
 
 
 def test_without_gfd_or_a_plugin_the_slice_counts_the_gpus_against_the_probe_and_the_pool():

@@ -30,6 +30,7 @@ TABLES = [
     "dcgm_diag",
     "host_bandwidth",
     "nvml_errors",
+    "security_advisories",
 ]
 
 

@@ -53,7 +53,7 @@ def test_the_healthy_example_as_loaded():
     assert pool.nodes == NodeCount(exact=2)
     assert pool.declared() == [
         ("gpu.product", "NVIDIA-H100-80GB-HBM3"), ("gpu.count", "8"), ("gpu.memory_mib", "81559"),
-        ("driver.version", "580.95.05"), ("cuda.driver_version", "13.0"), ("mig.strategy", "none"),
+        ("driver.version", "580.159.03"), ("cuda.driver_version", "13.0"), ("mig.strategy", "none"),
         ("sharing.strategy", "none"), ("sharing.replicas", "1"), ("runtime.mode", "legacy"),
         ("nccl.busbw_floor_gbps", "460")]
 

@@ -120,7 +120,7 @@ def twins(observed: compat.Observation) -> list[compat.MatrixRow]:
             compat.MatrixRow("q", "13.0.2", image, (("NVIDIA_DISABLE_REQUIRE", "1"),), (), observed)]
 
 
-A100 = ("NVIDIA-A100-SXM4-80GB", "570.124.06")
+A100 = ("NVIDIA-A100-SXM4-80GB", "570.211.01")
 CID = {"enforced": "runtime.require-cuda-enforced", "matches": "compat.outcome-matches-prediction",
        "forward": "compat.forward-compat-runs", "major": "compat.current-cuda-major-runs"}
 
@@ -169,7 +169,7 @@ CASES: dict[str, tuple[Callable[[], Any], tuple[str, ...]]] = {
         "3 of 3 matrix pods on h100-0 show no compatibility outcome", "/dev/nvidia-uvm")),
     "forward: the 570 pool": (lambda: compat.evaluate_forward_compat(
         "a100-570-0", run_of("a100").targets["a100-570-0"], rows_of("a100", "a100-570-0")), (
-        "forward compatibility works on a100-570-0 (NVIDIA A100-SXM4-80GB, driver 570.124.06, native CUDA 12.8)",)),
+        "forward compatibility works on a100-570-0 (NVIDIA A100-SXM4-80GB, driver 570.211.01, native CUDA 12.8)",)),
     "forward: compat libs broken": (lambda: compat.evaluate_forward_compat(
         "a100-570-0", run_of("a100", "broken").targets["a100-570-0"], rows_of("a100", "a100-570-0", "broken")), (
         "ran on the host libcuda, not the image's cuda-compat one", "cudaErrorInsufficientDriver (35)")),
@@ -178,10 +178,10 @@ CASES: dict[str, tuple[Callable[[], Any], tuple[str, ...]]] = {
     "forward: no driver": (lambda: compat.evaluate_forward_compat("n", target(A100[0], None), []), (
         "no prediction for n: the driver version is unknown",)),
     "forward: a consumer gpu": (lambda: compat.evaluate_forward_compat(
-        "n", target("NVIDIA-GeForce-RTX-4090", "570.124.06"), []), ("supported on data-center GPUs only",
+        "n", target("NVIDIA-GeForce-RTX-4090", "570.211.01"), []), ("supported on data-center GPUs only",
                                                                    "NVIDIA GeForce RTX 4090 on n is consumer")),
     "forward: nothing newer": (lambda: compat.evaluate_forward_compat(
-        "n", target("NVIDIA-H100-80GB-HBM3", "595.45.04"), rows_of("h100", "h100-0")), (
+        "n", target("NVIDIA-H100-80GB-HBM3", "595.71.05"), rows_of("h100", "h100-0")), (
         "no matrix image is newer than the native CUDA 13.2 of n", "matrix: 12.9.1, 13.0.2, 13.2.0")),
     "forward: branch 560": (lambda: compat.evaluate_forward_compat(
         "h100-0", run_of("h100", "560").targets["h100-0"], rows_of("h100", "h100-0", "560")), (
@@ -197,7 +197,7 @@ CASES: dict[str, tuple[Callable[[], Any], tuple[str, ...]]] = {
         "forward compatibility could not be observed on n: nvidia/cuda:13.0.2-devel-ubuntu24.04: the pod never",)),
     "major: healthy h100": (lambda: compat.evaluate_current_major_runs(
         "h100-0", run_of("h100").targets["h100-0"], rows_of("h100", "h100-0")), (
-        "the CUDA 13 images run on h100-0 (NVIDIA H100 80GB HBM3, driver 580.95.05, native CUDA 13.0)",)),
+        "the CUDA 13 images run on h100-0 (NVIDIA H100 80GB HBM3, driver 580.159.03, native CUDA 13.0)",)),
     "major: driver 560 refuses them": (lambda: compat.evaluate_current_major_runs(
         "h100-0", run_of("h100", "560").targets["h100-0"], rows_of("h100", "h100-0", "560")), (
         "CUDA 13 images fail on h100-0", "cudaErrorSystemDriverMismatch (803)",
@@ -349,27 +349,27 @@ def test_what_the_campaign_plans_observes_and_predicts_is_the_recorded(case: str
 
 def test_a_target_reads_the_driver_and_gpu_from_the_labels_else_from_the_whole_node_probe() -> None:
     labelled = compat.make_target("n", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb",
-                                        "nvidia.com/cuda.driver-version.full": "570.124.06"})
+                                        "nvidia.com/cuda.driver-version.full": "570.211.01"})
     assert (labelled.node, labelled.product, labelled.driver, labelled.gpu, labelled.problem, labelled.notes) == (
-        "n", "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", "570.124.06", "NVIDIA-A100-SXM4-80GB", None, ())
-    assert labelled.model is not None and str(labelled.model.driver) == "570.124.06"
+        "n", "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", "570.211.01", "NVIDIA-A100-SXM4-80GB", None, ())
+    assert labelled.model is not None and str(labelled.model.driver) == "570.211.01"
     assert (labelled.model.gpu_name, labelled.model.gpu_class, labelled.model.brand, labelled.model.arch) == (
         "NVIDIA A100-SXM4-80GB", "data-center", "Nvidia", "8.0")
     older = compat.make_target("n", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
-                                     "nvidia.com/cuda.driver.major": "570", "nvidia.com/cuda.driver.minor": "124",
-                                     "nvidia.com/cuda.driver.rev": "06"})
-    assert older.driver == "570.124.06" and older.model is not None
+                                     "nvidia.com/cuda.driver.major": "570", "nvidia.com/cuda.driver.minor": "211",
+                                     "nvidia.com/cuda.driver.rev": "01"})
+    assert older.driver == "570.211.01" and older.model is not None
 
     whole = compat.probe_facts(pod("h100", "13.0.2"))
     assert whole is not None
     probed = compat.make_target("n", {}, whole)
-    assert (probed.driver, probed.gpu, probed.product) == ("580.95.05", "NVIDIA H100 80GB HBM3", None)
+    assert (probed.driver, probed.gpu, probed.product) == ("580.159.03", "NVIDIA H100 80GB HBM3", None)
     assert probed.notes == (
-        "driver 580.95.05 from NVML in the whole-node probe (no nvidia.com/cuda.driver-version.full)",
+        "driver 580.159.03 from NVML in the whole-node probe (no nvidia.com/cuda.driver-version.full)",
         "GPU 'NVIDIA H100 80GB HBM3' from the whole-node probe (no nvidia.com/gpu.product)")
     assert probed.model is not None and probed.model.gpu_class == "data-center"
     no_nvml = dataclasses.replace(whole, nvml_gpus=())
-    assert compat.make_target("n", {"nvidia.com/cuda.driver-version.full": "580.95.05"}, no_nvml).gpu == \
+    assert compat.make_target("n", {"nvidia.com/cuda.driver-version.full": "580.159.03"}, no_nvml).gpu == \
         "NVIDIA H100 80GB HBM3"  # CUDA's device name when NVML names none
     assert compat.probe_facts(None) is None
     assert compat.probe_facts(dataclasses.replace(pod("h100", "13.0.2"), logs={"probe": "{"})) is None

@@ -27,7 +27,7 @@ UUIDS = [d.uuid for d in PROBE.devices]
 H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8",
         "nvidia.com/gpu.machine": "sim-hgx", "nvidia.com/gpu.memory": "81559",
         "nvidia.com/gpu.compute.major": "9", "nvidia.com/gpu.compute.minor": "0",
-        "nvidia.com/cuda.driver-version.full": "580.95.05", "nvidia.com/cuda.runtime-version.full": "13.0"}
+        "nvidia.com/cuda.driver-version.full": "580.159.03", "nvidia.com/cuda.runtime-version.full": "13.0"}
 EIGHT = {"nvidia.com/gpu": "8"}
 
 
@@ -203,8 +203,8 @@ case("labels: compute capability", LABELS, "fail",
 case("labels: memory", LABELS, "fail", "nvidia.com/gpu.memory says '40960', the GPU says '81559'")(
     lambda: inv.evaluate_labels_match_hardware(node(gpu_memory="40960"), PROBE))
 case("labels: driver", LABELS, "fail",
-     "nvidia.com/cuda.driver-version.full says '570.124.06', the GPU says '580.95.05'")(
-    lambda: inv.evaluate_labels_match_hardware(node(**{"cuda_driver-version_full": "570.124.06"}), PROBE))
+     "nvidia.com/cuda.driver-version.full says '570.211.01', the GPU says '580.159.03'")(
+    lambda: inv.evaluate_labels_match_hardware(node(**{"cuda_driver-version_full": "570.211.01"}), PROBE))
 case("labels: cuda", LABELS, "fail", "nvidia.com/cuda.runtime-version.full says '12.8', the GPU says '13.0'")(
     lambda: inv.evaluate_labels_match_hardware(node(**{"cuda_runtime-version_full": "12.8"}), PROBE))
 case("labels: two wrong", LABELS, "fail", "nvidia.com/gpu.memory says '1', the GPU says '81559', "
@@ -237,7 +237,7 @@ case("labels: MIG invalid, no config label", LABELS, "fail", "GFD labels the pro
                                                     mig_strategy="mixed"), PROBE))
 
 NVML = "driver.nvml-initializes"
-case("nvml: initialises", NVML, "pass", "NVML driver 580.95.05")(lambda: inv.evaluate_nvml_initializes("n", PROBE))
+case("nvml: initialises", NVML, "pass", "NVML driver 580.159.03")(lambda: inv.evaluate_nvml_initializes("n", PROBE))
 case("nvml: mismatch", NVML, "fail", "NVML does not initialise", "Driver/library version mismatch")(
     lambda: inv.evaluate_nvml_initializes("n", dataclasses.replace(
         PROBE, nvml_absent_reason="nvmlInit_v2: Driver/library version mismatch")))
@@ -274,24 +274,24 @@ def pool_of(*drivers: str, product: str = "NVIDIA-H100-80GB-HBM3") -> list[NodeV
 
 
 @pytest.mark.parametrize(("drivers", "declared", "outcomes", "words"), [
-    (("580.95.05", "580.95.05", "570.124.06"), {}, ["pass", "pass", "degraded"],
-     ["driver 580.95.05, as the rest of the NVIDIA-H100-80GB-HBM3 pool",
-      "driver 570.124.06 while the NVIDIA-H100-80GB-HBM3 pool runs 580.95.05"]),
-    (("570.124.06", "580.95.05"), {}, ["degraded", "pass"], ["while the NVIDIA-H100-80GB-HBM3 pool runs 580.95.05"]),
+    (("580.159.03", "580.159.03", "570.211.01"), {}, ["pass", "pass", "degraded"],
+     ["driver 580.159.03, as the rest of the NVIDIA-H100-80GB-HBM3 pool",
+      "driver 570.211.01 while the NVIDIA-H100-80GB-HBM3 pool runs 580.159.03"]),
+    (("570.211.01", "580.159.03"), {}, ["degraded", "pass"], ["while the NVIDIA-H100-80GB-HBM3 pool runs 580.159.03"]),
     (("580.95.5", "580.95.10"), {}, ["degraded", "pass"], ["driver 580.95.5 while the NVIDIA-H100-80GB-HBM3 pool runs "
                                                         "580.95.10"]),
-    (("580.95.05", "570.124.06"), {"version": "580.95.05"}, ["pass", "degraded"],
-     ["driver 580.95.05, as --expect declares for pool h100",
-      "driver 570.124.06 while --expect declares 580.95.05 for pool h100"]),
-    (("580.95.05", "580.82.07"), {"branch": 580}, ["pass", "pass"],
-     ["driver 580.95.05 on branch 580, which --expect allows for pool h100 (branch-only policy; the pool also runs "
+    (("580.159.03", "570.211.01"), {"version": "580.159.03"}, ["pass", "degraded"],
+     ["driver 580.159.03, as --expect declares for pool h100",
+      "driver 570.211.01 while --expect declares 580.159.03 for pool h100"]),
+    (("580.159.03", "580.82.07"), {"branch": 580}, ["pass", "pass"],
+     ["driver 580.159.03 on branch 580, which --expect allows for pool h100 (branch-only policy; the pool also runs "
       "580.82.07)"]),
-    (("580.95.05", "570.124.06"), {"branch": 580}, ["pass", "degraded"],
-     ["driver 570.124.06 is on branch 570 while --expect declares branch 580 for pool h100"]),
-    (("580.95.05",), {"branch": 580}, ["pass"], ["(branch-only policy)"]),
-    (("580.95.05", "580.82.07", "580.65.06"), {"branch": 580}, ["pass"] * 3, [
+    (("580.159.03", "570.211.01"), {"branch": 580}, ["pass", "degraded"],
+     ["driver 570.211.01 is on branch 570 while --expect declares branch 580 for pool h100"]),
+    (("580.159.03",), {"branch": 580}, ["pass"], ["(branch-only policy)"]),
+    (("580.159.03", "580.82.07", "580.65.06"), {"branch": 580}, ["pass"] * 3, [
         "the pool also runs 580.65.06, 580.82.07)"]),
-    (("580.95.05", ""), {}, ["pass", "not-tested"], ["driver 580.95.05, as the rest of the"]),
+    (("580.159.03", ""), {}, ["pass", "not-tested"], ["driver 580.159.03, as the rest of the"]),
 ], ids=["the odd node of three", "a tie goes to the newer", "versions compare as numbers", "an exact policy",
         "a branch policy allows the branch", "a branch policy fails another branch", "a branch policy, one node",
         "a branch policy, three versions",
@@ -314,15 +314,15 @@ def test_the_driver_is_compared_within_the_pool_or_with_the_policy(drivers: tupl
 
 
 def test_pools_are_per_product_so_two_products_are_two_majorities() -> None:
-    nodes = [*pool_of("580.95.05", "580.95.05"), *pool_of("570.124.06", product="NVIDIA-A100-SXM4-80GB-SHARED")]
+    nodes = [*pool_of("580.159.03", "580.159.03"), *pool_of("570.211.01", product="NVIDIA-A100-SXM4-80GB-SHARED")]
     nodes[2] = dataclasses.replace(nodes[2], name="a")
     assert [v.outcome.value for v in inv.evaluate_driver_uniform(nodes)] == ["pass", "pass", "pass"]
-    shared = [*pool_of("580.95.05", "580.95.05"), *pool_of("570.124.06", product="NVIDIA-H100-80GB-HBM3-SHARED")]
+    shared = [*pool_of("580.159.03", "580.159.03"), *pool_of("570.211.01", product="NVIDIA-H100-80GB-HBM3-SHARED")]
     shared[2] = dataclasses.replace(shared[2], name="s")
     odd = inv.evaluate_driver_uniform(shared)[-1]
-    assert odd.node == "s" and odd.summary == "driver 570.124.06 while the NVIDIA-H100-80GB-HBM3 pool runs 580.95.05"
-    unlabelled = inv.evaluate_driver_uniform([node("u", labels={"nvidia.com/cuda.driver-version.full": "580.95.05"})])
-    assert unlabelled[0].summary == "driver 580.95.05, as the rest of the unknown pool"
+    assert odd.node == "s" and odd.summary == "driver 570.211.01 while the NVIDIA-H100-80GB-HBM3 pool runs 580.159.03"
+    unlabelled = inv.evaluate_driver_uniform([node("u", labels={"nvidia.com/cuda.driver-version.full": "580.159.03"})])
+    assert unlabelled[0].summary == "driver 580.159.03, as the rest of the unknown pool"
 
 
 def test_the_pool_count_is_the_commonest_among_nodes_of_one_product_and_machine() -> None:

@@ -228,7 +228,7 @@ def test_a_node_no_probe_can_start_on_has_one_failure_and_its_dependent_checks_a
     reason = f"blocked by smoke.vector-add-every-gpu: {cause}"
     assert message.startswith(f"smoke.vector-add-every-gpu on rtx-0: {cause}")
     assert "Upgrade the driver on rtx-0 to branch R575 or later (CUDA 12.9)" in message
-    assert "driver 570.133.20 (CUDA 12.8)" in message and "During handling" not in result.stdout.str()
+    assert "driver 570.211.01 (CUDA 12.8)" in message and "During handling" not in result.stdout.str()
     blocked = {t["extra"]["check"] for t in mine if t["status"] == "skipped" and t.get("message") == reason}
     assert blocked == NOT_TESTED
     assert all(t["extra"].get("not_tested") == "could-not-run" for t in mine if t.get("message") == reason)

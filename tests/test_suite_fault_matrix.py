@@ -41,6 +41,12 @@ HEALTHY = ["healthy-h100", "a100-mig-mixed", "h100-mig-single", "t4-timeslicing"
 #: Fleet states no check fails for (severity not-tested): a cordoned, tainted, NotReady or busy node.
 # issue 25: the suite reports these NOT TESTED (tests/test_fleet_states.py)
 NOT_TESTED = {f.id for f in fault_catalog().values() if f.severity == "not-tested"}
+#: Not-tested faults that leave one check NOT TESTED on their node (nothing in the API shows what it
+#: judges), not the whole node as a fleet state does (tests/test_fleet_states.py runs those): the
+#: words its reason must have.
+CHECK_NOT_TESTED = {
+    "toolkit-version-unreadable": "NVIDIA Container Toolkit version not readable: no toolkit pod on {node}",
+}
 #: Faults whose named check lives in a suite that exists (the others belong to suites still to come).
 FAULTS = [f for f in fault_catalog().values() if f.check in checks() and (ROOT / checks()[f.check].suite).exists()
           and f.id not in NOT_TESTED]
@@ -73,9 +79,11 @@ CASCADES: dict[str, tuple[set[str], str]] = {
                  "the pool's all-GPU NCCL job: the preflight names it"),
     "gpu-unhealthy": ({"nccl.preflight-gpus-free"}, "a node with 7/8 GPUs allocatable cannot take an all-GPU NCCL "
                       "job: the preflight names it"),
-    "compat-libs-broken": ({"compat.current-cuda-major-runs"}, "without the image's cuda-compat libcuda, the "
-                           "CUDA 13 images fail at CUDA init on a 570 node: workloads of the current CUDA major "
-                           "cannot run there"),
+    "compat-libs-broken": ({"compat.current-cuda-major-runs", "security.component-versions"},
+                           "without the image's cuda-compat libcuda, the CUDA 13 images fail at CUDA init on a 570 "
+                           "node: workloads of the current CUDA major cannot run there; and the toolkit release that "
+                           "never selects cuda-compat (1.17.4) predates the toolkit's security fixes (NVIDIA "
+                           "bulletins 5659, 5850)"),
     "xid-errors": ({"smoke.vector-add-every-gpu"}, "CUDA work on a GPU that raised a critical Xid fails until the GPU "
                    "is reset: its vector-add returns an error"),
     "pcie-link-degraded": ({"bandwidth.host-device-floor"}, "a GPU on a link trained down copies at that link's "
@@ -109,7 +117,11 @@ MAX_FAILING = 2
 #: Faults with more failing checks on their node, each because the failures are distinct findings a
 #: platform engineer needs (each names a different requirement the node breaks, with its own remedy),
 #: not one cause reported many times. Nothing else may exceed MAX_FAILING.
-DISTINCT_FINDINGS: dict[str, str] = {}
+DISTINCT_FINDINGS: dict[str, str] = {
+    "compat-libs-broken": "the only toolkit releases that never select the image's cuda-compat libcuda (1.17.4) "
+                          "are below the toolkit's security floor: a vulnerable toolkit is a finding of its own, "
+                          "with its own remedy (upgrade the toolkit), beside the broken forward compatibility",
+}
 #: Faults whose cause other checks used to report again, one of those checks each, and the owner it is
 #: now NOT TESTED "blocked by" on the faulty node (every node, for a cluster-wide fault).
 BLOCKED: dict[str, tuple[str, str]] = {
@@ -266,3 +278,21 @@ def test_a_fault_fails_its_check_on_its_node_and_nothing_unrelated(pytester: pyt
         assert len(on_node) > MAX_FAILING, f"{fault.id}: {on_node}: the exception is no longer needed"
     else:
         assert len(on_node) <= MAX_FAILING, f"{fault.id}: {len(on_node)} checks fail on {where}: {on_node}"
+
+
+@pytest.mark.parametrize("fault_id", sorted(CHECK_NOT_TESTED))
+def test_a_check_level_not_tested_fault_leaves_its_check_not_tested_on_its_node_only(pytester: pytest.Pytester,
+                                                                                     fault_id: str):
+    fault = fault_catalog()[fault_id]
+    assert fault.severity == "not-tested"
+    text, node = target(fault)
+    profile = pytester.path / f"{fault.id}.yaml"
+    profile.write_text(text)
+    result, tests = run_suites(pytester, str(profile))
+    assert not failures(tests), result.stdout.str()[-4000:]  # NOT TESTED, never a failure (nor a PASS)
+    mine = [t for t in tests if (t.get("extra") or {}).get("check") == fault.check]
+    on_node = [t for t in mine if t["extra"].get("node") == node]
+    assert on_node and all(t["status"] == "skipped" and CHECK_NOT_TESTED[fault_id].format(node=node) in t["message"]
+                           for t in on_node), [(t["status"], t.get("message")) for t in on_node]
+    others = [t for t in mine if t["extra"].get("node") != node]
+    assert others and all(t["status"] == "passed" for t in others), [(t["status"], t.get("message")) for t in others]

@@ -13,8 +13,9 @@ from typing import Any
 from gpuconf.cluster.access import Cluster
 from gpuconf.cluster.errors import NotFoundError
 
-__all__ = ["ClusterPolicyState", "GpuNode", "Inventory", "NodeCondition", "ResourceSliceInfo", "RuntimeClassInfo",
-           "Taint", "as_v1_slice", "build_inventory", "is_gpu_resource", "list_active_pods", "load_inventory"]
+__all__ = ["COMPONENT_SELECTORS", "ClusterPolicyState", "ComponentPod", "GpuNode", "Inventory", "NodeCondition",
+           "ResourceSliceInfo", "RuntimeClassInfo", "Taint", "as_v1_slice", "build_inventory", "component_pods",
+           "is_gpu_resource", "list_active_pods", "list_component_pods", "load_inventory"]
 
 Obj = Mapping[str, Any]
 
@@ -308,3 +309,52 @@ def list_active_pods(cluster: Cluster) -> list[dict[str, Any]]:
     holds GPUs before a job that needs whole nodes."""
     return _list_all(cluster, "list pods", cluster.core.list_pod_for_all_namespaces,
                      field_selector="status.phase!=Succeeded,status.phase!=Failed")
+
+
+#: The label selectors of the pods whose images show the GPU stack's versions, one cluster-wide list
+#: each (set-based, so the GPU Operator's operands are one request): the GPU Operator labels each
+#: operand DaemonSet's pods ``app=<DaemonSet>`` and its own Deployment's ``app=gpu-operator``; the
+#: standalone Helm charts label theirs ``app.kubernetes.io/name=<chart>``.
+COMPONENT_SELECTORS: tuple[str, ...] = (
+    "app in (gpu-operator,nvidia-container-toolkit-daemonset,nvidia-device-plugin-daemonset,nvidia-dcgm,"
+    "nvidia-dcgm-exporter)",
+    "app.kubernetes.io/name in (dcgm-exporter,nvidia-device-plugin,nvidia-dra-driver-gpu)",
+)
+
+
+@dataclass(frozen=True)
+class ComponentPod:
+    """A pod of the GPU stack and the images of its (non-init) containers, as its spec names them."""
+
+    namespace: str
+    name: str
+    node: str | None  # None: not bound yet
+    phase: str
+    images: tuple[str, ...]
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def component_pods(pods: Iterable[Obj]) -> tuple[ComponentPod, ...]:
+    """Pure: the listed pods (deduplicated: the selectors may overlap), those being deleted left out."""
+    seen: dict[tuple[str, str], ComponentPod] = {}
+    for pod in pods:
+        meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+        if meta.get("deletionTimestamp"):
+            continue
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        node = spec.get("nodeName")
+        seen[key] = ComponentPod(key[0], key[1], str(node) if node else None, str(status.get("phase") or "Pending"),
+                                 tuple(str(c.get("image", "")) for c in spec.get("containers") or ()))
+    return tuple(sorted(seen.values(), key=lambda p: (p.namespace, p.name)))
+
+
+def list_component_pods(cluster: Cluster) -> tuple[ComponentPod, ...]:
+    """The GPU stack's pods in every namespace (one list per :data:`COMPONENT_SELECTORS` entry)."""
+    found: list[Obj] = []
+    for selector in COMPONENT_SELECTORS:
+        found += _list_all(cluster, f"list pods -l {selector!r}", cluster.core.list_pod_for_all_namespaces,
+                           label_selector=selector)
+    return component_pods(found)

@@ -27,6 +27,7 @@ MARKERS = {
     "mig": "MIG layouts, advertised profiles and instance isolation",
     "nccl": "multi-GPU and multi-node NCCL all-reduce",
     "scheduling": "what the scheduler does with GPU requests; the RuntimeClass",
+    "security": "security floors: component versions against NVIDIA's security bulletins (--security-floor)",
     "sharing": "time-slicing and MPS: replicas, oversubscription",
     "slow": "the burn-in tier: long-running checks; runs only with --burn-in",
     "smoke": "the quick tier: every GPU runs a verified kernel",

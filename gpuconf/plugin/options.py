@@ -66,6 +66,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="the CUDA versions of the compat suite's probe matrix, comma-separated (e.g. "
                     "12.4,12.8,13.1; each the newest official nvidia/cuda image of that version; default "
                     "gpuconf/data/probe_images.yaml's matrix)")
+    group.addoption("--security-floor", dest="security_floor", metavar="FILE", default=None,
+                    help="judge component versions against this security-floor table instead of the built-in "
+                    "gpuconf/data/security_advisories.yaml (same schema: advisories with their CVEs, severities "
+                    "and fixed versions per component and driver branch, and which severities fail)")
     group.addoption("--allow-disruptive", action="store_true", default=False,
                     help="also run checks marked disruptive (they change node state, e.g. a MIG layout)")
     group.addoption("--dcgm-diag", dest="dcgm_diag", metavar="LEVEL", type=int, default=None,
@@ -144,6 +148,14 @@ def validate_options(config: pytest.Config) -> None:
         compat_cudas(config)
     except ValueError as exc:
         raise pytest.UsageError(f"--compat-images {config.getoption('compat_images')}: {exc}") from exc
+    floor = config.getoption("security_floor")
+    if floor is not None:
+        from gpuconf.checks.security import SecurityFloorError, load_floors
+
+        try:
+            load_floors(floor)
+        except SecurityFloorError as exc:
+            raise pytest.UsageError(f"--security-floor {exc}") from exc
     if simulate:
         from gpuconf.sim.profile import ProfileError, load_profile
 

@@ -48,7 +48,7 @@ from typing import Any, cast
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from gpuconf.sim import exporter
+from gpuconf.sim import exporter, stack
 from gpuconf.sim.agent_io import MERGE, AgentApi, WorkQueue
 from gpuconf.sim.agent_logs import LogEndpoint, LogStore, NoSuchContainer
 from gpuconf.sim.agent_model import (
@@ -346,6 +346,7 @@ class NodeAgents:
                 meta["resourceVersion"] = existing["metadata"]["resourceVersion"]
                 api.call(api.resource.replace_resource_slice, meta["name"], rs)
         self._register_exporter(node)
+        self._register_stack(node)
         self._register_tenants(node)
 
     def _register_tenants(self, node: SimNode) -> None:
@@ -376,9 +377,26 @@ class NodeAgents:
         with runtime.lock:
             serial = runtime.pods_started
             runtime.pods_started += 1
-        status = exporter.make_exporter_status(d, ip=pod_ip(runtime.index, serial), started=rfc3339(time.time()))
+        status = exporter.make_exporter_status(d, ip=pod_ip(runtime.index, serial), started=rfc3339(time.time()),
+                                               image=exporter.image_of(node))
         api.call(api.core.patch_namespaced_pod_status, pod["metadata"]["name"], d.namespace, {"status": status},
                  _content_type=MERGE)
+
+    def _register_stack(self, node: SimNode) -> None:
+        """The GPU stack's pods on the node (toolkit, device plugin, DRA kubelet plugin, the operator's
+        own; gpuconf.sim.stack), Running since registration like the exporter's."""
+        api, runtime = self._api, self._runtimes[node.name]
+        for pod in stack.stack_pods(self.cluster, node):
+            namespace = pod["metadata"]["namespace"]
+            api.ignoring((409,), api.core.create_namespace, {"metadata": {"name": namespace}})
+            if api.ignoring((409,), api.core.create_namespaced_pod, namespace, pod) is None:
+                continue  # already there (agents restarted against the same cluster)
+            with runtime.lock:
+                serial = runtime.pods_started
+                runtime.pods_started += 1
+            status = stack.running_status(pod, ip=pod_ip(runtime.index, serial), started=rfc3339(time.time()))
+            api.call(api.core.patch_namespaced_pod_status, pod["metadata"]["name"], namespace, {"status": status},
+                     _content_type=MERGE)
 
     # Leases --------------------------------------------------------------------------------------
 

@@ -628,10 +628,16 @@ def make_cluster_policy(cluster: SimCluster) -> Obj:
     plugin = any(p.device_plugin.enabled for p in pools)
     mig = any(p.device_plugin.mig.enabled for p in pools)
     strategy = next((p.device_plugin.mig.strategy for p in pools if p.device_plugin.mig.enabled), "single")
+    # One operator deploys one toolkit release: spec.toolkit.version names it where every pool runs
+    # the same one (a profile whose pools differ shows their versions only in the toolkit pods).
+    toolkits = {p.toolkit.version for p in pools}
+    toolkit: Obj = {"enabled": True}
+    if len(toolkits) == 1:
+        toolkit["version"] = f"v{toolkits.pop()}-ubuntu20.04"
     return {
         "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy", "metadata": {"name": "cluster-policy"},
         "spec": {"operator": {"defaultRuntime": "containerd"}, "driver": {"enabled": True},
-                 "toolkit": {"enabled": True}, "devicePlugin": {"enabled": plugin}, "gfd": {"enabled": True},
+                 "toolkit": toolkit, "devicePlugin": {"enabled": plugin}, "gfd": {"enabled": True},
                  "dcgmExporter": {"enabled": True},
                  "migManager": {"enabled": mig, "config": {"name": MIG_PARTED_CONFIG, "default": "all-disabled"}},
                  "mig": {"strategy": strategy},

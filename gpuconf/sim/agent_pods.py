@@ -244,7 +244,11 @@ class Kubelet:
             if pod is None or not self.owns(pod):
                 return None
             run = None
-        down = self._node_down(pod, first=run is None)
+        # A pod some earlier agent already started (the stack's and the exporter's, registered Running)
+        # is adopted as it is: nothing starts, so the node need not be read afresh for it.
+        status = pod.get("status") or {}
+        adopted = status.get("phase") in ("Succeeded", "Failed") or bool(status.get("startTime"))
+        down = self._node_down(pod, first=run is None and not adopted)
         if down is not None:
             return down
         if pod["metadata"].get("deletionTimestamp"):

@@ -20,7 +20,8 @@ exporter's text format rendered from the node model:
   fields (temperature, power, Xid, NVLink) once for the parent GPU.
 
 Faults: a node with ``exporter`` False gets no pod (``metrics-exporter-absent``); a GPU with
-``exported`` False is left out of the answer (``metrics-gpu-missing``).
+``exported`` False is left out of the answer (``metrics-gpu-missing``); a node's ``exporter_release``
+is the release its pod runs (``dcgm-vulnerable``: an older DCGM and exporter).
 """
 
 from __future__ import annotations
@@ -41,7 +42,15 @@ Obj = dict[str, Any]
 #: dcgm-exporter's default listen address is :9400 (DCGM_EXPORTER_LISTEN).
 EXPORTER_PORT = 9400
 PORT_NAME = "metrics"
-IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04"
+#: DCGM 4.5.3 and exporter 4.8.2: the release that fixes NVIDIA bulletin 5857 (CVE-2026-47483);
+#: the -ubuntu22.04 base follows the published tag scheme (tests/data/real/security/image-tags.yaml)
+RELEASE = "4.5.3-4.8.2"
+IMAGE = f"nvcr.io/nvidia/k8s/dcgm-exporter:{RELEASE}-ubuntu22.04"
+
+
+def image_of(node: SimNode) -> str:
+    """The node's exporter image: the current release, or the one a fault left there (dcgm-vulnerable)."""
+    return f"nvcr.io/nvidia/k8s/dcgm-exporter:{node.exporter_release or RELEASE}-ubuntu22.04"
 
 #: Idle figures of a node at rest (no workload runs on the simulated GPUs between probes).
 IDLE_TEMP_C = 34.0
@@ -102,7 +111,7 @@ def make_exporter_pod(d: ExporterDeployment, node: SimNode, name: str) -> Obj:
             "nodeName": node.name, "restartPolicy": "Always",
             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
             "containers": [{
-                "name": d.container, "image": IMAGE,
+                "name": d.container, "image": image_of(node),
                 "env": [{"name": "DCGM_EXPORTER_LISTEN", "value": f":{EXPORTER_PORT}"},
                         {"name": "DCGM_EXPORTER_KUBERNETES", "value": "true"}],
                 "ports": [{"name": PORT_NAME, "containerPort": EXPORTER_PORT, "protocol": "TCP"}],
@@ -111,13 +120,13 @@ def make_exporter_pod(d: ExporterDeployment, node: SimNode, name: str) -> Obj:
     }
 
 
-def make_exporter_status(d: ExporterDeployment, *, ip: str, started: str) -> Obj:
+def make_exporter_status(d: ExporterDeployment, *, ip: str, started: str, image: str = IMAGE) -> Obj:
     """A Running, Ready status (what the kubelet reported when the pod started)."""
     conditions = [{"type": t, "status": "True", "lastTransitionTime": started}
                   for t in ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")]
     return {"phase": "Running", "conditions": conditions, "hostIP": "127.0.0.1", "hostIPs": [{"ip": "127.0.0.1"}],
             "podIP": ip, "podIPs": [{"ip": ip}], "startTime": started,
-            "containerStatuses": [{"name": d.container, "image": IMAGE, "imageID": "", "ready": True,
+            "containerStatuses": [{"name": d.container, "image": image, "imageID": "", "ready": True,
                                    "restartCount": 0, "started": True,
                                    "state": {"running": {"startedAt": started}}}]}
 

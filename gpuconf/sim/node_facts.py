@@ -163,6 +163,8 @@ def node_labels(node: SimNode) -> dict[str, str]:
     for operand in ("driver", "container-toolkit", "device-plugin", "gpu-feature-discovery", "dcgm-exporter",
                     "operator-validator"):
         labels[f"nvidia.com/gpu.deploy.{operand}"] = "true"
+    if not node.toolkit_pod:  # the operator told not to deploy its toolkit here (a host-installed one)
+        labels["nvidia.com/gpu.deploy.container-toolkit"] = "false"
     if not node.gfd:  # GPUCluster mode: no GFD, no operand deploy labels; NFD's PCI label stays
         labels = {k: v for k, v in labels.items() if not k.startswith("nvidia.com/")}
     labels.update(dict(node.pool.labels))

@@ -692,6 +692,11 @@ def _fault_checks(fault: FaultDef, pool: NodePool | None, gpu: int | None,
         return "factor", f"must be between 0 and 1 (exclusive), not {params['factor']}"
     if fid == "ecc-uncorrectable" and params["count"] < 1:
         return "count", "must be >= 1"
+    if fid == "dcgm-vulnerable" and not re.fullmatch(r"\d+\.\d+\.\d+-\d+\.\d+\.\d+", str(params["release"])):
+        return "release", f"{params['release']!r} is not a dcgm-exporter release such as 4.2.3-4.1.3"
+    if fid == "toolkit-vulnerable":
+        if not re.fullmatch(r"\d+\.\d+\.\d+", str(params["toolkit_version"])):
+            return "toolkit_version", f"{params['toolkit_version']!r} is not a dotted version such as 1.16.1"
     if fid == "compat-libs-broken":
         try:
             version = tuple(int(p) for p in params["toolkit_version"].split("."))
@@ -900,6 +905,12 @@ class SimNode:
     interconnect: Interconnect
     label_overrides: tuple[tuple[str, str], ...] = ()  # GFD labels that lie, applied last
     exporter: bool = True  # False: no DCGM exporter pod runs on the node (metrics-exporter-absent)
+    #: False: the operator deploys no toolkit pod on the node (its nvidia.com/gpu.deploy.container-toolkit
+    #: label is false: the toolkit is installed on the host), so no API object shows its version
+    #: (toolkit-version-unreadable)
+    toolkit_pod: bool = True
+    #: the DCGM exporter release (<DCGM>-<exporter>) its pod runs; None: the current one (dcgm-vulnerable)
+    exporter_release: str | None = None
     #: the DRA driver prepares GPU (index + dra_shift) mod GPUs for an allocated gpu-<index>
     #: (dra-prepares-wrong-device); 0: the allocated one
     dra_shift: int = 0
@@ -1073,6 +1084,10 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
     "runtime-not-default": lambda n, f: replace(n, toolkit=replace(n.toolkit, default_runtime="runc")),
     "toolkit-cdi-mode": lambda n, f: replace(n, toolkit=replace(n.toolkit, mode=Mode(f.param("mode")))),
     "compat-libs-broken": _compat_broken,
+    # an older toolkit release with the node's configured mode (auto resolves as that release does)
+    "toolkit-vulnerable": lambda n, f: replace(n, toolkit=replace(n.toolkit, version=f.param("toolkit_version"))),
+    "toolkit-version-unreadable": lambda n, f: replace(n, toolkit_pod=False),
+    "dcgm-vulnerable": lambda n, f: replace(n, exporter_release=f.param("release")),
     "mig-layout-drift": _mig_drift,
     # mig-parted turned MIG mode on and then failed to create the instances (mig_mode stays set)
     "mig-apply-failed": lambda n, f: replace(n, gpus=tuple(replace(g, mig=()) for g in n.gpus),

@@ -18,8 +18,8 @@ def test_a_healthy_h100_node_is_labelled_as_gfd_labels_it():
     assert labels["nvidia.com/gpu.count"] == "8"
     assert labels["nvidia.com/gpu.family"] == "hopper"
     assert (labels["nvidia.com/gpu.compute.major"], labels["nvidia.com/gpu.compute.minor"]) == ("9", "0")
-    assert labels["nvidia.com/cuda.driver-version.full"] == "580.95.05"
-    assert labels["nvidia.com/cuda.driver.rev"] == "05"  # GFD keeps the driver's leading zero
+    assert labels["nvidia.com/cuda.driver-version.full"] == "580.159.03"
+    assert labels["nvidia.com/cuda.driver.rev"] == "03"  # GFD keeps the driver's leading zero
     assert labels["nvidia.com/cuda.runtime-version.full"] == "13.0"
     assert labels["nvidia.com/gpu.sharing-strategy"] == "none" and labels["nvidia.com/gpu.replicas"] == "1"
     assert labels["feature.node.kubernetes.io/pci-10de.present"] == "true"

@@ -161,7 +161,8 @@ def test_catalog_has_every_fault_the_issue_lists():
 
 def test_the_fleet_states_of_issue_25_are_not_tested_states():
     states = {f.id: f.severity for f in fault_catalog().values() if f.severity == "not-tested"}
-    assert states == dict.fromkeys(["node-cordoned", "node-tainted", "node-not-ready", "gpus-busy"], "not-tested")
+    assert states == dict.fromkeys(["node-cordoned", "node-tainted", "node-not-ready", "gpus-busy",
+                                  "toolkit-version-unreadable"], "not-tested")
 
 
 FAULTS = sorted(fault_catalog().values(), key=lambda f: f.id)
@@ -260,8 +261,8 @@ def test_faults_listed_in_a_profile_file_apply(tmp_path):
 
 
 @pytest.mark.parametrize("fault, check", [
-    ({"id": "driver-skew"}, lambda n: str(n.driver) == str(n.kernel_driver) == "570.124.06"),
-    ({"id": "library-mismatch"}, lambda n: (str(n.driver), str(n.kernel_driver)) == ("580.95.05", "580.82.07")),
+    ({"id": "driver-skew"}, lambda n: str(n.driver) == str(n.kernel_driver) == "570.211.01"),
+    ({"id": "library-mismatch"}, lambda n: (str(n.driver), str(n.kernel_driver)) == ("580.159.03", "580.82.07")),
     ({"id": "label-drift", "label": "nvidia.com/gpu.count", "value": "4"},
      lambda n: n.label_overrides == (("nvidia.com/gpu.count", "4"),)),
     ({"id": "toolkit-cdi-mode"}, lambda n: n.mode is Mode.CDI),
@@ -308,7 +309,7 @@ def test_with_faults_accepts_fault_specs_from_another_profile():
     spec = with_faults(load_profile("healthy-h100"), [{"id": "driver-skew", "node": 1}]).faults[0]
     moved = with_faults(load_profile("scale-1000"), [spec])
     assert moved.faults == (spec,)
-    assert str(expand(moved).node("h100-1").driver) == "570.124.06"
+    assert str(expand(moved).node("h100-1").driver) == "570.211.01"
 
 
 # --- malformed profiles: one ProfileError at file:line:col -------------------------------------
@@ -449,8 +450,8 @@ def test_missing_profile_file(tmp_path):
 @pytest.mark.parametrize("fault, expected", [
     ({"id": "gpu-lost", "pool": "a100"}, "faults[0].pool: no pool named 'a100' (pools: h100)"),
     ({"id": "dra-attr-wrong"}, "faults[0].id: dra-attr-wrong needs dra: pool 'h100' has no DRA driver"),
-    ({"id": "library-mismatch", "kernel_driver": "580.95.05"},
-     "faults[0].kernel_driver: equals the pool's driver 580.95.05: no mismatch"),
+    ({"id": "library-mismatch", "kernel_driver": "580.159.03"},
+     "faults[0].kernel_driver: equals the pool's driver 580.159.03: no mismatch"),
     ({"id": "label-drift", "value": "NVIDIA-H100-80GB-HBM3"},
      "faults[0].value: equals the real product label 'NVIDIA-H100-80GB-HBM3'"),
     ({"id": "nccl-slow-link", "factor": 1.5}, "faults[0].factor: must be between 0 and 1 (exclusive), not 1.5"),
