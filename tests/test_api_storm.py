@@ -67,5 +67,6 @@ def test_no_report_of_the_storm_holds_a_traceback(storm: dict[str, Any]) -> None
         if path.is_file():
             text = path.read_text(errors="replace")
             assert "Traceback" not in text and "gpuconf/cluster/access.py" not in text, path.name
-            if path.suffix in (".json", ".xml", ".md", ".html"):
+            # manifest.json lists the report files, it reports no check
+            if path.suffix in (".json", ".xml", ".md", ".html") and path.name != "manifest.json":
                 assert "API server overloaded" in text, path.name

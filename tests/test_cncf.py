@@ -315,7 +315,7 @@ def test_a_driver_skewed_node_fails_driver_runtime_management_which_becomes_a_mu
         drm, f"{drm}/driver.version-uniform-in-pool", f"{drm}/driver.version-uniform-in-pool/h100-1"}
     assert verdicts[f"{drm}/driver.version-uniform-in-pool/h100-0"] == "pass" and package == "fail"
     leaf = find_case(evidence, f"{drm}/driver.version-uniform-in-pool/h100-1").findtext("failure") or ""
-    assert "570.124.06" in leaf
+    assert "570.211.01" in leaf
     fragment = yaml.safe_load((evidence / "PRODUCT.fragment.yaml").read_text())
     (req,) = [r for r in fragment["spec"]["accelerators"] if r["id"] == "driver_runtime_management"]
     assert req["status"] == "Not Implemented" and "becomes a MUST in v1.38" in req["notes"]
