@@ -37,6 +37,9 @@ N = sim_node()
 DEVICES = dra.slice_devices(resource_slices(N), NODE)
 LABELS = node_labels(N)
 UUID = [g.uuid for g in N.gpus]
+#: The driverVersion the node's slices publish (semver, "580.159.3" for driver 580.159.03).
+DRIVER = str(DEVICES[0].attributes["driverVersion"])
+MAJOR, MINOR, PATCH = DRIVER.split(".")
 
 
 def seen(*indexes: int, edit: Callable[[dict[str, Any]], None] | None = None, node: SimNode = N,
@@ -165,7 +168,7 @@ def no_driver_version(devices: list[SliceDevice], node: str, products: tuple[str
 
 
 STEER = Steering("productName", "NVIDIA H200", (NODE,), ("a100-0", NODE))
-EVERYWHERE = Steering("driverVersion", "580.95.5", ("a100-0", NODE), ("a100-0", NODE))
+EVERYWHERE = Steering("driverVersion", DRIVER, ("a100-0", NODE), ("a100-0", NODE))
 ADVERTISED = {"nvidia.com/gpu": "8", "cpu": "64"}
 MANY = [f"GPU-{i:08d}-0000-0000-0000-000000000000" for i in range(5)]
 
@@ -245,9 +248,9 @@ CASES: dict[str, Callable[[], Any]] = {
     "attributes: memory, 0.5 % off": lambda: dra.evaluate_attributes_match_hardware(
         NODE, slice_with(3, memory_bytes=int(DEVICES[3].memory_bytes * 0.995)), whole_node(N)),
     "attributes: driverVersion": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, driverVersion="580.95.6"), whole_node(N)),
+        NODE, slice_with(3, driverVersion=f"{MAJOR}.{MINOR}.{int(PATCH) + 1}"), whole_node(N)),
     "attributes: driverVersion, trailing zero": lambda: dra.evaluate_attributes_match_hardware(
-        NODE, slice_with(3, driverVersion="580.95.5.0"), whole_node(N)),
+        NODE, slice_with(3, driverVersion=f"{DRIVER}.0"), whole_node(N)),
     "attributes: cudaDriverVersion": lambda: dra.evaluate_attributes_match_hardware(
         NODE, slice_with(3, cudaDriverVersion="12.9"), whole_node(N)),
     "attributes: cudaDriverVersion, compat libcuda": lambda: dra.evaluate_attributes_match_hardware(
@@ -381,7 +384,7 @@ CASES: dict[str, Callable[[], Any]] = {
         {NODE: DEVICES, "a100-0": other_node()}),
     "steer: every node matches": lambda: dra.evaluate_selector_steers_scheduling(
         dataclasses.replace(EVERYWHERE, nodes=(NODE,), matching=(NODE,)), pod_outcome("p", run_probe(N, [gpu(N, 2)])),
-        seen(2), [claim("c", "p", "gpu", "gpu-2")], {NODE: slice_with(2, driverVersion="580.95.5")}),
+        seen(2), [claim("c", "p", "gpu", "gpu-2")], {NODE: slice_with(2, driverVersion=DRIVER)}),
     "steer: not run": lambda: dra.evaluate_selector_steers_scheduling(STEER, None, None, [], {NODE: DEVICES}),
     "steer: ran elsewhere": lambda: dra.evaluate_selector_steers_scheduling(
         dataclasses.replace(STEER, matching=("a100-0",)), pod_outcome("p", run_probe(N, [gpu(N, 2)])), seen(2),
