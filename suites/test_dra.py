@@ -28,7 +28,7 @@ from gpuconf.checks.probe_start import blocked_by, claim_prepare_block
 from gpuconf.cluster import ClusterError, Inventory, OverloadedError, PodOutcome, RunContext, run_campaign
 from gpuconf.cluster.access import stream_lines
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
-from gpuconf.kit import cuda_probe_pod, judge, native_probe_cuda, run_context
+from gpuconf.kit import cuda_probe_pod, judge, native_probe_cuda, run_context, session
 from gpuconf.nodes import NodeView, Via
 from gpuconf.probe_pods import ClaimRequest, make_resource_claim_template
 from gpuconf.verdict import Verdict
@@ -207,6 +207,10 @@ def dra_run(request: pytest.FixtureRequest, gpu_inventory: Inventory, gpu_nodes:
         body = cuda_probe_pod(config, name=steer_name, check="dra", node=None, gpu_count=0,
                               resource_claims={"gpu": template}, cuda=native_probe_cuda(like))
         body["metadata"].setdefault("annotations", {})[SCHEDULE_BUDGET_ANNOTATION] = str(int(timeout))
+        if session(config).shard is not None:  # a shard steers among its own nodes (another's are not probed here)
+            body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
+                                                        "values": sorted(dra_facts.devices)}]}]}}}
         second.append(body)
 
     for pods in (first, second):

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.expect
 
 
 @pytest.mark.check("expect.pool-populated")
-def test_pools_populated(expect_profile, gpu_nodes, record_property):
-    judge(checks.combined(checks.evaluate_pool_populated(expect_profile, list(gpu_nodes.values()))), record_property)
+def test_pools_populated(expect_profile, fleet_nodes, record_property):
+    judge(checks.combined(checks.evaluate_pool_populated(expect_profile, list(fleet_nodes.values()))), record_property)
 
 
 @pytest.mark.check("expect.node-in-a-pool")

@@ -23,12 +23,12 @@ EVENT_GRACE_S = 1.0
 
 
 @pytest.mark.check("scheduling.over-ask-is-insufficient")
-def test_over_asking_gpus_is_insufficient(request, gpu_nodes, record_property):
+def test_over_asking_gpus_is_insufficient(request, fleet_nodes, record_property):
     # the most nvidia.com/gpu one node offers, as the node view asks for them (the scheduler's
     # message names the resource: Insufficient nvidia.com/gpu)
     # (the device plugin's: a DRA-backed nvidia.com/gpu is refused by the DRA plugin in its own words,
     # not modelled; an over-asked claim is the DRA suite's dra.unsatisfiable-selector-pending)
-    largest = max((node.offered(ask) for node in gpu_nodes.values()
+    largest = max((node.offered(ask) for node in fleet_nodes.values()
                    if (ask := node.one_gpu()) and ask.via is Via.PLUGIN and ask.resource == "nvidia.com/gpu"),
                   default=0)
     if largest < 1:

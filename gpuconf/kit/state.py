@@ -26,8 +26,8 @@ from gpuconf.cluster import (
 if TYPE_CHECKING:
     from gpuconf.nodes import NodeView
 
-__all__ = ["DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "compat_cudas", "inventory", "node_views",
-           "probe_tolerations", "run_context", "session"]
+__all__ = ["DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "compat_cudas", "fleet_inventory", "fleet_views",
+           "inventory", "node_views", "pool_key", "probe_tolerations", "run_context", "session"]
 
 #: The CUDA of the probe every suite uses unless it tests a matrix (the current major's baseline).
 DEFAULT_PROBE_CUDA = "13.0.2"
@@ -62,6 +62,13 @@ class Session:
     templates: dict[Any, str] = field(default_factory=dict)  # claim requests -> the ResourceClaimTemplate made for them
     cannot_start: bool = False  # the run ended before any test (gpuconf.plugin.session)
     unreachable: str | None = None  # the API server stopped answering mid-run: why (the run stops, status 11)
+    #: --shard I/N (or the Indexed Job's environment), checked at configure: gpuconf.shards.ShardSpec
+    shard_spec: Any = None
+    #: A sharded run's plan (gpuconf.shards.ShardPlan), made with the inventory: ``inventory`` then holds
+    #: the shard's GPU nodes and ``fleet`` every selected one (what cluster-wide checks judge)
+    shard: Any = None
+    fleet: Inventory | None = None
+    fleet_views: dict[str, Any] | None = None  # node name -> NodeView for every selected GPU node
 
 
 SESSION = pytest.StashKey[Session]()
@@ -110,8 +117,36 @@ def inventory(config: pytest.Config) -> Inventory | None:
     if state.handle is None:
         return None
     if state.inventory is None:
-        state.inventory = load_inventory(state.handle.cluster, node_selector=config.getoption("--node-selector"))
+        inv = load_inventory(state.handle.cluster, node_selector=config.getoption("--node-selector"))
+        if state.shard_spec is not None:
+            import dataclasses
+
+            from gpuconf.shards import plan
+
+            state.fleet = inv
+            state.shard = plan(state.shard_spec, [(n.name, pool_key(n)) for n in inv.gpu_nodes])
+            mine = set(state.shard.nodes)
+            inv = dataclasses.replace(inv, gpu_nodes=tuple(n for n in inv.gpu_nodes if n.name in mine))
+        state.inventory = inv
     return state.inventory
+
+
+def fleet_inventory(config: pytest.Config) -> Inventory | None:
+    """Every selected GPU node's inventory: the shard's in a sharded run is ``inventory``'s subset."""
+    inv = inventory(config)
+    return session(config).fleet or inv
+
+
+def pool_key(node: Any) -> str | None:
+    """The node's pool for sharding (gpuconf.shards): its GPU product as GFD's label or the DRA driver's
+    productName give it (time-slicing's -SHARED suffix ignored); None when neither names it."""
+    from gpuconf.checks.compat import pool_of
+    from gpuconf.nodes.devices import slice_devices
+    from gpuconf.nodes.facts import node_facts
+
+    devices = slice_devices([s.raw for s in node.slices], node.name)
+    product = node_facts(node.labels, node.capacity, devices).product.value
+    return pool_of(str(product)) if product else None
 
 
 def probe_tolerations(config: pytest.Config) -> tuple[dict[str, str], ...]:
@@ -137,7 +172,7 @@ def node_views(config: pytest.Config) -> dict[str, NodeView]:
         from gpuconf.nodes import build_views, gpu_holders
         from gpuconf.probe_pods import DEFAULT_TOLERATIONS
 
-        inv = inventory(config)
+        inv = fleet_inventory(config)
         if inv is None:
             state.views = {}
             return state.views
@@ -151,9 +186,19 @@ def node_views(config: pytest.Config) -> dict[str, NodeView]:
                 # up front; a probe the scheduler then refuses for GPUs held by others still says so
                 # (gpuconf.cluster.campaign records the node as it is at that moment).
                 holders = {}
-        state.views = build_views(inv, tolerations=(*DEFAULT_TOLERATIONS, *probe_tolerations(config)),
-                                  holders=holders, now=datetime.now(UTC))
+        views = build_views(inv, tolerations=(*DEFAULT_TOLERATIONS, *probe_tolerations(config)),
+                            holders=holders, now=datetime.now(UTC))
+        state.fleet_views = views
+        mine = set(state.shard.nodes) if state.shard is not None else None
+        state.views = views if mine is None else {name: v for name, v in views.items() if name in mine}
     return state.views
+
+
+def fleet_views(config: pytest.Config) -> dict[str, NodeView]:
+    """A NodeView for every selected GPU node: in a sharded run the fleet's, not only the shard's
+    (``node_views``), for the cluster-wide checks that count the fleet (expect.pool-populated)."""
+    node_views(config)
+    return session(config).fleet_views or {}
 
 
 def run_context(config: pytest.Config) -> RunContext:

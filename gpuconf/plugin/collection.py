@@ -101,6 +101,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for name, skip in gates:
             if item.get_closest_marker(name) is not None:
                 item.add_marker(skip)
+    _keep_the_shards_tests(config, items)
+
+
+def _keep_the_shards_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a sharded run (--shard), shards other than 0 leave the cluster-wide tests (those not
+    parametrized over a GPU node) to shard 0, and a shard holding no GPU node drops the per-node tests'
+    placeholder: what a shard does not test is another shard's, not a NOT TESTED of its own."""
+    from gpuconf.kit.state import SESSION
+
+    plan = config.stash[SESSION].shard
+    if plan is None:
+        return
+
+    def node_param(item: pytest.Item) -> tuple[bool, object]:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec is not None else {}
+        return "gpu_node" in params, params.get("gpu_node")
+
+    keep, dropped = [], []
+    for item in items:
+        per_node, node = node_param(item)
+        if (not per_node and plan.spec.index != 0) or (per_node and node is None):
+            dropped.append(item)
+        else:
+            keep.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 @pytest.hookimpl(trylast=True)

@@ -12,7 +12,7 @@ import pytest
 
 from gpuconf.cluster import Inventory, PodOutcome
 from gpuconf.kit.probes import WholeNodeProbes, blocked, cuda_probe_pod, native_probe_cuda
-from gpuconf.kit.state import SESSION, ClusterHandle, inventory, node_views, run_context, session
+from gpuconf.kit.state import SESSION, ClusterHandle, fleet_views, inventory, node_views, run_context, session
 from gpuconf.nodes import GpuRequest, NodeView, Unavailable
 
 
@@ -37,6 +37,13 @@ def gpu_nodes(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> dict[
     """One gpuconf.nodes.NodeView per GPU node, by name: the one place a suite asks how to request
     GPUs on a node, which RuntimeClass runs them there and where each fact comes from."""
     return node_views(request.config)
+
+
+@pytest.fixture(scope="session")
+def fleet_nodes(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> dict[str, NodeView]:
+    """A NodeView for every selected GPU node, by name: ``gpu_nodes`` in an unsharded run; in a sharded
+    one (--shard) the whole fleet's, for the cluster-wide checks that count it (shard 0 runs them)."""
+    return fleet_views(request.config)
 
 
 @pytest.fixture(scope="session")

@@ -84,6 +84,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--taint-failed", action="store_true", default=False,
                     help="with the labels, taint FAIL nodes gpuconf.io/verdict=fail:NoSchedule and untaint nodes that "
                     "pass or are degraded (implies --label-nodes)")
+    group.addoption("--shard", metavar="I/N", default=None,
+                    help="test shard I (from 0) of N: a deterministic share of the selected GPU nodes, pools kept "
+                    "whole where they fit (cluster-wide checks run in shard 0 only); merge the shards' report "
+                    "directories with `gpuconf report merge`. In an Indexed Job, JOB_COMPLETION_INDEX with "
+                    "GPUCONF_SHARDS=N say the same (manifests/runner/job-sharded.yaml)")
+    group.addoption("--shard-run", metavar="NAME", default=None,
+                    help="the sharded run's name, the same for every shard of one run (default GPUCONF_SHARD_RUN; "
+                    "the Indexed Job gives its controller uid): `gpuconf report merge` refuses shards of "
+                    "different runs")
     group.addoption("--report-dir", metavar="DIR", default=None,
                     help="where runs against a cluster write junit.xml, report.json (CTRF), report.md and "
                     "report.html (default reports/, relative to the invocation directory)")
@@ -102,6 +111,16 @@ def validate_options(config: pytest.Config) -> None:
     if simulate and config.getoption("--kubeconfig"):
         raise pytest.UsageError("give either --simulate or --kubeconfig, not both")
     check_mark_expression(config)
+    import os
+
+    from gpuconf.kit.state import SESSION
+    from gpuconf.shards import ShardError, shard_spec
+
+    try:
+        config.stash[SESSION].shard_spec = shard_spec(config.getoption("--shard"), config.getoption("--shard-run"),
+                                                      os.environ)
+    except ShardError as exc:
+        raise pytest.UsageError(str(exc)) from exc
     selector = config.getoption("--node-selector")
     if selector is not None:
         try:

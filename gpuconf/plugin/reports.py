@@ -62,7 +62,8 @@ class ReportCollector:
         state = self.config.stash.get(SESSION, None)
         handle = state.handle if state is not None else None
         run = RunRecord(provenance=handle.provenance if handle is not None else self._intended(),
-                        started=self.started, finished=time.time(), exit_status=exit_status, error=error)
+                        started=self.started, finished=time.time(), exit_status=exit_status, error=error,
+                        shard=self._shard(), options=self._options())
         self.record = run
         try:
             write_reports(run, [], self.report_dir)
@@ -70,6 +71,25 @@ class ReportCollector:
             self._write_cncf(run, {})
         except OSError:
             return  # the one line on stderr is the message that matters
+
+    def _shard(self) -> dict[str, Any] | None:
+        """The shard's place for report.json (gpuconf.shards): its plan once the inventory made it, else
+        (a shard that could not start) what --shard said."""
+        state = self.config.stash.get(SESSION, None)
+        if state is None:
+            return None
+        if state.shard is not None:
+            return dict(state.shard.as_json())
+        spec = state.shard_spec
+        if spec is None:
+            return None
+        return {"index": spec.index, "count": spec.count, "run": spec.run, "run_given": spec.run is not None,
+                "source": spec.source}
+
+    def _options(self) -> dict[str, Any]:
+        """The options the CNCF evidence depends on, as given (a merge of shards writes the same evidence)."""
+        queue = self.config.getoption("--kueue-queue")
+        return {"--kueue-queue": queue} if queue else {}
 
     def _write_cncf(self, run: Any, results: Mapping[str, Any]) -> None:
         """The CNCF AI conformance evidence (--cncf-evidence DIR), from the results by nodeid."""
@@ -161,6 +181,9 @@ class ReportCollector:
 
             exitstatus = EXIT_UNREACHABLE
         coverage = run_coverage(self.config)
+        plan = state.shard if state is not None else None
+        if plan is not None and not plan.nodes and int(exitstatus) == int(pytest.ExitCode.NO_TESTS_COLLECTED):
+            exitstatus = pytest.ExitCode.OK  # a shard the partition gave no node: nothing of its own to test
         if coverage is not None and coverage.untested and int(exitstatus) == int(pytest.ExitCode.OK):
             exitstatus = EXIT_UNTESTED  # nothing failed, but not every selected GPU node was tested
         exitstatus = session.exitstatus = sign_off_nodes(self.config, [from_test_report(
@@ -171,7 +194,7 @@ class ReportCollector:
                         finished=time.time(), exit_status=int(exitstatus),
                         interrupted=int(exitstatus) == int(pytest.ExitCode.INTERRUPTED),
                         run_id=state.run.run_id if state is not None and state.run is not None else None,
-                        coverage=coverage)
+                        coverage=coverage, shard=self._shard(), options=self._options())
         self.record = run
         self._read_cluster_uid()  # before the cluster closes (at unconfigure)
         by_nodeid = {nodeid: from_test_report(nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"])
@@ -187,6 +210,10 @@ class ReportCollector:
             return
         if reporter is not None:
             reporter.write("\n")
+            if plan is not None:
+                reporter.write_line(f"gpuconf: {plan.label()} of run {plan.run}: {len(plan.nodes)} of the "
+                                    f"{len(plan.fleet)} selected GPU nodes" + (
+                                        "" if plan.spec.index == 0 else "; cluster-wide checks are shard 0's"))
             if coverage is not None:
                 reporter.write_line(f"gpuconf: {coverage.line()}", yellow=bool(coverage.untested))
                 for missing in coverage.untested:

@@ -91,7 +91,8 @@ def _start(config: pytest.Config) -> None:
             ensure_priority_class(state.handle.cluster)
         except ClusterError as exc:
             _cannot_start(config, f"gpuconf: {exc}", _exit_for(exc))
-    if inv is not None and not inv.gpu_nodes:
+    fleet = state.fleet or inv
+    if fleet is not None and not fleet.gpu_nodes:
         selector = config.getoption("--node-selector")
         _cannot_start(config, "gpuconf: the cluster has no GPU nodes (no node advertises nvidia.com/gpu, "
                       "nvidia.com/mig-*, a DRA ResourceSlice, or the nvidia.com/gpu.present label)"

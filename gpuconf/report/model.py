@@ -128,6 +128,11 @@ class RunRecord:
     #: Which selected GPU nodes were tested; None for a run without the accounting (one that never
     #: started, a report from before it).
     coverage: Coverage | None = None
+    #: A sharded run's place (gpuconf.shards.ShardPlan.as_json()), or a merge's ("merged": the shards
+    #: merged); None for an unsharded run.
+    shard: Mapping[str, Any] | None = field(default=None, compare=False)
+    #: The options the CNCF evidence depends on (``--kueue-queue``), kept so a merge writes the same.
+    options: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def simulated(self) -> bool:
@@ -215,6 +220,8 @@ class CheckResult:
     metrics: Mapping[str, float] = field(default_factory=dict, hash=False)
     #: Measured series (``gpuconf.series.*`` properties; a bare ``gpuconf.curve`` becomes a busbw one).
     series: tuple[Series, ...] = ()
+    #: The CNCF AI conformance requirements the test gives evidence for (``gpuconf.cncf``).
+    cncf: tuple[str, ...] = ()
 
     @property
     def node_key(self) -> str:
@@ -313,7 +320,8 @@ def from_test_report(nodeid: str, pytest_outcome: str, duration: float, properti
         curve = tuple((int(x), y) for x, y in busbw.points)
     return CheckResult(check, str(node) if node is not None else None, outcome, nodeid, duration,
                        opt("gpuconf.expected"), opt("gpuconf.observed"), message or None,
-                       curve, parse_metrics(properties), tuple(series))
+                       curve, parse_metrics(properties), tuple(series),
+                       tuple(i for i in str(properties.get("gpuconf.cncf") or "").split(",") if i))
 
 
 def format_metric(value: float) -> str:

@@ -130,6 +130,8 @@ def ctrf_document(run: RunRecord, results: Sequence[CheckResult]) -> dict[str, A
             test["extra"]["metrics"] = {name: float(value) for name, value in r.metrics.items()}
         if r.series:
             test["extra"]["series"] = [s.as_json() for s in r.series]
+        if r.cncf:  # the CNCF requirements it gives evidence for (a merge writes the evidence from them)
+            test["extra"]["cncf"] = list(r.cncf)
         tests.append(test)
     summary = {**counts(results), "start": _ms(run.started), "stop": _ms(run.finished),
                "duration": max(0, _ms(run.finished - run.started))}
@@ -148,7 +150,9 @@ def ctrf_document(run: RunRecord, results: Sequence[CheckResult]) -> dict[str, A
                               "verdict": cluster_verdict(run, results),
                               "nodes": node_verdicts(results, run.coverage),
                               "node_kinds": _kinds(run),
-                              "coverage": run.coverage.as_json() if run.coverage is not None else None}},
+                              "coverage": run.coverage.as_json() if run.coverage is not None else None,
+                              **({"shard": dict(run.shard)} if run.shard is not None else {}),
+                              **({"options": dict(run.options)} if run.options else {})}},
     }
 
 
@@ -168,7 +172,20 @@ def _failures(results: Sequence[CheckResult]) -> list[CheckResult]:
 
 def _title(run: RunRecord) -> str:
     where = run.provenance or "no cluster"
-    return f"gpuconf sign-off: {'SIMULATED cluster, ' if run.simulated else ''}{where}"
+    return f"gpuconf sign-off: {'SIMULATED cluster, ' if run.simulated else ''}{where}{_shard_words(run)}"
+
+
+def _shard_words(run: RunRecord) -> str:
+    """", shard 1 of 4" for a shard's own reports, ", merged from 4 shards" for a merge's ("3 of 4
+    shards" when some are missing)."""
+    shard = run.shard
+    if not shard:
+        return ""
+    count = shard.get("count")
+    if "merged" in shard:
+        merged = len(shard["merged"])
+        return f", merged from {merged} shards" if merged == count else f", merged from {merged} of {count} shards"
+    return f", shard {shard.get('index')} of {count}"
 
 
 _WORDS = {PASS: "PASS", FAIL: "FAIL", DEGRADED: "DEGRADED", NOT_TESTED: "NOT TESTED", NOT_STARTED: "NOT STARTED",
