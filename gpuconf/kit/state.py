@@ -26,8 +26,8 @@ from gpuconf.cluster import (
 if TYPE_CHECKING:
     from gpuconf.nodes import NodeView
 
-__all__ = ["DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "compat_cudas", "fleet_inventory", "fleet_views",
-           "inventory", "node_views", "pool_key", "probe_tolerations", "run_context", "session"]
+__all__ = ["DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "compat_cudas", "fleet_inventory",
+           "fleet_views", "inventory", "node_views", "pool_key", "probe_tolerations", "run_context", "session"]
 
 #: The CUDA of the probe every suite uses unless it tests a matrix (the current major's baseline).
 DEFAULT_PROBE_CUDA = "13.0.2"
