@@ -10,7 +10,7 @@ from gpuconf.checks.isolation import sighting
 from gpuconf.checks.scheduling import evaluate_default_runtime, evaluate_over_ask, evaluate_runtime_class
 from gpuconf.cluster import PodOutcome, run_campaign
 from gpuconf.kit import cuda_probe_pod, judge, native_probe_cuda, run_context
-from gpuconf.nodes import NodeView, Via
+from gpuconf.nodes import NodeView
 from gpuconf.probe_pods import probe_pod_name
 
 pytestmark = pytest.mark.scheduling
@@ -28,9 +28,9 @@ def test_over_asking_gpus_is_insufficient(request, fleet_nodes, record_property)
     # message names the resource: Insufficient nvidia.com/gpu)
     # (the device plugin's: a DRA-backed nvidia.com/gpu is refused by the DRA plugin in its own words,
     # not modelled; an over-asked claim is the DRA suite's dra.unsatisfiable-selector-pending)
-    largest = max((node.offered(ask) for node in fleet_nodes.values()
-                   if (ask := node.one_gpu()) and ask.via is Via.PLUGIN and ask.resource == "nvidia.com/gpu"),
-                  default=0)
+    # Every selected node counts, busy or not (its GPUs are freed later; in a sharded run they may be
+    # another shard's probes'): the pod must be unschedulable on each.
+    largest = max((node.gpu_allocatable("nvidia.com/gpu") for node in fleet_nodes.values()), default=0)
     if largest < 1:
         pytest.skip("no node advertises nvidia.com/gpu (DRA-only or MIG-only cluster): an unsatisfiable claim is "
                     "dra.unsatisfiable-selector-pending's")

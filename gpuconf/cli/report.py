@@ -41,8 +41,9 @@ def _tolerance(text: str) -> float:
 def add_report_parser(sub: Any) -> None:
     report = sub.add_parser("report", help="work with the reports a suite run writes",
                             description="Work with the reports a suite run writes: compare two runs (diff), check a "
-                            "report directory against its manifest.json (verify).")
-    actions = report.add_subparsers(dest="report_command", required=True, metavar="{diff,verify}",
+                            "report directory against its manifest.json (verify), merge a sharded run's shards "
+                            "(merge).")
+    actions = report.add_subparsers(dest="report_command", required=True, metavar="{diff,verify,merge}",
                                     parser_class=type(report))
     p = actions.add_parser(
         "diff", help="compare two runs: new failures, fixes, node verdicts, metric regressions",
@@ -74,6 +75,22 @@ def add_report_parser(sub: Any) -> None:
         "directory).")
     v.add_argument("directory", metavar="DIR", help="the report directory holding manifest.json")
     v.set_defaults(func=_cmd_verify)
+    m = actions.add_parser(
+        "merge", help="one sign-off from the report directories of a sharded run's shards (--shard I/N)",
+        description="Merge the report directories of a sharded run (each shard run with --shard I/N, e.g. the pods "
+        "of manifests/runner/job-sharded.yaml) into one sign-off in --out: report.json, report.md, report.html, "
+        "junit.xml and manifest.json, and the CNCF evidence with --cncf-evidence. Refused with one line (exit 2, "
+        "nothing written): a directory that is not a shard's, shards of different runs, clusters or node lists, a "
+        "shard given twice, a shard that no longer matches its manifest.json, and a missing shard unless "
+        "--allow-missing (its nodes are then NOT TESTED, in a missing shard). Exit 0 when the merged sign-off "
+        "passes, 1 when it does not (FAIL, DEGRADED, INCOMPLETE, NOT TESTED: the reports say why), 2 on bad input.")
+    m.add_argument("shards", metavar="DIR", nargs="+", help="a shard's report directory (its --report-dir)")
+    m.add_argument("--out", metavar="DIR", required=True, help="where the merged reports go (new or empty)")
+    m.add_argument("--cncf-evidence", metavar="DIR", default=None,
+                   help="also write the merged CNCF AI conformance evidence into DIR (as a run's --cncf-evidence)")
+    m.add_argument("--allow-missing", action="store_true",
+                   help="merge although some shards are missing: their nodes count as not tested")
+    m.set_defaults(func=_cmd_merge)
 
 
 def _cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -114,3 +131,45 @@ def _cmd_verify(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
     stdout.write(f"{result.verified} files verified in {args.directory} against its {MANIFEST} (run {run}, "
                  f"gpuconf {result.manifest.get('gpuconf_version')}){signed}\n")
     return EXIT_OK
+
+
+def _empty_or_new(path: str, what: str) -> None:
+    from pathlib import Path
+
+    where = Path(path)
+    if where.exists() and (not where.is_dir() or any(where.iterdir())):
+        why = "not a directory" if not where.is_dir() else "not empty"
+        raise UsageError(f"gpuconf report merge: {what} {path}: {why} (give a new or empty directory: its "
+                         "manifest.json lists what the merge wrote)")
+
+
+def _cmd_merge(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from pathlib import Path
+
+    from gpuconf.report.merge import load_shard, merge_shards, write_merged
+    from gpuconf.report.model import PASS, cluster_verdict
+
+    _empty_or_new(args.out, "--out")
+    if args.cncf_evidence:
+        _empty_or_new(args.cncf_evidence, "--cncf-evidence")
+    try:
+        shards = [load_shard(d) for d in args.shards]
+        run, results = merge_shards(shards, allow_missing=args.allow_missing)
+    except UsageError as exc:
+        raise UsageError(f"gpuconf report merge: {exc}") from exc
+    uids = {s.cluster_uid for s in shards if s.cluster_uid}
+    try:
+        write_merged(run, results, Path(args.out), cncf_evidence=Path(args.cncf_evidence) if args.cncf_evidence
+                     else None, cluster_uid=uids.pop() if len(uids) == 1 else None)
+    except OSError as exc:
+        raise UsageError(f"gpuconf report merge: cannot write {args.out}: {exc}") from exc
+    verdict = cluster_verdict(run, results)
+    shard = run.shard or {}
+    merged, count = len(shard.get("merged", [])), shard.get("count")
+    coverage = f"; {run.coverage.line()}" if run.coverage is not None else ""
+    stdout.write(f"merged {merged} of {count} shards of run {shard.get('run')} into {args.out}: "
+                 f"{verdict.upper().replace('-', ' ')}{coverage}\n")
+    unverified = [str(s.directory) for s in shards if not s.verified]
+    if unverified:
+        stderr.write(f"gpuconf: no manifest.json to check in {', '.join(unverified)}: merged as found\n")
+    return EXIT_OK if verdict == PASS else EXIT_REJECTED

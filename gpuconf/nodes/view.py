@@ -363,6 +363,11 @@ class NodeView:
                                f"{self._left_out()}, and {check} asks for {n}")
         return self._dra_request(n)
 
+    def gpu_allocatable(self, resource: str) -> int:
+        """How many ``resource`` the node's allocatable lists (the device plugin's), whoever holds them
+        now; a DRA-backed extended resource is not listed there (0)."""
+        return _count(self.allocatable, resource)
+
     def one_gpu(self, *, check: str = "this check") -> GpuRequest | Unavailable:
         return self.gpus(1, check=check)
 

@@ -9,10 +9,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BUSY", "CLUSTER", "CORDONED", "METRIC_PREFIX", "NOT_READY", "SERIES_PREFIX", "STATE_WORDS", "TAINTED",
-           "UNKNOWN_HARDWARE", "UNPLACEABLE", "UNTESTED_STATES", "CheckResult", "Coverage", "OUTCOMES", "RunRecord",
-           "Series", "UntestedNode", "cluster_verdict", "format_metric", "from_test_report", "node_verdicts",
-           "not_tested_kind", "parse_metrics", "parse_series", "remediation", "result_remediation", "worst"]
+__all__ = ["BUSY", "CLUSTER", "CORDONED", "METRIC_PREFIX", "MISSING_SHARD", "NOT_READY", "SERIES_PREFIX", "STATE_WORDS",
+           "TAINTED", "UNKNOWN_HARDWARE", "UNPLACEABLE", "UNTESTED_STATES", "CheckResult", "Coverage", "OUTCOMES",
+           "RunRecord", "Series", "UntestedNode", "cluster_verdict", "format_metric", "from_test_report",
+           "node_verdicts", "not_tested_kind", "parse_metrics", "parse_series", "remediation", "result_remediation",
+           "worst"]
 
 PASS, DEGRADED, FAIL, NOT_TESTED = "pass", "degraded", "fail", "not-tested"
 OUTCOMES = (PASS, DEGRADED, FAIL, NOT_TESTED)
@@ -33,12 +34,14 @@ NOT_STARTED, INCOMPLETE = "not-started", "incomplete"
 NOT_APPLICABLE, COULD_NOT_RUN = "not-applicable", "could-not-run"
 #: Why a selected GPU node was not tested, in the order the coverage line names them (issue 25): a
 #: fleet's nodes the probes cannot reach are counted, not passed over.
-CORDONED, TAINTED, BUSY, NOT_READY, UNKNOWN_HARDWARE, UNPLACEABLE = (
-    "cordoned", "tainted", "busy", "not-ready", "unknown-hardware", "unplaceable")
-UNTESTED_STATES = (CORDONED, TAINTED, BUSY, NOT_READY, UNKNOWN_HARDWARE, UNPLACEABLE)
+#: A merge of shards (gpuconf report merge) adds MISSING_SHARD: the node's shard was not merged, or
+#: could not start.
+CORDONED, TAINTED, BUSY, NOT_READY, UNKNOWN_HARDWARE, UNPLACEABLE, MISSING_SHARD = (
+    "cordoned", "tainted", "busy", "not-ready", "unknown-hardware", "unplaceable", "missing-shard")
+UNTESTED_STATES = (CORDONED, TAINTED, BUSY, NOT_READY, UNKNOWN_HARDWARE, UNPLACEABLE, MISSING_SHARD)
 #: Each state as the coverage line says it (NotReady as kubectl shows the node's condition).
 STATE_WORDS = {CORDONED: "cordoned", TAINTED: "tainted", BUSY: "busy", NOT_READY: "NotReady",
-                UNKNOWN_HARDWARE: "unknown hardware", UNPLACEABLE: "unplaceable"}
+                UNKNOWN_HARDWARE: "unknown hardware", UNPLACEABLE: "unplaceable", MISSING_SHARD: "in a missing shard"}
 
 
 @dataclass(frozen=True)
