@@ -15,10 +15,11 @@ run computes the same one from the same node list, without talking to the others
   (while there are at least N nodes): a shard with nothing to test is waste in an Indexed Job.
 - Units go to shards largest first, each to the least loaded shard (ties: the lowest index).
 
-Stability: a node added to or removed from a pool moves that pool's nodes only when it changes the
-pool's size class (whole or cut, and the packing order); nodes of other pools stay where they were
-unless the packing changes. Shards of one run that saw different node lists (a node joined between
-their starts) are told apart by the plan's fingerprint: the merge refuses them.
+Stability: the packing favours balance (a shard's wall time is its load) over stability, so a node
+added to or removed from the fleet can move whole pools to other shards when it changes the pools'
+size order; the nodes of a cut pool move only at the cuts' edges. What matters within a run holds:
+shards that saw the same node list agree, and shards of one run that saw different node lists (a node
+joined between their starts) carry different plan fingerprints, which the merge refuses.
 
 Cluster-wide checks (a test not parametrized over a GPU node) run in shard 0 only; NCCL multi-node
 jobs stay within a shard (its nodes are its own).

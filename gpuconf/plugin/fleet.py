@@ -125,10 +125,13 @@ def run_coverage(config: pytest.Config) -> Any:
     from gpuconf.report.model import UNKNOWN_HARDWARE, Coverage, UntestedNode
 
     state = config.stash.get(SESSION, None)
-    if state is None or state.inventory is None or state.views is None:
+    if state is None or state.inventory is None:
+        return None
+    views = state.views if state.views is not None else {} if not state.inventory.gpu_nodes else None
+    if views is None:  # nothing asked about the nodes (no test ran)
         return None
     untested: dict[str, UntestedNode] = {}
-    for name, view in state.views.items():
+    for name, view in views.items():
         if view.availability.state is not None:
             untested[name] = UntestedNode(name, view.availability.state, view.availability.reason)
         elif state.run is not None and name in state.run.unplaced:
@@ -136,7 +139,7 @@ def run_coverage(config: pytest.Config) -> Any:
         elif (unknown := unknown_model(view)) is not None:
             untested[name] = UntestedNode(name, UNKNOWN_HARDWARE, unknown)
     return Coverage(tuple(n.name for n in state.inventory.gpu_nodes), tuple(untested.values()),
-                    {name: view.kind for name, view in state.views.items()})
+                    {name: view.kind for name, view in views.items()})
 
 
 def unknown_model(view: Any) -> str | None:

@@ -1,0 +1,330 @@
+"""Sharded runs (gpuconf.shards, --shard I/N) and their merge (gpuconf report merge): the partition's
+rules, the shard's options, and, against one served simulated multi-pool cluster with a fault on a
+node of each shard, three shards side by side whose merge is the unsharded run's sign-off (the same
+per-node verdicts, cluster verdict and failures); a missing, duplicated, altered or foreign shard is
+refused, never silently merged."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from serving import in_parallel, run_suites, serve
+
+from gpuconf.cli import main
+from gpuconf.shards import (
+    COUNT_ENV,
+    INDEX_ENV,
+    RUN_ENV,
+    ShardError,
+    ShardPlan,
+    ShardSpec,
+    parse_shard,
+    partition,
+    plan,
+    shard_spec,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# --- the partition -------------------------------------------------------------------------------
+
+#: The multi-pool profile's nodes and pools (gpuconf/data/sim_profiles/multi-pool.yaml).
+MULTI_POOL = [("h100-0", "NVIDIA-H100-80GB-HBM3"), ("h100-1", "NVIDIA-H100-80GB-HBM3"),
+              ("a100-mig-0", "NVIDIA-A100-SXM4-80GB"), ("t4-0", "Tesla-T4"), ("t4-1", "Tesla-T4"),
+              ("l40s-0", "NVIDIA-L40S"), ("l40s-1", "NVIDIA-L40S")]
+
+
+def test_pools_stay_whole_and_the_shards_are_balanced() -> None:
+    assert partition(MULTI_POOL, 3) == {"h100-0": 0, "h100-1": 0, "a100-mig-0": 0, "t4-0": 2, "t4-1": 2,
+                                        "l40s-0": 1, "l40s-1": 1}
+
+
+def test_the_partition_does_not_depend_on_the_listing_order() -> None:
+    shuffled = list(MULTI_POOL)
+    random.Random(7).shuffle(shuffled)
+    assert partition(shuffled, 3) == partition(MULTI_POOL, 3)
+
+
+def test_a_pool_larger_than_a_share_is_cut_in_name_order() -> None:
+    nodes = [(f"gpu-{i:04d}", "NVIDIA-H100-80GB-HBM3") for i in range(1000)]
+    got = partition(nodes, 4)
+    sizes = [list(got.values()).count(s) for s in range(4)]
+    assert sizes == [250, 250, 250, 250]
+    for shard in range(4):  # neighbours by name stay together
+        names = sorted(n for n, s in got.items() if s == shard)
+        assert names == [f"gpu-{i:04d}" for i in range(int(names[0][4:]), int(names[0][4:]) + 250)]
+
+
+def test_fewer_pools_than_shards_cuts_the_largest_so_no_shard_is_idle() -> None:
+    nodes = [(f"h-{i}", "H100") for i in range(6)]
+    got = partition(nodes, 3)
+    assert sorted(list(got.values()).count(s) for s in range(3)) == [2, 2, 2]
+
+
+def test_more_shards_than_nodes_leaves_shards_empty() -> None:
+    got = partition(MULTI_POOL, 9)
+    assert sorted(got.values()) == list(range(7))
+
+
+def test_a_node_joining_changes_the_plans_fingerprint() -> None:
+    """Shards that saw different node lists are told apart (the merge refuses them), even when the new
+    node changes no other node's shard."""
+    before = plan(ShardSpec(0, 3, "r"), MULTI_POOL)
+    after = plan(ShardSpec(0, 3, "r"), [*MULTI_POOL, ("t4-2", "Tesla-T4")])
+    assert before.fingerprint != after.fingerprint and after.assignment["t4-2"] == after.assignment["t4-0"]
+
+
+def test_nodes_of_unknown_product_are_each_their_own_unit() -> None:
+    got = partition([("a", None), ("b", None), ("c", None), ("d", "X"), ("e", "X")], 2)
+    assert sorted(list(got.values()).count(s) for s in range(2)) == [2, 3] and got["d"] == got["e"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text("abcdefgh", min_size=1, max_size=4), st.sampled_from([None, "A", "B", "C"])),
+                max_size=40, unique_by=lambda t: t[0]),
+       st.integers(1, 12))
+def test_every_node_is_in_exactly_one_shard(nodes: list[tuple[str, str | None]], count: int) -> None:
+    got = partition(nodes, count)
+    assert list(got) == [n for n, _ in nodes]
+    assert all(0 <= s < count for s in got.values())
+    loads = [list(got.values()).count(s) for s in range(count)]
+    if len(nodes) >= count:
+        assert min(loads) >= 1, loads  # nobody idle
+    share = -(-len(nodes) // count) if nodes else 1
+    pools = {p for _, p in nodes if p}
+    if len(nodes) >= count and len(pools) + sum(p is None for _, p in nodes) >= count:
+        for pool in pools:  # a pool no larger than a share stays in one shard
+            members = [n for n, p in nodes if p == pool]
+            if len(members) <= share:
+                assert len({got[n] for n in members}) == 1, (pool, got)
+    spec = ShardSpec(0, count, "r")
+    plans = [plan(ShardSpec(i, count, "r"), nodes) for i in range(count)]
+    assert sorted(n for p in plans for n in p.nodes) == sorted(n for n, _ in nodes)
+    assert len({p.fingerprint for p in plans}) == 1 and plan(spec, nodes).fingerprint == plans[0].fingerprint
+
+
+# --- --shard and the Indexed Job's environment ----------------------------------------------------
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("3/3", "shard 3 of 3 does not exist (0 to 2)"), ("1/0", "must be 1 to 1000, not 0"),
+    ("one/3", "give the shard as I/N"), ("-1/3", "give the shard as I/N"), ("2", "give the shard as I/N")])
+def test_a_bad_shard_says_what_is_wrong(text: str, why: str) -> None:
+    with pytest.raises(ShardError, match="^--shard .*" + why.replace("(", r"\(").replace(")", r"\)")):
+        shard_spec(text, None, {})
+    assert parse_shard(" 2 / 5 ") == (2, 5)
+
+
+def test_the_indexed_job_environment_names_the_shard() -> None:
+    assert shard_spec(None, None, {INDEX_ENV: "2", COUNT_ENV: "4", RUN_ENV: "0f3c9e0a-uid"}) == ShardSpec(
+        2, 4, "0f3c9e0a-uid", f"{INDEX_ENV}/{COUNT_ENV}")
+    assert shard_spec(None, None, {INDEX_ENV: "2"}) is None  # any Indexed Job has the index; the count says shard
+    assert shard_spec("1/2", "night", {INDEX_ENV: "2", COUNT_ENV: "4"}) == ShardSpec(1, 2, "night", "--shard")
+    with pytest.raises(ShardError, match=f"^{COUNT_ENV}=4 is set but {INDEX_ENV} is not"):
+        shard_spec(None, None, {COUNT_ENV: "4"})
+    with pytest.raises(ShardError, match=f"^{INDEX_ENV}=4 {COUNT_ENV}=4: '4/4': the index counts from 0"):
+        shard_spec(None, None, {INDEX_ENV: "4", COUNT_ENV: "4"})
+    with pytest.raises(ShardError, match="^--shard-run 'a b': a name of letters"):
+        shard_spec("0/2", "a b", {})
+    with pytest.raises(ShardError, match="^--shard-run night names a sharded run, but no shard is given"):
+        shard_spec(None, "night", {})
+
+
+def test_a_plan_records_what_the_merge_needs() -> None:
+    p = plan(ShardSpec(1, 3, None), MULTI_POOL)
+    doc = p.as_json()
+    assert doc["nodes"] == ["l40s-0", "l40s-1"] and doc["fleet"] == [n for n, _ in MULTI_POOL]
+    assert doc["run"] == f"fleet-{p.fingerprint[:12]}" and doc["run_given"] is False
+    assert ShardPlan(ShardSpec(0, 3, "x"), p.fleet, p.assignment).fingerprint == p.fingerprint
+
+
+# --- the merge, against one served cluster ---------------------------------------------------------
+
+#: A fault on a node of each shard (shard 0: h100-1, 1: l40s-0, 2: t4-1; test_pools_stay_whole...).
+FAULTS = """
+faults:
+  - {id: driver-skew, pool: h100, node: 1}
+  - {id: gpu-lost, pool: l40s, node: 0}
+  - {id: xid-errors, pool: t4, node: 1}
+"""
+
+
+def _merge(*argv: str | Path) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["report", "merge", *map(str, argv)], stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _gpuconf(directory: Path) -> dict[str, Any]:
+    return dict(json.loads((directory / "report.json").read_text())["extra"]["gpuconf"])
+
+
+def _failures(directory: Path) -> set[tuple[str, str, str]]:
+    tests = json.loads((directory / "report.json").read_text())["results"]["tests"]
+    return {(t["extra"]["check"], t["extra"]["node"] or "", t["extra"]["outcome"]) for t in tests
+            if t["extra"]["outcome"] in ("fail", "degraded")}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    base = tmp_path_factory.mktemp("shards")
+    text = (ROOT / "gpuconf" / "data" / "sim_profiles" / "multi-pool.yaml").read_text()
+    profile = base / "faulty.yaml"
+    profile.write_text(text.replace("faults: []", FAULTS.strip()))
+    with serve(base / "serve", profile) as served:
+        runs = in_parallel({name: (lambda name=name, args=args: run_suites(served.kubeconfig, base / name, *args,
+                                                                             timeout=600))
+                            for name, args in [("all", ()), *[(f"s{i}", ("--shard", f"{i}/3", "--shard-run", "night-1"))
+                                                               for i in range(3)]]})
+    merged = base / "merged"
+    code, out, err = _merge(*(base / f"s{i}" for i in range(3)), "--out", merged, "--cncf-evidence",
+                            base / "cncf")
+    return {"base": base, "runs": runs, "merged": merged, "merge": (code, out, err)}
+
+
+def test_each_shard_tests_its_share_in_its_own_run(runs: dict[str, Any]) -> None:
+    base = runs["base"]
+    shards = [_gpuconf(base / f"s{i}") for i in range(3)]
+    assert [sorted(s["shard"]["nodes"]) for s in shards] == [["a100-mig-0", "h100-0", "h100-1"],
+                                                             ["l40s-0", "l40s-1"], ["t4-0", "t4-1"]]
+    assert [s["coverage"]["line"] for s in shards] == ["3 of 3 GPU nodes tested", "2 of 2 GPU nodes tested",
+                                                      "2 of 2 GPU nodes tested"]
+    assert len({s["run_id"] for s in shards}) == 3  # each its own run id, namespace and liveness mark
+    assert {s["shard"]["run"] for s in shards} == {"night-1"}
+    assert all(r.returncode == 1 for r in runs["runs"].values()), {
+        k: r.stdout[-2000:] for k, r in runs["runs"].items()}
+    log = runs["runs"]["s1"].stdout
+    assert ("gpuconf: shard 1 of 3 of run night-1: 2 of the 7 selected GPU nodes; cluster-wide checks are shard 0's"
+            in log)
+    cluster_wide = {t["extra"]["check"] for i in range(3) for t in json.loads(
+        (base / f"s{i}" / "report.json").read_text())["results"]["tests"] if not t["extra"]["node"] and i}
+    assert cluster_wide == set()  # only shard 0 runs them
+    assert "merged from 3 shards" not in (base / "s0" / "report.md").read_text()
+    assert "shard 0 of 3" in (base / "s0" / "report.md").read_text()
+
+
+def test_the_merge_is_the_unsharded_sign_off(runs: dict[str, Any]) -> None:
+    base, merged = runs["base"], runs["merged"]
+    code, out, err = runs["merge"]
+    assert code == 1 and out == f"merged 3 of 3 shards of run night-1 into {merged}: FAIL; 7 of 7 GPU nodes tested\n"
+    assert err == ""
+    whole, joined = _gpuconf(base / "all"), _gpuconf(merged)
+    assert joined["nodes"] == whole["nodes"] and joined["verdict"] == whole["verdict"] == "fail"
+    assert {n: v for n, v in joined["nodes"].items() if v != "pass"} == {
+        "h100-1": "degraded", "l40s-0": "fail", "t4-1": "fail"}
+    assert _failures(merged) == _failures(base / "all") and len(_failures(merged)) >= 3
+    assert joined["coverage"]["line"] == whole["coverage"]["line"] == "7 of 7 GPU nodes tested"
+    assert joined["exit_status"] == 1 and joined["run_id"] == "night-1"
+    assert joined["shard"]["merged"] == [0, 1, 2] and joined["shard"]["missing"] == []
+    assert all(s["verified"] for s in joined["shard"]["shards"])
+    assert "merged from 3 shards" in (merged / "report.md").read_text()
+    assert "merged from 3 shards" in (merged / "report.html").read_text()
+
+
+def test_the_merged_reports_are_complete_and_valid(runs: dict[str, Any]) -> None:
+    import junitparser
+    from cncf_shapes import read_stream
+
+    merged, base = runs["merged"], runs["base"]
+    assert {p.name for p in merged.iterdir()} == {"report.json", "report.md", "report.html", "junit.xml",
+                                                   "manifest.json"}
+    assert main(["report", "verify", str(merged)], stdout=io.StringIO(), stderr=io.StringIO()) == 0
+    suite = next(iter(junitparser.JUnitXml.fromfile(str(merged / "junit.xml"))))
+    tests = json.loads((merged / "report.json").read_text())["results"]["tests"]
+    assert suite.tests == len(tests) and suite.failures == sum(t["extra"]["outcome"] in ("fail", "degraded")
+                                                               for t in tests)
+    props = {p.name: p.value for p in suite.properties()}
+    assert props["gpuconf.coverage"] == "7 of 7 GPU nodes tested"
+    stream = read_stream((base / "cncf" / "results.json").read_text())
+    assert stream.problems == [] and stream.package_verdict == "fail"
+    drm = "TestAcceleratorDriverRuntimeManagement"
+    assert stream.verdicts[f"{drm}/driver.version-uniform-in-pool/h100-1"] == "fail"
+    assert main(["report", "verify", str(base / "cncf")], stdout=io.StringIO(), stderr=io.StringIO()) == 0
+
+
+def test_a_missing_shard_is_refused_or_counted_never_merged_silently(runs: dict[str, Any], tmp_path: Path) -> None:
+    base = runs["base"]
+    code, out, err = _merge(base / "s0", base / "s2", "--out", tmp_path / "refused")
+    assert code == 2 and out == "" and err == (
+        "gpuconf report merge: shard 1 of 3 is missing (its 2 GPU nodes): give its report directory, or "
+        "--allow-missing to sign off without them (their nodes then count as not tested)\n")
+    assert not (tmp_path / "refused").exists()
+    code, out, _ = _merge(base / "s0", base / "s2", "--out", tmp_path / "partial", "--allow-missing")
+    assert code == 1 and out.endswith("FAIL; 5 of 7 GPU nodes tested; 2 in a missing shard\n"), out
+    doc = _gpuconf(tmp_path / "partial")
+    assert doc["nodes"]["l40s-0"] == doc["nodes"]["l40s-1"] == "not-tested"
+    assert [u["reason"] for u in doc["coverage"]["untested"]] == [
+        f"{n} is in shard 1 of 3, whose reports were not given to the merge (it did not finish, or its directory "
+        "was left out)" for n in ("l40s-0", "l40s-1")]
+    assert doc["shard"]["missing"] == [1]
+    assert "2 in a missing shard" in (tmp_path / "partial" / "report.md").read_text()
+
+
+def test_shards_that_do_not_make_one_run_are_refused(runs: dict[str, Any], tmp_path: Path) -> None:
+    base = runs["base"]
+    code, _, err = _merge(base / "s0", base / "s1", base / "s0", "--out", tmp_path / "twice")
+    assert code == 2 and f"{base / 's0'} and {base / 's0'} are both shard 0 of 3: give each shard once" in err
+    code, _, err = _merge(base / "s0", base / "all", "--out", tmp_path / "unsharded")
+    assert code == 2 and f"{base / 'all'}: not a shard's report (its run was not given --shard I/N)" in err
+    code, _, err = _merge(base / "s0", runs["merged"], "--out", tmp_path / "merged-again")
+    assert code == 2 and "a merge's report" in err
+    altered = tmp_path / "altered"
+    shutil.copytree(base / "s1", altered)
+    with (altered / "report.md").open("a") as f:
+        f.write("x")
+    code, _, err = _merge(base / "s0", altered, base / "s2", "--out", tmp_path / "a")
+    assert code == 2 and f"{altered} does not match its manifest.json: altered file report.md" in err
+    foreign = tmp_path / "foreign"
+    shutil.copytree(base / "s1", foreign)
+    (foreign / "manifest.json").unlink()
+    doc = json.loads((foreign / "report.json").read_text())
+    doc["extra"]["gpuconf"]["shard"]["run"] = "night-2"
+    (foreign / "report.json").write_text(json.dumps(doc))
+    code, _, err = _merge(base / "s0", foreign, base / "s2", "--out", tmp_path / "f")
+    assert code == 2 and f"{base / 's0'} is of run night-1 but {foreign} of run night-2: shards of different runs" in (
+        err)
+    doc["extra"]["gpuconf"]["shard"].update(run="night-1", fingerprint="0" * 64)
+    (foreign / "report.json").write_text(json.dumps(doc))
+    code, _, err = _merge(base / "s0", foreign, base / "s2", "--out", tmp_path / "g")
+    assert code == 2 and "split different node lists" in err
+    doc["extra"]["gpuconf"]["shard"]["fingerprint"] = _gpuconf(base / "s0")["shard"]["fingerprint"]
+    (foreign / "report.json").write_text(json.dumps(doc))
+    code, out, err = _merge(base / "s0", foreign, base / "s2", "--out", tmp_path / "h")
+    assert code == 1 and f"gpuconf: no manifest.json to check in {foreign}: merged as found" in err, (out, err)
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "old.txt").write_text("x")
+    code, _, err = _merge(base / "s0", base / "s1", base / "s2", "--out", tmp_path / "busy")
+    assert code == 2 and "--out" in err and "not empty" in err
+    code, _, err = _merge(tmp_path / "nowhere", "--out", tmp_path / "n")
+    assert code == 2 and "no such directory" in err
+
+
+def test_a_shard_given_no_node_runs_nothing_and_exits_0(tmp_path: Path) -> None:
+    result = run_suites_simulated(tmp_path, "--shard", "7/8")
+    assert result.returncode == 0, result.stdout[-3000:]
+    doc = _gpuconf(tmp_path / "r")
+    assert doc["shard"]["nodes"] == [] and doc["coverage"]["line"] == "0 of 0 GPU nodes tested"
+    assert json.loads((tmp_path / "r" / "report.json").read_text())["results"]["tests"] == []
+
+
+def test_a_bad_shard_ends_the_run_at_startup_with_one_line(tmp_path: Path) -> None:
+    result = run_suites_simulated(tmp_path, "--shard", "3/3")
+    assert result.returncode == 4
+    assert "--shard '3/3': the index counts from 0, so shard 3 of 3 does not exist (0 to 2)" in result.stdout + (
+        result.stderr or "")
+
+
+def run_suites_simulated(tmp_path: Path, *options: str) -> Any:
+    import forked
+    from serving import NO_HYPOTHESIS
+
+    return forked.run_pytest([*NO_HYPOTHESIS, "suites/test_inventory.py", "suites/test_scheduling.py", "-p",
+                              "gpuconf.plugin", "--simulate", "multi-pool", "--report-dir", str(tmp_path / "r"), "-q",
+                              "-p", "no:cacheprovider", *options], cwd=ROOT, timeout=300)
