@@ -94,7 +94,7 @@ def runner_policy() -> Policy:
 
 
 def job_args() -> list[str]:
-    [job] = [d for d in load_manifests(RUNNER) if d["kind"] == "Job"]
+    [job] = [d for d in load_manifests(RUNNER) if d["kind"] == "Job" and d["metadata"]["name"] == "gpuconf"]
     [container] = job["spec"]["template"]["spec"]["containers"]
     return [str(a) for a in container["args"] if not str(a).startswith(("--kubeconfig", "--report-dir"))]
 
