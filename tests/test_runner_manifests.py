@@ -21,16 +21,16 @@ import yaml
 
 from gpuconf.cluster import results
 from gpuconf.cluster.campaign import make_priority_class
-from gpuconf.rbac import load_manifests
+from gpuconf.rbac import Policy, load_manifests, load_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "manifests" / "runner"
 #: The Kubernetes version whose schema the manifests must satisfy (the suite's oldest supported
 #: DRA GA release).
 KUBERNETES = "1.34.0"
-#: Applied on their own (kubectl apply -f), not by the Kustomization: one run, one run in shards,
-#: the schedule, the reader.
-STANDALONE = {"job.yaml", "job-sharded.yaml", "cronjob.yaml", "results-reader.yaml"}
+#: Applied on their own (kubectl apply -f), not by the Kustomization: one run, one run in shards and
+#: its shards' probe namespaces, the schedule, the reader.
+STANDALONE = {"job.yaml", "job-sharded.yaml", "probes-sharded.yaml", "cronjob.yaml", "results-reader.yaml"}
 
 DOCS = load_manifests(RUNNER)
 
@@ -100,6 +100,11 @@ def runner_pods() -> list[tuple[str, dict[str, Any]]]:
 
 RUNNER_PODS = runner_pods()
 POD_IDS = [where for where, _ in RUNNER_PODS]
+
+
+def runner_policy() -> Policy:
+    [account] = by_kind("ServiceAccount")
+    return load_policy(DOCS, account=account["metadata"]["name"], account_namespace=account["metadata"]["namespace"])
 
 
 def runner_args(spec: dict[str, Any]) -> dict[str, str]:
@@ -203,11 +208,18 @@ def test_every_variable_the_args_name_is_the_container_s_own(where: str, spec: d
 
 @pytest.mark.parametrize("where, spec", RUNNER_PODS, ids=POD_IDS)
 def test_the_runner_uses_the_shipped_kubeconfig_and_probe_namespace(where: str, spec: dict[str, Any]) -> None:
+    """Its probe namespace (each shard's, for the sharded Job) exists, the runner may do there what
+    role.yaml grants in gpuconf-probes, and may read it (the run checks that it exists)."""
     args = runner_args(spec)
-    [binding] = by_kind("RoleBinding")
-    [role] = [r for r in by_kind("Role") if r["metadata"]["name"] == binding["roleRef"]["name"]]
-    assert args["namespace"] == role["metadata"]["namespace"] == binding["metadata"]["namespace"]
-    assert args["namespace"] in {d["metadata"]["name"] for d in by_kind("Namespace")}
+    policy = runner_policy()
+    shards = job("gpuconf-sharded")["spec"]["completions"] if where == "job-sharded" else 1
+    probe_namespaces = {args["namespace"].replace("$(JOB_COMPLETION_INDEX)", str(i)) for i in range(shards)}
+    assert len(probe_namespaces) == shards
+    [read] = [r for r in policy.cluster_rules if r.resources == ("namespaces",)]
+    for namespace in probe_namespaces:
+        assert policy.namespace_rules[namespace] == policy.namespace_rules["gpuconf-probes"]
+        assert namespace in {d["metadata"]["name"] for d in by_kind("Namespace")}
+        assert namespace in read.resource_names
     [container] = spec["containers"]
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     kubeconfig = Path(args["kubeconfig"])
@@ -238,10 +250,10 @@ def test_the_shipped_priority_class_is_the_one_a_run_would_create() -> None:
 # One run in shards (job-sharded.yaml, issue 29)
 
 #: What sharding may change in the runner pod: its args and env (the shard, the run, the report
-#: directory), its memory (a shard holds part of the nodes) and its placement (the shards share
+#: directory, the probe namespace), its memory (a shard holds part of the nodes) and its placement (the shards share
 #: the ReadWriteOnce results volume, so one node).
 SHARD_ENV = {"GPUCONF_SHARDS", "GPUCONF_SHARD_RUN", "JOB_COMPLETION_INDEX"}
-SHARD_ARGS = {"shard", "shard-run", "report-dir"}
+SHARD_ARGS = {"namespace", "shard", "shard-run", "report-dir"}
 
 
 def sharded() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
@@ -319,6 +331,18 @@ def test_the_shards_share_one_node_the_one_the_results_volume_is_on() -> None:
     assert term["topologyKey"] == "kubernetes.io/hostname"
     assert term["labelSelector"] == {"matchLabels": {"batch.kubernetes.io/job-name": doc["metadata"]["name"]}}
     assert term["matchLabelKeys"] == ["batch.kubernetes.io/controller-uid"]
+
+
+def test_each_shard_has_a_probe_namespace_of_its_own_held_to_the_probe_namespace_s_standard() -> None:
+    """probes-sharded.yaml: gpuconf-probes-0 ... N-1 for N completions, none more, each labelled as
+    gpuconf-probes (namespace.yaml), each granting what role.yaml grants there (the test above)."""
+    namespaces = {d["metadata"]["name"]: d["metadata"]["labels"] for d in by_kind("Namespace")}
+    shards = job("gpuconf-sharded")["spec"]["completions"]
+    sharded_namespaces = {name for name in namespaces if name.startswith("gpuconf-probes-")}
+    assert sharded_namespaces == {f"gpuconf-probes-{i}" for i in range(shards)}
+    assert all(namespaces[name] == namespaces["gpuconf-probes"] for name in sharded_namespaces)
+    [read] = [r for r in runner_policy().cluster_rules if r.resources == ("namespaces",)]
+    assert {n for n in read.resource_names if n.startswith("gpuconf-probes-")} == sharded_namespaces
 
 
 def test_a_shard_asks_for_no_more_memory_than_the_single_run() -> None:
