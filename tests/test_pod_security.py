@@ -296,7 +296,7 @@ def test_a_violating_pod_would_be_caught_by_the_capture() -> None:
 
 
 def probe_namespace_labels() -> dict[str, str]:
-    [job] = [d for d in load_manifests(RUNNER) if d["kind"] == "Job"]
+    [job] = [d for d in load_manifests(RUNNER) if d["kind"] == "Job" and d["metadata"]["name"] == "gpuconf"]
     [namespace] = [str(a).split("=", 1)[1] for a in job["spec"]["template"]["spec"]["containers"][0]["args"]
                    if str(a).startswith("--namespace=")]
     [doc] = [d for d in load_manifests(RUNNER) if d["kind"] == "Namespace" and d["metadata"]["name"] == namespace]

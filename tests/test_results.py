@@ -490,3 +490,96 @@ def test_a_run_that_left_gpu_nodes_untested_is_listed_incomplete_with_its_covera
     row = stdout.getvalue().splitlines()[1]
     assert row.split()[:4] == ["gpuconf-cov12", "2027-01-15T08:03:20Z", "0", "incomplete"]
     assert row.endswith("1 pass, 1 not-tested (1 of 2 GPU nodes tested; 1 cordoned)")
+
+
+# -------------------------------------------------------------------------------------------------
+# A sharded run (job-sharded.yaml): /results/<run>/shard-<index>/, one report each
+
+SHARDED = "gpuconf-sharded-0f5c7a9e-3b1d-4c2e-9a6f-1e2d3c4b5a69"
+
+
+def shard_report(nodes: dict[str, str], exit_status: int, finished: str) -> str:
+    return json.dumps({**REPORT, "extra": {"gpuconf": {**META, "nodes": nodes, "exit_status": exit_status,
+                                                       "finished": finished}}})
+
+
+@pytest.fixture
+def sharded(volume: Path) -> Path:
+    """The volume with a sharded run after the older ones: shard 0 passed, shard 1 failed, shard 10
+    passed (indexes sort as numbers), shard 2 has written no report yet."""
+    run = volume / SHARDED
+    for index, nodes, status, finished in ((0, {"h100-0": "pass", "(cluster)": "pass"}, 0, "2026-12-02T03:09:00Z"),
+                                           (1, {"h100-1": "fail"}, 1, "2026-12-02T03:11:00Z"),
+                                           (10, {"h100-10": "pass"}, 0, "2026-12-02T03:10:00Z")):
+        (run / f"shard-{index}" / "cncf").mkdir(parents=True)
+        (run / f"shard-{index}" / "report.json").write_text(shard_report(nodes, status, finished))
+        (run / f"shard-{index}" / "cncf" / "e2e.log").write_text(f"e2e {index}\n")
+        os.utime(run / f"shard-{index}" / "report.json", (1_900_000_000 + index, 1_900_000_000 + index))
+    (run / "shard-2").mkdir()
+    (run / "shard-2" / "junit.xml").write_text("<testsuites/>\n")
+    return volume
+
+
+def test_a_sharded_run_is_listed_once_with_its_shards_in_index_order(sharded: Path) -> None:
+    code, out = reader("list", sharded)
+    assert code == 0
+    runs = parse_listing(out)
+    assert [r.name for r in runs] == [SHARDED, "gpuconf-x7k2p", "gpuconf-nightly-29000000-aaaaa"]
+    run = runs[0]
+    assert run.report is None and run.mtime == 1_900_000_010  # its newest shard report
+    assert [s.name for s in run.shards] == ["shard-0", "shard-1", "shard-2", "shard-10"]
+    assert [s.verdict for s in run.shards] == ["pass", "fail", "no report.json", "pass"]
+    assert (run.verdict, dict(run.verdicts)) == ("fail", {"pass": 3, "fail": 1})
+    assert all(not r.shards for r in runs[1:])
+
+
+@pytest.mark.parametrize("shards, verdict", [
+    (["pass", "pass"], "pass"),
+    (["pass", "degraded"], "degraded"),
+    (["pass", "fail", None], "fail"),
+    (["pass", None], "incomplete"),
+    (["pass", "not started"], "incomplete"),
+    (["not-tested", "not-tested"], "not-tested"),
+], ids=["every shard passed", "a degraded shard degrades the run", "a failed shard fails it, whatever is missing",
+        "a shard without its report leaves it incomplete", "a shard that did not start leaves it incomplete",
+        "nothing tested in any shard"])
+def test_a_sharded_run_s_verdict_is_its_shards_together(shards: list[str | None], verdict: str) -> None:
+    def shard(index: int, node_verdict: str | None) -> results_mod.RunInfo:
+        if node_verdict is None:
+            return results_mod.RunInfo(f"shard-{index}", 0.0, ())
+        if node_verdict == "not started":
+            return results_mod.RunInfo(f"shard-{index}", 0.0, (), {"error": "unreachable", "verdicts": {}})
+        return results_mod.RunInfo(f"shard-{index}", 0.0, (), {"verdicts": {node_verdict: 1}})
+
+    run = results_mod.RunInfo(SHARDED, 0.0, (), shards=tuple(shard(i, v) for i, v in enumerate(shards)))
+    assert run.verdict == verdict
+
+
+def test_a_sharded_run_is_fetched_whole_each_shard_in_its_directory(sharded: Path, tmp_path: Path) -> None:
+    code, out = reader("fetch", sharded, SHARDED)
+    assert code == 0
+    files = safe_extract(decode_output(out).data, tmp_path / "out")
+    assert files == ["shard-0/cncf/e2e.log", "shard-0/report.json", "shard-1/cncf/e2e.log", "shard-1/report.json",
+                     "shard-10/cncf/e2e.log", "shard-10/report.json", "shard-2/junit.xml"]
+    assert (tmp_path / "out" / "shard-1" / "report.json").read_text() == (
+        sharded / SHARDED / "shard-1" / "report.json").read_text()
+    assert decode_output(reader("fetch", sharded)[1]).run == SHARDED  # the latest
+
+
+def test_the_cli_lists_a_sharded_run_on_one_line(sim: tuple[SimulatedCluster, Path], sharded: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out = reader("list", sharded)
+    simulate_output(monkeypatch, out, code)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    assert main(["results", "list", "--kubeconfig", str(sim[1]), "--timeout", "60"], stdout=stdout,
+                stderr=stderr) == 0, stderr.getvalue()
+    row = stdout.getvalue().splitlines()[1]
+    assert row.split()[:4] == [SHARDED, "2026-12-02T03:11:00Z", "0,1,-,0", "fail"]
+    assert row.endswith("1 fail, 3 pass; 4 shards: shard-0, shard-1, shard-2, shard-10")
+    stdout = io.StringIO()
+    assert main(["results", "list", "--json", "--kubeconfig", str(sim[1]), "--timeout", "60"], stdout=stdout,
+                stderr=stderr) == 0, stderr.getvalue()
+    [run, *others] = json.loads(stdout.getvalue())
+    assert [(s["run"], s["verdict"]) for s in run["shards"]] == [
+        ("shard-0", "pass"), ("shard-1", "fail"), ("shard-2", "no report.json"), ("shard-10", "pass")]
+    assert all(o["shards"] == [] for o in others)

@@ -9,6 +9,7 @@ instructions are checked against the checkout instead.
 
 from __future__ import annotations
 
+import copy
 import re
 import shlex
 from pathlib import Path
@@ -20,15 +21,16 @@ import yaml
 
 from gpuconf.cluster import results
 from gpuconf.cluster.campaign import make_priority_class
-from gpuconf.rbac import load_manifests
+from gpuconf.rbac import Policy, load_manifests, load_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "manifests" / "runner"
 #: The Kubernetes version whose schema the manifests must satisfy (the suite's oldest supported
 #: DRA GA release).
 KUBERNETES = "1.34.0"
-#: Applied on their own (kubectl apply -f), not by the Kustomization: one run, the schedule, the reader.
-STANDALONE = {"job.yaml", "cronjob.yaml", "results-reader.yaml"}
+#: Applied on their own (kubectl apply -f), not by the Kustomization: one run, one run in shards and
+#: its shards' probe namespaces, the schedule, the reader.
+STANDALONE = {"job.yaml", "job-sharded.yaml", "probes-sharded.yaml", "cronjob.yaml", "results-reader.yaml"}
 
 DOCS = load_manifests(RUNNER)
 
@@ -42,9 +44,14 @@ def one(kind: str) -> dict[str, Any]:
     return doc
 
 
-def schema_errors(doc: dict[str, Any]) -> list[str]:
+def job(name: str) -> dict[str, Any]:
+    [doc] = [d for d in by_kind("Job") if d["metadata"]["name"] == name]
+    return doc
+
+
+def schema_errors(doc: dict[str, Any], version: str = KUBERNETES) -> list[str]:
     try:
-        kubernetes_validate.validate(doc, KUBERNETES, strict=True)
+        kubernetes_validate.validate(doc, version, strict=True)
     except kubernetes_validate.ValidationError as e:
         return [f"{'.'.join(str(p) for p in e.path)}: {e.message}"]
     return []
@@ -85,9 +92,19 @@ def restricted_violations(spec: dict[str, Any]) -> list[str]:
 
 
 def runner_pods() -> list[tuple[str, dict[str, Any]]]:
-    job, cron = one("Job"), one("CronJob")
-    return [("job", job["spec"]["template"]["spec"]),
-            ("cronjob", cron["spec"]["jobTemplate"]["spec"]["template"]["spec"])]
+    cron = one("CronJob")
+    return [("job", job("gpuconf")["spec"]["template"]["spec"]),
+            ("cronjob", cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]),
+            ("job-sharded", job("gpuconf-sharded")["spec"]["template"]["spec"])]
+
+
+RUNNER_PODS = runner_pods()
+POD_IDS = [where for where, _ in RUNNER_PODS]
+
+
+def runner_policy() -> Policy:
+    [account] = by_kind("ServiceAccount")
+    return load_policy(DOCS, account=account["metadata"]["name"], account_namespace=account["metadata"]["namespace"])
 
 
 def runner_args(spec: dict[str, Any]) -> dict[str, str]:
@@ -133,7 +150,7 @@ def test_namespaced_objects_name_their_namespace() -> None:
 # The runner pod
 
 
-@pytest.mark.parametrize("where, spec", runner_pods(), ids=["job", "cronjob"])
+@pytest.mark.parametrize("where, spec", RUNNER_PODS, ids=POD_IDS)
 def test_the_runner_pod_passes_the_restricted_pod_security_standard(where: str, spec: dict[str, Any]) -> None:
     assert restricted_violations(spec) == []
 
@@ -148,11 +165,11 @@ def test_restricted_violations_names_what_is_wrong() -> None:
 
 
 def test_the_job_and_the_cronjob_run_the_same_pod() -> None:
-    (_, job), (_, cron) = runner_pods()
-    assert job == cron
+    pods = dict(runner_pods())
+    assert pods["job"] == pods["cronjob"]
 
 
-@pytest.mark.parametrize("where, spec", runner_pods(), ids=["job", "cronjob"])
+@pytest.mark.parametrize("where, spec", RUNNER_PODS, ids=POD_IDS)
 def test_the_runner_needs_no_gpu_and_runs_as_the_runner_service_account(where: str, spec: dict[str, Any]) -> None:
     [sa] = by_kind("ServiceAccount")
     assert spec["serviceAccountName"] == sa["metadata"]["name"]
@@ -163,7 +180,7 @@ def test_the_runner_needs_no_gpu_and_runs_as_the_runner_service_account(where: s
     assert "nodeSelector" not in spec and "resourceClaims" not in spec and "tolerations" not in spec
 
 
-@pytest.mark.parametrize("where, spec", runner_pods(), ids=["job", "cronjob"])
+@pytest.mark.parametrize("where, spec", RUNNER_PODS, ids=POD_IDS)
 def test_the_reports_go_to_the_results_volume(where: str, spec: dict[str, Any]) -> None:
     [pvc] = by_kind("PersistentVolumeClaim")
     volumes = {v["name"]: v for v in spec["volumes"]}
@@ -172,19 +189,37 @@ def test_the_reports_go_to_the_results_volume(where: str, spec: dict[str, Any]) 
     report_dir = runner_args(spec)["report-dir"]
     mount = next(path for path in mounts if report_dir.startswith(path + "/") or report_dir == path)
     assert volumes[mounts[mount]]["persistentVolumeClaim"]["claimName"] == pvc["metadata"]["name"]
+    if where == "job-sharded":  # one directory per run and one per shard in it: test_the_sharded_job_...
+        return
     # One directory per run: $(POD_NAME) is expanded by the kubelet from the downward API.
     assert report_dir.endswith("/$(POD_NAME)")
     env = {e["name"]: e for e in container["env"]}
     assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
 
 
-@pytest.mark.parametrize("where, spec", runner_pods(), ids=["job", "cronjob"])
+@pytest.mark.parametrize("where, spec", RUNNER_PODS, ids=POD_IDS)
+def test_every_variable_the_args_name_is_the_container_s_own(where: str, spec: dict[str, Any]) -> None:
+    """The kubelet expands $(VAR) in args from the container's env and leaves an unknown one as it is:
+    a misspelt name would be a directory literally called ``$(POD_NAM)``."""
+    [container] = spec["containers"]
+    named = {v for a in container["args"] for v in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", str(a))}
+    assert named <= {e["name"] for e in container["env"]}
+
+
+@pytest.mark.parametrize("where, spec", RUNNER_PODS, ids=POD_IDS)
 def test_the_runner_uses_the_shipped_kubeconfig_and_probe_namespace(where: str, spec: dict[str, Any]) -> None:
+    """Its probe namespace (each shard's, for the sharded Job) exists, the runner may do there what
+    role.yaml grants in gpuconf-probes, and may read it (the run checks that it exists)."""
     args = runner_args(spec)
-    [binding] = by_kind("RoleBinding")
-    [role] = [r for r in by_kind("Role") if r["metadata"]["name"] == binding["roleRef"]["name"]]
-    assert args["namespace"] == role["metadata"]["namespace"] == binding["metadata"]["namespace"]
-    assert args["namespace"] in {d["metadata"]["name"] for d in by_kind("Namespace")}
+    policy = runner_policy()
+    shards = job("gpuconf-sharded")["spec"]["completions"] if where == "job-sharded" else 1
+    probe_namespaces = {args["namespace"].replace("$(JOB_COMPLETION_INDEX)", str(i)) for i in range(shards)}
+    assert len(probe_namespaces) == shards
+    [read] = [r for r in policy.cluster_rules if r.resources == ("namespaces",)]
+    for namespace in probe_namespaces:
+        assert policy.namespace_rules[namespace] == policy.namespace_rules["gpuconf-probes"]
+        assert namespace in {d["metadata"]["name"] for d in by_kind("Namespace")}
+        assert namespace in read.resource_names
     [container] = spec["containers"]
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     kubeconfig = Path(args["kubeconfig"])
@@ -200,7 +235,8 @@ def test_the_runner_uses_the_shipped_kubeconfig_and_probe_namespace(where: str, 
 
 
 def test_the_runner_namespace_enforces_restricted() -> None:
-    [runner] = [n for n in by_kind("Namespace") if n["metadata"]["name"] == one("Job")["metadata"]["namespace"]]
+    [runner] = [n for n in by_kind("Namespace") if n["metadata"]["name"] == job("gpuconf")["metadata"]["namespace"]]
+    assert job("gpuconf-sharded")["metadata"]["namespace"] == runner["metadata"]["name"]
     assert runner["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
@@ -208,6 +244,120 @@ def test_the_shipped_priority_class_is_the_one_a_run_would_create() -> None:
     shipped, made = one("PriorityClass"), make_priority_class()
     assert {k: v for k, v in shipped.items() if k != "metadata"} == {k: v for k, v in made.items() if k != "metadata"}
     assert shipped["metadata"] == made["metadata"]
+
+
+# -------------------------------------------------------------------------------------------------
+# One run in shards (job-sharded.yaml, issue 29)
+
+#: What sharding may change in the runner pod: its args and env (the shard, the run, the report
+#: directory, the probe namespace), its memory (a shard holds part of the nodes) and its placement (the shards share
+#: the ReadWriteOnce results volume, so one node).
+SHARD_ENV = {"GPUCONF_SHARDS", "GPUCONF_SHARD_RUN", "JOB_COMPLETION_INDEX"}
+SHARD_ARGS = {"namespace", "shard", "shard-run", "report-dir"}
+
+
+def sharded() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The sharded Job, its runner container and that container's env by name."""
+    doc = job("gpuconf-sharded")
+    [container] = doc["spec"]["template"]["spec"]["containers"]
+    return doc, container, {e["name"]: e for e in container["env"]}
+
+
+def test_the_sharded_job_runs_the_job_s_pod_but_for_what_sharding_changes() -> None:
+    pods = dict(runner_pods())
+    single, shard = copy.deepcopy(pods["job"]), copy.deepcopy(pods["job-sharded"])
+    assert set(shard) - set(single) == {"affinity"}
+    del shard["affinity"]
+    [one_run], [one_shard] = single.pop("containers"), shard.pop("containers")
+    assert single == shard
+    for container in (one_run, one_shard):
+        container["args"] = [a for a in container["args"] if a.removeprefix("--").split("=")[0] not in SHARD_ARGS]
+        container["env"] = [e for e in container["env"] if e["name"] not in SHARD_ENV]
+        del container["resources"]["requests"]["memory"], container["resources"]["limits"]["memory"]
+    assert one_run == one_shard
+    job_spec = {k: v for k, v in job("gpuconf")["spec"].items() if k not in ("template", "backoffLimit")}
+    shard_spec = {k: v for k, v in job("gpuconf-sharded")["spec"].items()
+                  if k not in ("template", "completionMode", "completions", "parallelism", "backoffLimitPerIndex")}
+    assert job_spec == shard_spec
+    assert job("gpuconf-sharded")["metadata"]["labels"] == job("gpuconf")["metadata"]["labels"]
+
+
+def test_the_sharded_job_is_valid_by_the_schema_of_every_supported_kubernetes() -> None:
+    """backoffLimitPerIndex and matchLabelKeys are GA from 1.33: the oldest supported DRA GA release
+    (1.34) and the real-control-plane tier's (1.36) both know them."""
+    for version in (KUBERNETES, "1.36.0"):
+        assert schema_errors(job("gpuconf-sharded"), version) == [], version
+
+
+def test_the_sharded_job_is_indexed_with_one_shard_per_index_none_retried() -> None:
+    doc, container, env = sharded()
+    spec = doc["spec"]
+    assert spec["completionMode"] == "Indexed"
+    assert spec["completions"] == spec["parallelism"] == int(env["GPUCONF_SHARDS"]["value"])
+    # a failed shard is a verdict: not retried, and the other shards still run to their end
+    assert spec["backoffLimitPerIndex"] == 0 and "maxFailedIndexes" not in spec and "backoffLimit" not in spec
+    assert runner_args(doc["spec"]["template"]["spec"])["shard"] == "$(JOB_COMPLETION_INDEX)/$(GPUCONF_SHARDS)"
+
+
+def test_each_shard_knows_its_index_and_its_run_from_the_downward_api() -> None:
+    doc, _, env = sharded()
+    assert env["JOB_COMPLETION_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.annotations['batch.kubernetes.io/job-completion-index']")
+    assert env["GPUCONF_SHARD_RUN"]["valueFrom"]["fieldRef"]["fieldPath"] == (
+        "metadata.labels['batch.kubernetes.io/controller-uid']")
+    assert runner_args(doc["spec"]["template"]["spec"])["shard-run"] == "$(GPUCONF_SHARD_RUN)"
+
+
+def test_the_shards_of_one_run_write_under_one_run_directory_one_each() -> None:
+    """/results/<run>/shard-<index>: the run directory names the Job's uid (the same in every shard,
+    new each run) and is a run `gpuconf results fetch` accepts; the index only in the shard's."""
+    doc, _, _ = sharded()
+    report_dir = runner_args(doc["spec"]["template"]["spec"])["report-dir"]
+    root, run, shard = report_dir.rsplit("/", 2)
+    assert root == results.MOUNT_PATH
+    assert "$(GPUCONF_SHARD_RUN)" in run and "$(JOB_COMPLETION_INDEX)" not in run
+    assert shard == "shard-$(JOB_COMPLETION_INDEX)"
+    uid = "0f5c7a9e-3b1d-4c2e-9a6f-1e2d3c4b5a69"
+    assert results.validate_run_name(run.replace("$(GPUCONF_SHARD_RUN)", uid))
+
+
+def test_the_shards_share_one_node_the_one_the_results_volume_is_on() -> None:
+    """The results volume is ReadWriteOnce: the shards' pods must be on one node."""
+    [pvc] = by_kind("PersistentVolumeClaim")
+    assert pvc["spec"]["accessModes"] == ["ReadWriteOnce"]
+    doc, _, _ = sharded()
+    affinity = doc["spec"]["template"]["spec"]["affinity"]
+    [term] = affinity["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"] == {"matchLabels": {"batch.kubernetes.io/job-name": doc["metadata"]["name"]}}
+    assert term["matchLabelKeys"] == ["batch.kubernetes.io/controller-uid"]
+
+
+def test_each_shard_has_a_probe_namespace_of_its_own_held_to_the_probe_namespace_s_standard() -> None:
+    """probes-sharded.yaml: gpuconf-probes-0 ... N-1 for N completions, none more, each labelled as
+    gpuconf-probes (namespace.yaml), each granting what role.yaml grants there (the test above)."""
+    namespaces = {d["metadata"]["name"]: d["metadata"]["labels"] for d in by_kind("Namespace")}
+    shards = job("gpuconf-sharded")["spec"]["completions"]
+    sharded_namespaces = {name for name in namespaces if name.startswith("gpuconf-probes-")}
+    assert sharded_namespaces == {f"gpuconf-probes-{i}" for i in range(shards)}
+    assert all(namespaces[name] == namespaces["gpuconf-probes"] for name in sharded_namespaces)
+    [read] = [r for r in runner_policy().cluster_rules if r.resources == ("namespaces",)]
+    assert {n for n in read.resource_names if n.startswith("gpuconf-probes-")} == sharded_namespaces
+
+
+def test_a_shard_asks_for_no_more_memory_than_the_single_run() -> None:
+    def memory(where: str) -> tuple[int, int]:
+        resources = dict(runner_pods())[where]["containers"][0]["resources"]
+        return mebibytes(resources["requests"]["memory"]), mebibytes(resources["limits"]["memory"])
+
+    shard_request, shard_limit = memory("job-sharded")
+    run_request, run_limit = memory("job")
+    assert shard_request <= shard_limit < run_limit and shard_request <= run_request
+
+
+def mebibytes(quantity: str) -> int:
+    number, unit = re.fullmatch(r"(\d+)(Mi|Gi)", quantity).groups()  # type: ignore[union-attr]
+    return int(number) * (1024 if unit == "Gi" else 1)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -230,7 +380,7 @@ def test_the_results_reader_reads_the_runner_volume_as_the_runner_with_the_runne
     (the reports are written 0600 by the runner)."""
     [pvc] = by_kind("PersistentVolumeClaim")
     assert (results.DEFAULT_NAMESPACE, results.DEFAULT_PVC) == (pvc["metadata"]["namespace"], pvc["metadata"]["name"])
-    [(_, spec), _] = runner_pods()
+    spec = dict(runner_pods())["job"]
     [runner] = spec["containers"]
     pod = reader_pod()["spec"]
     [reader] = pod["containers"]
@@ -274,7 +424,7 @@ def test_the_image_runs_the_suites_as_an_unprivileged_user() -> None:
     assert yaml.safe_load(steps["ENTRYPOINT"])[:4] == ["python", "-m", "pytest", "suites/"]
     assert yaml.safe_load(steps["CMD"]) == ["--report-dir", "/results"]
     user, _, group = steps["USER"].partition(":")
-    [(_, spec), _] = runner_pods()
+    spec = dict(runner_pods())["job"]
     assert int(user) == spec["securityContext"]["runAsUser"] and int(group) == spec["securityContext"]["runAsGroup"]
 
 

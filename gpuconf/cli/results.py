@@ -95,13 +95,15 @@ def add_results_parser(sub: Any) -> None:
                             description="The runs on the results volume, newest first: directory, when it "
                             "finished, the suite's exit status and the node verdicts from its report.json (with its "
                             "coverage line when some selected GPU node was not tested; the run is then "
-                            "incomplete unless something failed).")
+                            "incomplete unless something failed). A sharded run (job-sharded.yaml) is one line: "
+                            "its shards' latest finish, each shard's exit status, their verdicts together.")
     _common(ls)
     ls.add_argument("--json", action="store_true", help="print the runs as one JSON array")
     ls.set_defaults(func=_cmd_list)
     fetch = actions.add_parser("fetch", help="copy one run's reports into a directory",
                                description="Copy one run's directory (report.json, report.md, report.html, "
-                               "junit.xml, any CNCF evidence) from the results volume into --out.")
+                               "junit.xml, any CNCF evidence) from the results volume into --out; a sharded "
+                               "run's whole, its shards in --out/shard-<index>/.")
     fetch.add_argument("run", nargs="?", default="latest", metavar="RUN",
                        help="the run directory's name (see 'gpuconf results list'), or latest (default)")
     fetch.add_argument("--out", required=True, metavar="DIR",
@@ -112,6 +114,15 @@ def add_results_parser(sub: Any) -> None:
 
 def _iso(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def _finished_and_exit(run: Any) -> tuple[str, str]:
+    """The FINISHED and EXIT cells: a sharded run's latest finish and each shard's exit status in
+    index order ("0,1,-,0": "-" where a shard has no report)."""
+    reports = [s.report or {} for s in run.shards] if run.shards else [run.report or {}]
+    finished = max((str(r["finished"]) for r in reports if r.get("finished")), default=_iso(run.mtime))
+    statuses = ["-" if r.get("exit_status") is None else str(r["exit_status"]) for r in reports]
+    return finished, ",".join(statuses)
 
 
 def _verdicts(counts: dict[str, int]) -> str:
@@ -142,15 +153,19 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
             "max_bytes": int(args.max_mib * 2**20)}
 
 
+def _as_json(run: Any) -> dict[str, Any]:
+    return {"run": run.name, "time": _iso(run.mtime), "verdict": run.verdict, "coverage": run.coverage,
+            "verdicts": dict(run.verdicts), "files": list(run.files), "report": run.report,
+            "report_error": run.report_error}
+
+
 def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from gpuconf.cluster.results import RunInfo, list_runs
 
     def action(cluster: Any) -> int:
         runs: list[RunInfo] = list_runs(cluster, **_options(args))
         if args.json:
-            stdout.write(json.dumps([{"run": r.name, "time": _iso(r.mtime), "verdict": r.verdict,
-                                      "coverage": r.coverage, "verdicts": dict(r.verdicts), "files": list(r.files),
-                                      "report": r.report, "report_error": r.report_error} for r in runs],
+            stdout.write(json.dumps([{**_as_json(r), "shards": [_as_json(s) for s in r.shards]} for r in runs],
                                     indent=2) + "\n")
             return EXIT_OK
         if not runs:
@@ -158,11 +173,10 @@ def _cmd_list(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             return EXIT_OK
         rows = [("RUN", "FINISHED", "EXIT", "VERDICT", "NODES")]
         for r in runs:
-            report = r.report or {}
-            finished = str(report.get("finished") or _iso(r.mtime))
-            status = report.get("exit_status")
-            rows.append((r.name, finished, "-" if status is None else str(status), r.verdict,
-                         _verdicts(dict(r.verdicts)) + (f" ({r.coverage})" if r.coverage else "")))
+            finished, status = _finished_and_exit(r)
+            shards = f"; {len(r.shards)} shards: " + ", ".join(s.name for s in r.shards) if r.shards else ""
+            rows.append((r.name, finished, status, r.verdict,
+                         _verdicts(dict(r.verdicts)) + (f" ({r.coverage})" if r.coverage else "") + shards))
         widths = [max(len(row[i]) for row in rows) for i in range(4)]
         for row in rows:
             stdout.write("  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True))

@@ -1,9 +1,11 @@
 """Reading the in-cluster runner's results volume without exec or kubectl.
 
 The runner (manifests/runner/) writes each run's reports to the ``gpuconf-results`` PVC under
-``/results/<pod name>/``. :func:`list_runs` and :func:`fetch_run` read them back with a short-lived
-*reader pod* in the runner namespace: it mounts the PVC read-only, runs :data:`READER_SCRIPT` with
-the runner image's Python, and prints what was asked to stdout, framed by ``gpuconf-results/1``
+``/results/<pod name>/``; a sharded run (job-sharded.yaml) writes each shard's under
+``/results/<run>/shard-<index>/``, listed as one run with its shards and fetched whole.
+:func:`list_runs` and :func:`fetch_run` read them back with a short-lived *reader pod* in the
+runner namespace: it mounts the PVC read-only, runs :data:`READER_SCRIPT` with the runner image's
+Python, and prints what was asked to stdout, framed by ``gpuconf-results/1``
 lines: a JSON listing of the runs, or the chosen run's directory as a gzipped tar, base64-encoded in
 76-character lines, with its size and SHA-256. The pod is followed by :func:`run_campaign` (one
 watch; its log read once, bounded) inside a :class:`RunContext` that creates nothing on entering and
@@ -63,8 +65,9 @@ _RUN_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 #: Standard library only (the runner image's Python 3.11); reads only; exit 0 done, 2 no such run,
 #: 3 the volume unreadable, 4 over the limit. Every line it prints that is not base64 starts with FRAME.
 READER_SCRIPT = r'''
-import base64, hashlib, io, json, os, sys, tarfile
+import base64, hashlib, io, json, os, re, sys, tarfile
 FRAME = "gpuconf-results/1"
+SHARD = re.compile(r"^shard-([0-9]+)$")
 mode, root, wanted, limit = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
 
@@ -96,24 +99,38 @@ def summary(path):
             "coverage": coverage if isinstance(coverage, dict) else None}
 
 
+def directories(path):
+    for name in sorted(os.listdir(path)):
+        if not (name.startswith(".") or os.path.islink(os.path.join(path, name))
+                or not os.path.isdir(os.path.join(path, name))):
+            yield name
+
+
+def describe(path, name):
+    info = {"name": name, "mtime": os.stat(path).st_mtime, "files": sorted(os.listdir(path))}
+    report = os.path.join(path, "report.json")
+    if os.path.isfile(report):
+        info["mtime"] = os.stat(report).st_mtime
+        try:
+            info["report"] = summary(report)
+        except (OSError, ValueError, AttributeError) as e:
+            info["report_error"] = type(e).__name__ + ": " + str(e)
+    return info
+
+
 def runs():
     try:
-        names = sorted(os.listdir(root))
+        names = list(directories(root))
     except OSError as e:
         fail(3, "volume", "cannot read " + root + ": " + str(e))
     out = []
     for name in names:
         path = os.path.join(root, name)
-        if name.startswith(".") or os.path.islink(path) or not os.path.isdir(path):
-            continue
-        info = {"name": name, "mtime": os.stat(path).st_mtime, "files": sorted(os.listdir(path))}
-        report = os.path.join(path, "report.json")
-        if os.path.isfile(report):
-            info["mtime"] = os.stat(report).st_mtime
-            try:
-                info["report"] = summary(report)
-            except (OSError, ValueError, AttributeError) as e:
-                info["report_error"] = type(e).__name__ + ": " + str(e)
+        info = describe(path, name)
+        shards = [describe(os.path.join(path, s), s) for s in directories(path) if SHARD.match(s)]
+        if "report.json" not in info["files"] and shards:  # a sharded run: one report per shard
+            info["shards"] = sorted(shards, key=lambda s: int(SHARD.match(s["name"]).group(1)))
+            info["mtime"] = max(s["mtime"] for s in shards)
         out.append(info)
     return out
 
@@ -180,24 +197,39 @@ class ResultsError(ClusterError):
         self.kind = kind
 
 
+#: A sharded run's verdict when a shard has no usable report (still running, killed, not started).
+_SHARD_UNFINISHED = frozenset({"no report.json", "unreadable report.json", "not started", "incomplete"})
+
+
 @dataclass(frozen=True)
 class RunInfo:
-    """One run directory on the volume, with its report.json's summary when it has one."""
+    """One run directory on the volume, with its report.json's summary when it has one; a sharded
+    run's directory (job-sharded.yaml) has none, its ``shard-<index>`` directories have one each."""
 
     name: str
     mtime: float
     files: tuple[str, ...]
     report: Mapping[str, Any] | None = None
     report_error: str | None = None
+    shards: tuple[RunInfo, ...] = ()
 
     @property
     def verdicts(self) -> Mapping[str, int]:
+        if self.shards:
+            total: dict[str, int] = {}
+            for shard in self.shards:
+                for verdict, count in shard.verdicts.items():
+                    total[verdict] = total.get(verdict, 0) + count
+            return total
         return dict((self.report or {}).get("verdicts") or {})
 
     @property
     def coverage(self) -> str | None:
         """The report's coverage line ("1 of 2 GPU nodes tested; 1 cordoned") when some selected GPU
-        node was not tested; None when every one was, or the report has no coverage."""
+        node was not tested; None when every one was, or the report has no coverage. A sharded
+        run's: each such shard's, named."""
+        if self.shards:
+            return "; ".join(f"{s.name}: {s.coverage}" for s in self.shards if s.coverage) or None
         coverage = (self.report or {}).get("coverage")
         if not isinstance(coverage, dict) or not isinstance(coverage.get("line"), str):
             return None
@@ -209,7 +241,16 @@ class RunInfo:
     @property
     def verdict(self) -> str:
         """The run's worst node verdict (fail > degraded > pass > not-tested), or why there is none;
-        "incomplete" for a run without failures that left selected GPU nodes untested (issue 25)."""
+        "incomplete" for a run without failures that left selected GPU nodes untested (issue 25). A
+        sharded run's: "fail" when a shard failed, else "incomplete" when a shard has no usable report
+        or left nodes untested, else the worst of its shards'. How many shards there should be the
+        listing cannot know: `gpuconf report merge` refuses a run with one missing."""
+        if self.shards:
+            verdicts = {s.verdict for s in self.shards}
+            for verdict in ("fail", "incomplete", "degraded", "pass", "not-tested"):
+                if verdict in verdicts or (verdict == "incomplete" and verdicts & _SHARD_UNFINISHED):
+                    return verdict
+            return "no results"
         if self.report is None:
             return "no report.json" if self.report_error is None else "unreadable report.json"
         if self.report.get("error"):
@@ -335,14 +376,16 @@ def parse_listing(log: str) -> list[RunInfo]:
     listing = next((fields for kind, fields, _ in frames if kind == "list"), None)
     if listing is None:
         raise ResultsError("corrupt", "reader output: no listing")
-    runs = []
-    for entry in listing.get("runs") or []:
-        report = entry.get("report")
-        runs.append(RunInfo(name=str(entry.get("name")), mtime=float(entry.get("mtime") or 0.0),
-                            files=tuple(str(f) for f in entry.get("files") or ()),
-                            report=report if isinstance(report, dict) else None,
-                            report_error=entry.get("report_error")))
+    runs = [_run_info(entry) for entry in listing.get("runs") or [] if isinstance(entry, dict)]
     return sorted(runs, key=lambda r: (r.mtime, r.name), reverse=True)
+
+
+def _run_info(entry: Mapping[str, Any]) -> RunInfo:
+    report = entry.get("report")
+    return RunInfo(name=str(entry.get("name")), mtime=float(entry.get("mtime") or 0.0),
+                   files=tuple(str(f) for f in entry.get("files") or ()),
+                   report=report if isinstance(report, dict) else None, report_error=entry.get("report_error"),
+                   shards=tuple(_run_info(s) for s in entry.get("shards") or () if isinstance(s, dict)))
 
 
 def decode_output(log: str) -> Archive:
@@ -489,7 +532,8 @@ def fetch_run(cluster: Cluster, run: str, out: Path, *, namespace: str = DEFAULT
               image: str = RUNNER_IMAGE, max_bytes: int = DEFAULT_MAX_BYTES, timeout: float = 300.0,
               handle_signals: bool = True) -> FetchedRun:
     """Copy run ``run`` (or the ``latest``) from the results volume into ``out``: its files land
-    directly in ``out`` (report.json, report.md, report.html, junit.xml, any CNCF evidence)."""
+    directly in ``out`` (report.json, report.md, report.html, junit.xml, any CNCF evidence; a
+    sharded run's in ``out/shard-<index>/``)."""
     validate_run_name(run)
     log = _read(cluster, mode="fetch", namespace=namespace, pvc=pvc, run=run, image=image, max_bytes=max_bytes,
                 timeout=timeout, handle_signals=handle_signals)
