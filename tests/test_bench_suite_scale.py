@@ -83,3 +83,13 @@ def test_pytest_outcomes_and_the_targets() -> None:
     assert targets["wall_ratio"]["ratio"] == 7.5 and targets["wall_ratio"]["met"] is False
     assert targets["requests_per_node"] == {"worst": 18.8, "at_nodes": 10, "limit": 20.0, "met": True}
     assert targets["runner_rss"]["met"] is True
+
+
+def test_the_sharded_benchmark_gives_each_runner_its_shard() -> None:
+    spec = importlib.util.spec_from_file_location("shard_scale", ROOT / "benchmarks" / "shard_scale.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.shard_args(None, 0) == []
+    assert module.shard_args(4, 3) == ["--shard", "3/4", "--shard-run", "bench-4"]
+    assert module.suite_scale().SUITES == bench().SUITES
