@@ -146,7 +146,8 @@ def main() -> int:
         whole = _verdicts(forms[0]["report"])
         for form in forms[1:]:
             form["same_verdicts_as_unsharded"] = whole is not None and _verdicts(form["report"]) == whole
-            print(f"{form['form']:>10}: merged verdicts equal the unsharded run's: {form['same_verdicts_as_unsharded']}")
+            same = form["same_verdicts_as_unsharded"]
+            print(f"{form['form']:>10}: merged verdicts equal the unsharded run's: {same}")
     figures = {"suites": suite_scale().SUITES, "cpus": os.cpu_count(), "load_before": load_before, "forms": forms}
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
