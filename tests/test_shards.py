@@ -172,17 +172,23 @@ def _failures(directory: Path) -> set[tuple[str, str, str]]:
             if t["extra"]["outcome"] in ("fail", "degraded")}
 
 
+def _unsharded_and_shards(base: Path, profile: Path) -> dict[str, Any]:
+    """The suites against one served cluster of ``profile``: unsharded (``all``) and as shards s0..s2 of
+    run night-1, all at once."""
+    with serve(base / "serve", profile) as served:
+        return in_parallel({name: (lambda name=name, args=args: run_suites(served.kubeconfig, base / name, *args,
+                                                                             timeout=600))
+                            for name, args in [("all", ()), *[(f"s{i}", ("--shard", f"{i}/3", "--shard-run", "night-1"))
+                                                               for i in range(3)]]})
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     base = tmp_path_factory.mktemp("shards")
     text = (ROOT / "gpuconf" / "data" / "sim_profiles" / "multi-pool.yaml").read_text()
     profile = base / "faulty.yaml"
     profile.write_text(text.replace("faults: []", FAULTS.strip()))
-    with serve(base / "serve", profile) as served:
-        runs = in_parallel({name: (lambda name=name, args=args: run_suites(served.kubeconfig, base / name, *args,
-                                                                             timeout=600))
-                            for name, args in [("all", ()), *[(f"s{i}", ("--shard", f"{i}/3", "--shard-run", "night-1"))
-                                                               for i in range(3)]]})
+    runs = _unsharded_and_shards(base, profile)
     merged = base / "merged"
     code, out, err = _merge(*(base / f"s{i}" for i in range(3)), "--out", merged, "--cncf-evidence",
                             base / "cncf")
@@ -226,6 +232,19 @@ def test_the_merge_is_the_unsharded_sign_off(runs: dict[str, Any]) -> None:
     assert all(s["verified"] for s in joined["shard"]["shards"])
     assert "merged from 3 shards" in (merged / "report.md").read_text()
     assert "merged from 3 shards" in (merged / "report.html").read_text()
+
+
+def test_on_a_healthy_cluster_too(tmp_path: Path) -> None:
+    """The healthy multi-pool cluster: the shards' merge passes as the unsharded run does."""
+    runs = _unsharded_and_shards(tmp_path, ROOT / "gpuconf" / "data" / "sim_profiles" / "multi-pool.yaml")
+    assert {name: r.returncode for name, r in runs.items()} == {"all": 0, "s0": 0, "s1": 0, "s2": 0}, {
+        k: r.stdout[-2000:] for k, r in runs.items()}
+    code, out, err = _merge(*(tmp_path / f"s{i}" for i in range(3)), "--out", tmp_path / "merged")
+    assert (code, err) == (0, "") and out.endswith(": PASS; 7 of 7 GPU nodes tested\n"), out
+    whole, joined = _gpuconf(tmp_path / "all"), _gpuconf(tmp_path / "merged")
+    assert joined["nodes"] == whole["nodes"] and set(joined["nodes"].values()) == {"pass"}
+    assert joined["verdict"] == whole["verdict"] == "pass" and joined["exit_status"] == 0
+    assert _failures(tmp_path / "merged") == _failures(tmp_path / "all") == set()
 
 
 def test_the_merged_reports_are_complete_and_valid(runs: dict[str, Any]) -> None:
