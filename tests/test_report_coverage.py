@@ -78,7 +78,8 @@ def test_the_coverage_line(coverage: Coverage, line: str) -> None:
 
 
 def test_the_states_are_those_of_the_contract_in_line_order() -> None:
-    assert UNTESTED_STATES == ("cordoned", "tainted", "busy", "not-ready", "unknown-hardware", "unplaceable")
+    assert UNTESTED_STATES == ("cordoned", "tainted", "busy", "not-ready", "unknown-hardware", "unplaceable",
+                               "missing-shard")
 
 
 def test_a_node_left_out_has_its_reason_and_a_tested_one_none() -> None:
