@@ -116,6 +116,31 @@ def test_no_strict_prefix_of_a_document_is_accepted(cut):
         parse_cuda_probe(NO_DRIVER[:cut])
 
 
+def test_a_document_read_again_is_validated_once_and_parses_to_an_equal_report(monkeypatch):
+    from gpuconf.probes import schema
+
+    text, validated = healthy_two_gpu_document() + "\n", []
+    real = schema.validator
+
+    def counting(schema_id):
+        validated.append(schema_id)
+        return real(schema_id)
+
+    monkeypatch.setattr(schema, "validator", counting)
+    monkeypatch.setattr(schema, "_VALID", type(schema._VALID)())
+    first, again = parse_cuda_probe(text, source="pod a"), parse_cuda_probe(text.strip(), source="pod b")
+    assert first == again
+    assert validated == ["gpuconf.cuda-probe/v1"]
+    assert again.raw is not first.raw  # each read gets its own document
+
+
+def test_an_invalid_document_is_rejected_however_often_it_is_read():
+    text = edited(lambda d: d.update(exit_code=9))
+    for _ in range(2):
+        with pytest.raises(ProbeParseError, match="does not match"):
+            parse_cuda_probe(text)
+
+
 def test_documents_are_not_mutated_by_parsing():
     doc = json.loads(healthy_two_gpu_document())
     before = copy.deepcopy(doc)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections import OrderedDict
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -18,6 +20,12 @@ SCHEMAS = {
     "gpuconf.cuda-probe/v1": "cuda-probe.v1.json",
     "gpuconf.nccl-probe/v1": "nccl-probe.v1.json",
 }
+
+#: The documents that already matched their schema, by (schema id, SHA-256 of the text), most recent
+#: last: jsonschema's validation is ~95% of a parse, and the isolation suite's checks read each of a
+#: node's six documents three times on average (issue 29). Digests, not texts: nothing is kept alive.
+_VALID: OrderedDict[tuple[str, bytes], None] = OrderedDict()
+_VALID_MAX = 65536
 
 
 @cache
@@ -63,10 +71,17 @@ def parse_document(text: str, schema_id: str, *, source: str) -> dict[str, Any]:
     found = doc.get("schema")
     if found != schema_id:
         raise ProbeParseError(f"expected a {schema_id} document, got schema {found!r}", source=source)
+    key = (schema_id, hashlib.sha256(stripped.encode()).digest())
+    if key in _VALID:
+        _VALID.move_to_end(key)
+        return doc
     errors = sorted(validator(schema_id).iter_errors(doc), key=lambda e: list(e.absolute_path))
     if errors:
         first_error = errors[0]
         path = "/".join(str(p) for p in first_error.absolute_path) or "(top level)"
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         raise ProbeParseError(f"does not match {schema_id} at {path}: {first_error.message}{more}", source=source)
+    _VALID[key] = None
+    if len(_VALID) > _VALID_MAX:
+        _VALID.popitem(last=False)
     return doc
