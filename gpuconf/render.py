@@ -7,6 +7,7 @@ of JSON), so user-supplied names cannot break the document's structure.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -18,7 +19,7 @@ import yaml
 
 from gpuconf.paths import common_probe_dir, manifests_dir, probe_dir
 
-__all__ = ["RenderError", "probe_sources", "render"]
+__all__ = ["RenderError", "probe_sources", "probe_sources_stamp", "render"]
 
 
 class RenderError(ValueError):
@@ -82,6 +83,14 @@ _SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".sh")
 def _source_files(directory: Path) -> dict[str, str]:
     return {p.name: p.read_text(encoding="utf-8") for p in sorted(directory.iterdir())
             if p.is_file() and p.suffix in _SOURCE_SUFFIXES}
+
+
+def probe_sources_stamp(probe: str) -> tuple[tuple[str, int, int], ...]:
+    """The files probe_sources(probe) reads, each as (path, size, mtime in ns): equal stamps, equal
+    sources (what make and rsync assume), at the cost of a directory listing instead of ~100 kB read."""
+    return tuple((e.path, st.st_size, st.st_mtime_ns) for d in (probe_dir(probe), common_probe_dir())
+                 for e in sorted(os.scandir(d), key=lambda e: e.name)
+                 if e.is_file() and os.path.splitext(e.name)[1] in _SOURCE_SUFFIXES for st in (e.stat(),))
 
 
 def probe_sources(probe: str) -> dict[str, str]:

@@ -116,6 +116,63 @@ def test_no_strict_prefix_of_a_document_is_accepted(cut):
         parse_cuda_probe(NO_DRIVER[:cut])
 
 
+def test_a_document_read_again_is_validated_once_and_parses_to_an_equal_report(monkeypatch):
+    from gpuconf.probes import schema
+
+    text, validated = healthy_two_gpu_document() + "\n", []
+    real = schema._fast_validator
+
+    def counting(schema_id):
+        validated.append(schema_id)
+        return real(schema_id)
+
+    monkeypatch.setattr(schema, "_fast_validator", counting)
+    monkeypatch.setattr(schema, "_VALID", type(schema._VALID)())
+    first, again = parse_cuda_probe(text, source="pod a"), parse_cuda_probe(text.strip(), source="pod b")
+    assert first == again
+    assert validated == ["gpuconf.cuda-probe/v1"]
+    assert again.raw is not first.raw  # each read gets its own document
+
+
+def test_an_invalid_document_is_rejected_however_often_it_is_read():
+    text = edited(lambda d: d.update(exit_code=9))
+    for _ in range(2):
+        with pytest.raises(ProbeParseError, match="does not match"):
+            parse_cuda_probe(text)
+
+
+def broken_copies(doc, bad=(None, "x", -1, 2.5, [], {}, True)):
+    """``doc`` with each of its values in turn replaced by a wrong one (cycling through ``bad``)."""
+    paths = []
+
+    def walk(node, path):
+        for key, value in (node.items() if isinstance(node, dict) else enumerate(node)):
+            paths.append((*path, key))
+            if isinstance(value, dict | list):
+                walk(value, (*path, key))
+
+    walk(doc, ())
+    for n, path in enumerate(paths):
+        copied = copy.deepcopy(doc)
+        parent = copied
+        for key in path[:-1]:
+            parent = parent[key]
+        parent[path[-1]] = bad[n % len(bad)]
+        yield copied
+
+
+def test_the_schemas_with_their_references_inlined_accept_exactly_the_documents_the_schemas_accept():
+    from gpuconf.probes import schema
+
+    for text in (healthy_two_gpu_document(), NO_DRIVER, (FIXTURES / "nccl-probe-no-driver.json").read_text()):
+        doc = json.loads(text)
+        slow, fast = schema.validator(doc["schema"]), schema._fast_validator(doc["schema"])
+        assert "$ref" not in json.dumps({k: v for k, v in fast.schema.items() if k != "$defs"})
+        verdicts = [(slow.is_valid(d), fast.is_valid(d)) for d in [doc, *broken_copies(doc)]]
+        assert all(a == b for a, b in verdicts) and verdicts[0] == (True, True)
+        assert sum(not a for a, _ in verdicts) > len(verdicts) / 2  # the wrong values mostly are wrong
+
+
 def test_documents_are_not_mutated_by_parsing():
     doc = json.loads(healthy_two_gpu_document())
     before = copy.deepcopy(doc)

@@ -107,16 +107,36 @@ def test_probe_sources_ship_the_shared_files_flat_next_to_the_probes_own(probe):
     assert not (project_root() / "probes" / probe / "json.h").exists()
 
 
-def test_a_probe_file_named_like_a_shared_file_is_an_error(tmp_path, monkeypatch):
+@pytest.fixture
+def probe_tree(tmp_path, monkeypatch):
+    """A probe ``p`` (build.sh only) and the shared directory (empty), where probe_sources looks."""
     probe, common = tmp_path / "p", tmp_path / "common"
     for d in (probe, common):
         d.mkdir()
-        (d / "json.h").write_text("// one of two\n")
-    (probe / "build.sh").write_text("")
+    (probe / "build.sh").write_text("nvcc probe.cu\n")
     monkeypatch.setattr(render_module, "probe_dir", lambda name: probe)
     monkeypatch.setattr(render_module, "common_probe_dir", lambda: common)
+    return probe, common
+
+
+def test_a_probe_file_named_like_a_shared_file_is_an_error(probe_tree):
+    for d in probe_tree:
+        (d / "json.h").write_text("// one of two\n")
     with pytest.raises(ValueError, match="both have json.h"):
         probe_sources("p")
+
+
+def test_the_sources_configmap_name_follows_every_edit_of_the_sources(probe_tree):
+    probe, common = probe_tree
+    (common / "json.h").write_text("// v1\n")
+    first = sources_configmap_name("p")
+    assert sources_configmap_name("p") == first
+    (common / "json.h").write_text("// v2\n")  # same size: the modification time tells
+    os.utime(common / "json.h", ns=(1, 1))
+    second = sources_configmap_name("p")
+    (probe / "probe.cu").write_text("int main() {}\n")
+    third = sources_configmap_name("p")
+    assert len({first, second, third}) == 3
 
 
 def test_a_missing_value_or_a_bad_mode_is_a_render_error():
