@@ -104,7 +104,10 @@ def assert_same_verdicts(sim_report: dict[str, Any], real_report: dict[str, Any]
     # faults (tests/test_api_faults.py).
     declined = {test for test in differ if got[test] == ("skipped", "not-tested")
                 and any(words in messages[test] for words in TIMING_DECLINES)}
-    assert {t: differ[t] for t in differ if t not in by_proxy | declined} == {}, {t: messages[t] for t in differ}
+    unexplained = {t: differ[t] for t in differ if t not in by_proxy | declined}
+    # Each differing test's whole message (the first line names the cause): a dict's repr is cut short.
+    assert unexplained == {}, "\n".join(f"{t}: {differ[t]}: {messages[t].splitlines()[0] if messages[t] else ''}"
+                                         for t in sorted(unexplained))
     for test in by_proxy:  # the API server refused to proxy to the loopback pod address, as it must
         assert PROXY_REFUSAL in messages[test], (test, messages[test])
     return got
