@@ -2,7 +2,8 @@
 with one clear line and its documented exit status (README, "Exit statuses"), never a traceback.
 
 Suite runs: 4 usage error (a bad option value, an unknown option or profile), 10 bad kubeconfig,
-11 cluster unreachable, 12 forbidden, 13 no GPU nodes, 14 a malformed --expect file. The commands:
+11 cluster unreachable, 12 forbidden, 13 no GPU nodes, 14 a malformed --expect file, 16 a --namespace
+another live run holds. The commands:
 2 bad input, 10-12 as above for those that reach a cluster.
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from serving import pytest_subprocess
+from serving import pytest_subprocess, serve
 
 from gpuconf.cli import main
 from gpuconf.sim.server import FakeApiServer
@@ -227,3 +228,40 @@ def test_a_command_started_wrong_says_why_in_one_line(tmp_path: Path, case, buil
     assert code == status, out + err
     assert "Traceback" not in out + err
     assert err.count("\n") == 1 and fragment in err, err
+
+
+@pytest.mark.parametrize("renewed_s_ago,status", [(1, 16), (120, 0)], ids=["live", "killed"])
+def test_a_shared_namespace_with_a_live_run_refuses_a_second_run(pytester: pytest.Pytester, renewed_s_ago: int,
+                                                                 status: int) -> None:
+    """--namespace holding another run's current liveness mark: one line and exit status 16 (both runs
+    would make probe objects under the same names); a killed run's expired mark does not stop the run."""
+    from datetime import UTC, datetime, timedelta
+
+    from kubernetes import client, config
+
+    from gpuconf.cluster.campaign import make_run_lease
+
+    pytester.makepyfile(test_suite="def test_node(gpu_node):\n    pass\n")
+    # `gpuconf sim serve` in its own process: pytester restores sys.modules after each test, and the
+    # simulator's TLS keys need cryptography's modules as first imported
+    with serve(pytester.path / "serve", "healthy-h100") as served, \
+            config.new_client_from_config(config_file=str(served.kubeconfig)) as api:
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": "shared"}})
+        lease = make_run_lease("20261204-100000-beef", "shared", interval_s=10,
+                               now=datetime.now(UTC) - timedelta(seconds=renewed_s_ago))
+        client.CoordinationV1Api(api).create_namespaced_lease("shared", lease)
+        result = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "-q", "-p", "no:cacheprovider", "--kubeconfig",
+                                   str(served.kubeconfig), "--namespace", "shared", timeout=120)
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == status, output
+    doc = json.loads((pytester.path / "reports" / "report.json").read_text())["extra"]["gpuconf"]
+    assert doc["exit_status"] == status
+    if status:
+        said = _said(output)
+        assert len(said) == 1 and said[0].endswith(
+            "gpuconf: --namespace shared is in use by gpuconf run 20261204-100000-beef (its liveness mark is current): "
+            "runs sharing a namespace collide on their probes' names; give this run its own --namespace, or start it "
+            "after that run ends"), said
+        assert "--namespace shared is in use by gpuconf run 20261204-100000-beef" in doc["error"]
+    else:
+        assert "Traceback" not in output

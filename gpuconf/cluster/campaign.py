@@ -49,8 +49,9 @@ from gpuconf.cluster.outcomes import (
 from gpuconf.probe_pods import PRIORITY_CLASS, make_probe_sources_configmap, sources_configmap_name
 
 __all__ = ["LIVENESS_INTERVAL_S", "MANAGED_BY_LABEL", "RUN_ID_LABEL", "SCHEDULE_BUDGET_ANNOTATION", "RunContext",
-           "collect_leftovers", "lease_expired", "make_priority_class", "make_run_lease", "make_run_namespace",
-           "needed_source_configmaps", "new_run_id", "run_campaign", "select_dead_runs", "select_leftovers"]
+           "collect_leftovers", "lease_expired", "live_runs", "make_priority_class", "make_run_lease",
+           "make_run_namespace", "needed_source_configmaps", "new_run_id", "run_campaign", "select_dead_runs",
+           "select_leftovers"]
 
 Obj = Mapping[str, Any]
 
@@ -111,6 +112,17 @@ def ensure_priority_class(c: Cluster) -> None:
             c.call("create priorityclass", c.scheduling.create_priority_class, make_priority_class())
         except ConflictError:  # another run made it in between
             pass
+
+
+def live_runs(cluster: Cluster, namespace: str, *, now: datetime | None = None) -> list[str]:
+    """The gpuconf runs whose liveness mark in ``namespace`` is current (renewed within its duration),
+    by run id: a run started in that namespace meanwhile would create probe objects under the same
+    names as theirs (``inventory-<node>``, the NCCL Services, the claim templates)."""
+    now = now or datetime.now(UTC)
+    listing = cluster.call_json(f"list leases in {namespace}", cluster.coordination.list_namespaced_lease,
+                                namespace, label_selector=_RUN_SELECTOR)
+    return sorted({run for lease in listing.get("items") or []
+                   if (run := _run_of(lease)) is not None and not lease_expired(lease, now)})
 
 
 def lease_expired(lease: Obj, now: datetime) -> bool:

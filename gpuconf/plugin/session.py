@@ -9,7 +9,7 @@ from typing import NoReturn
 
 import pytest
 
-from gpuconf.cluster import ClusterError
+from gpuconf.cluster import Cluster, ClusterError
 from gpuconf.kit.state import SESSION, Session, inventory
 from gpuconf.plugin.collection import register_markers
 from gpuconf.plugin.guards import interrupt_on_sigterm, register_guards
@@ -21,6 +21,8 @@ from gpuconf.plugin.reports import ReportCollector, configure_reports
 #: 15 (finished, nothing failed, GPU nodes left untested) is gpuconf.plugin.fleet's.
 EXIT_NO_GPU_NODES = 13
 EXIT_BAD_EXPECT = 14
+#: The --namespace holds a live run's liveness mark: two runs in one namespace collide on object names.
+EXIT_NAMESPACE_BUSY = 16
 
 
 def _exit_for(exc: ClusterError) -> int:
@@ -84,6 +86,7 @@ def _start(config: pytest.Config) -> None:
                           "leave --namespace out and the run creates its own)", pytest.ExitCode.USAGE_ERROR)
         except ClusterError:
             pass  # not allowed to read it, say: the run context reports what it cannot do when it gets there
+        _refuse_a_busy_namespace(config, c, namespace)
     if state.handle is not None and inv is not None and inv.gpu_nodes:
         from gpuconf.cluster.campaign import ensure_priority_class
 
@@ -97,6 +100,25 @@ def _start(config: pytest.Config) -> None:
         _cannot_start(config, "gpuconf: the cluster has no GPU nodes (no node advertises nvidia.com/gpu, "
                       "nvidia.com/mig-*, a DRA ResourceSlice, or the nvidia.com/gpu.present label)"
                       + (f" matching --node-selector {selector}" if selector else ""), EXIT_NO_GPU_NODES)
+
+
+def _refuse_a_busy_namespace(config: pytest.Config, c: Cluster, namespace: str) -> None:
+    """End the run with one line and exit status 16 where another gpuconf run is live in the shared
+    ``namespace`` (its liveness mark current): both would create probe pods, Services, claim templates
+    and ConfigMaps under the same names, and each would delete the other's at its end. A killed run's
+    expired mark does not count (the run collects its objects). An identity that may not list Leases
+    is not refused (the run context says what it could not do). Two runs starting within the same
+    second can both pass: the check reads, it does not lock."""
+    from gpuconf.cluster.campaign import live_runs
+
+    try:
+        runs = live_runs(c, namespace)
+    except ClusterError:
+        return
+    if runs:
+        _cannot_start(config, f"gpuconf: --namespace {namespace} is in use by gpuconf run {', '.join(runs)} (its "
+                      "liveness mark is current): runs sharing a namespace collide on their probes' names; give this "
+                      "run its own --namespace, or start it after that run ends", EXIT_NAMESPACE_BUSY)
 
 
 def _cannot_start(config: pytest.Config, message: str, status: int) -> NoReturn:

@@ -38,7 +38,7 @@ from gpuconf.report.model import (
 __all__ = ["Shard", "load_shard", "merge_shards", "read_run", "write_merged"]
 
 #: pytest's exit statuses a merged run takes from its shards: a failure first, then an interrupted
-#: shard, then any other (10-14: a shard could not start), then 15 (nodes not tested).
+#: shard, then any other (10-14, 16: a shard could not start), then 15 (nodes not tested).
 _FAILED, _INTERRUPTED, _UNTESTED = 1, 2, 15
 
 
