@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,6 +166,16 @@ class ShardPlan:
 
     def label(self) -> str:
         return f"shard {self.spec.index} of {self.spec.count}"
+
+    def home(self, nodes: Iterable[str]) -> int:
+        """The shard that runs a cluster-wide check needing some of ``nodes`` (a DRA GPU to steer to,
+        nodes for a multi-node job): the shard holding most of them, the lowest index on a tie; shard 0
+        when none is in the fleet. Every shard computes the same from the same plan."""
+        held: dict[int, int] = {}
+        for node in nodes:
+            if (shard := self.assignment.get(node)) is not None:
+                held[shard] = held.get(shard, 0) + 1
+        return min(held, key=lambda shard: (-held[shard], shard)) if held else 0
 
     def as_json(self) -> dict[str, Any]:
         return {"index": self.spec.index, "count": self.spec.count, "run": self.run,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -208,9 +208,10 @@ def dra_run(request: pytest.FixtureRequest, gpu_inventory: Inventory, gpu_nodes:
                               resource_claims={"gpu": template}, cuda=native_probe_cuda(like))
         body["metadata"].setdefault("annotations", {})[SCHEDULE_BUDGET_ANNOTATION] = str(int(timeout))
         if session(config).shard is not None:  # a shard steers among its own nodes (another's are not probed here)
+            # one term per node (terms are ORed): a node field selector takes exactly one value
             body["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
-                                                        "values": sorted(dra_facts.devices)}]}]}}}
+                "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [name]}]}
+                                      for name in sorted(dra_facts.devices)]}}}
         second.append(body)
 
     for pods in (first, second):
@@ -365,8 +366,16 @@ def test_distinct_claims_distinct_devices(request: pytest.FixtureRequest, gpu_no
           record_property)
 
 
+def steerable_nodes(views: Mapping[str, NodeView]) -> tuple[str, ...]:
+    """The nodes whose DRA GPUs a steering selector chooses among: in a sharded run the shard holding
+    most of them steers (``shard_home``), not a shard 0 that may have none."""
+    steering = checks.steering_attribute({view.name: view.devices for view in views.values()})
+    return steering.nodes if steering is not None else ()
+
+
 @pytest.mark.cncf("dra_support")
 @pytest.mark.check("dra.selector-steers-scheduling")
+@pytest.mark.shard_home.with_args(steerable_nodes)
 def test_selector_steers_scheduling(request: pytest.FixtureRequest, dra_facts: DraFacts, dra_run: DraRun,
                                     record_property: Record) -> None:
     if dra_run.steering is None:

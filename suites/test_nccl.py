@@ -19,6 +19,7 @@ gpuconf.checks.nccl."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import pytest
@@ -63,6 +64,16 @@ def gpus_of(config: pytest.Config, node: NodeView) -> dict[str, object]:
 def whole_gpus(node: NodeView) -> int:
     ask = nccl_request(node)
     return ask.count if ask else 0
+
+
+def multinode_nodes(views: Mapping[str, NodeView]) -> list[str]:
+    """The nodes a multi-node job may span before the pairwise pass: the largest group with the same
+    all-GPU count. In a sharded run the shard holding most of them runs the job (``shard_home``)."""
+    by_hardware: dict[int, list[str]] = {}
+    for node in views.values():
+        if nccl_request(node):
+            by_hardware.setdefault(whole_gpus(node), []).append(node.name)
+    return max(by_hardware.values(), key=len, default=[])
 
 
 def product(node: NodeView) -> str:
@@ -380,6 +391,7 @@ def checks_failing(run: Pairwise) -> list[str]:
 
 @pytest.mark.cncf("gang_scheduling")
 @pytest.mark.check("nccl.multinode-completes")
+@pytest.mark.shard_home.with_args(multinode_nodes)
 def test_multinode_completes(multinode, record_property):
     if multinode.job is None:
         pytest.skip(multinode.why_not)

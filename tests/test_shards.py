@@ -145,6 +145,36 @@ def test_a_plan_records_what_the_merge_needs() -> None:
     assert ShardPlan(ShardSpec(0, 3, "x"), p.fleet, p.assignment).fingerprint == p.fingerprint
 
 
+def test_a_cluster_wide_check_runs_in_the_shard_holding_most_of_the_nodes_it_needs() -> None:
+    """Shard 0 (a100-mig-0, h100-0, h100-1) has no T4: a check needing the T4s runs in shard 2, and
+    every shard computes the same home from the same plan."""
+    plans = [plan(ShardSpec(i, 3, None), MULTI_POOL) for i in range(3)]
+    assert {p.home(["t4-0", "t4-1"]) for p in plans} == {2}
+    assert plans[0].home(["h100-1", "l40s-0", "l40s-1"]) == 1  # most of them
+    assert plans[0].home(["h100-0", "l40s-0"]) == 0  # a tie: the lowest index
+    assert plans[0].home([]) == plans[0].home(["not-in-the-fleet"]) == 0  # nothing needed: shard 0
+
+
+def test_a_dra_cluster_wide_check_leaves_a_shard_0_without_dra_gpus(tmp_path: Path) -> None:
+    """plugin-and-dra as 2 shards: the device-plugin H100s and the DRA H200s, one pool each. The
+    steering check needs DRA GPUs, so the H200s' shard runs it; shard 0 keeps the other cluster-wide
+    checks (the over-ask, the RuntimeClass, the multi-node job across its H100s)."""
+    with serve(tmp_path / "serve", "plugin-and-dra") as served:
+        ran = in_parallel({i: (lambda i=i: run_suites(served.kubeconfig, tmp_path / f"s{i}", "--shard", f"{i}/2",
+                                                      "--shard-run", "pd", "--collect-only",
+                                                      suites=["suites/test_dra.py", "suites/test_nccl.py",
+                                                              "suites/test_scheduling.py"]))
+                           for i in range(2)})
+    collected = {}
+    for i, result in ran.items():
+        assert result.returncode == 0, result.stdout[-2000:]
+        collected[i] = [line.strip() for line in result.stdout.splitlines() if "::test_" in line]
+    (dra,) = [i for i in range(2) if any(test.endswith("[h200-0]") for test in collected[i])]
+    assert dra == 1  # shard 0 holds the device-plugin H100s only
+    cluster_wide = {i: {test.split("::")[1] for test in collected[i] if "[" not in test} for i in range(2)}
+    assert cluster_wide == {0: {"test_multinode_completes", "test_nvidia_runtime_class_present",
+                                "test_over_asking_gpus_is_insufficient"}, 1: {"test_selector_steers_scheduling"}}
+
 # --- the merge, against one served cluster ---------------------------------------------------------
 
 #: A fault on a node of each shard (shard 0: h100-1, 1: l40s-0, 2: t4-1; test_pools_stay_whole...).

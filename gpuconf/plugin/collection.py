@@ -40,6 +40,8 @@ def register_markers(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {what}")
     config.addinivalue_line("markers", "check(id): the check of gpuconf/data/checks.yaml the test proves (recorded "
                             "in the reports even when the test stops before its verdict)")
+    config.addinivalue_line("markers", "shard_home(nodes): in a sharded run, a cluster-wide test runs in the shard "
+                            "holding most of the nodes nodes(fleet views) names (shard 0 without the marker)")
     config.addinivalue_line("markers", "needs_probe: the test judges probes launched on its node; NOT TESTED where no "
                             "probe image can start there (gpuconf.checks.probe_start)")
     config.addinivalue_line("markers", "cncf(requirement_id): the CNCF AI conformance requirement the test gives "
@@ -105,14 +107,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _keep_the_shards_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """In a sharded run (--shard), shards other than 0 leave the cluster-wide tests (those not
-    parametrized over a GPU node) to shard 0, and a shard holding no GPU node drops the per-node tests'
+    """In a sharded run (--shard), a cluster-wide test (not parametrized over a GPU node) runs in one
+    shard: shard 0, or for a test marked ``shard_home(nodes)`` the shard holding most of the nodes it
+    needs (the DRA GPUs a claim steers to, the nodes of the NCCL multi-node job), so a shard 0 without
+    such nodes does not leave it NOT TESTED; and a shard holding no GPU node drops the per-node tests'
     placeholder: what a shard does not test is another shard's, not a NOT TESTED of its own."""
-    from gpuconf.kit.state import SESSION
+    from gpuconf.kit.state import SESSION, fleet_views
 
     plan = config.stash[SESSION].shard
     if plan is None:
         return
+
+    def home(item: pytest.Item) -> int:
+        marker = item.get_closest_marker("shard_home")
+        return plan.home(marker.args[0](fleet_views(config))) if marker is not None else 0
 
     def node_param(item: pytest.Item) -> tuple[bool, object]:
         callspec = getattr(item, "callspec", None)
@@ -122,7 +130,7 @@ def _keep_the_shards_tests(config: pytest.Config, items: list[pytest.Item]) -> N
     keep, dropped = [], []
     for item in items:
         per_node, node = node_param(item)
-        if (not per_node and plan.spec.index != 0) or (per_node and node is None):
+        if (not per_node and home(item) != plan.spec.index) or (per_node and node is None):
             dropped.append(item)
         else:
             keep.append(item)

@@ -281,10 +281,24 @@ class PodStrategy(Strategy):
         obj["status"] = {"phase": "Pending", "qosClass": _qos_class(spec)}
 
     def validate(self, obj: Obj) -> list[Cause]:
-        """Of ``ValidatePodSpec``, what a pod without containers gets (tests/realk8s/test_mock_fidelity.py)."""
-        if not (obj.get("spec") or {}).get("containers"):
+        """Of ``ValidatePodSpec``, what a pod without containers gets (tests/realk8s/test_mock_fidelity.py)
+        and a required node affinity's field selector with other than one value for In/NotIn
+        (``ValidateNodeFieldSelectorRequirement``; the real v1.36.2 apiserver refused gpuconf's steered
+        pod so: tests/realk8s/test_mock_fidelity.py)."""
+        spec = obj.get("spec") or {}
+        if not spec.get("containers"):
             return [Cause("FieldValueRequired", "Required value", "spec.containers")]
-        return []
+        path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                    .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+        causes = []
+        for t, term in enumerate(required.get("nodeSelectorTerms") or []):
+            for f, requirement in enumerate((term or {}).get("matchFields") or []):
+                if requirement.get("operator") in ("In", "NotIn") and len(requirement.get("values") or []) != 1:
+                    causes.append(Cause("FieldValueRequired", "Required value: must be only one value when "
+                                        "`operator` is 'In' or 'NotIn' for node field selector",
+                                        f"{path}.nodeSelectorTerms[{t}].matchFields[{f}].values"))
+        return causes
 
 
 def default_pod_spec(spec: Obj) -> None:

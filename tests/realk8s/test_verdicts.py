@@ -11,6 +11,7 @@ says, word for word as the API server sends it."""
 
 from __future__ import annotations
 
+import io
 import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -217,3 +218,37 @@ def test_fleet_states_meet_the_real_scheduler_with_the_simulated_verdicts(state:
 
 FLEET_WORDS = {"node-cordoned": "cordoned", "node-tainted": "tainted", "gpus-busy": "busy",
                "node-not-ready": "NotReady"}
+
+
+def test_two_shards_on_the_real_control_plane_merge_into_the_unsharded_simulated_verdicts(
+        real_cluster: RealCluster, tmp_path: Path) -> None:
+    """A sharded run (--shard, gpuconf report merge) against the real scheduler and controllers:
+    plugin-and-dra's two pools (device plugin, DRA) as two shards side by side, each in its own run
+    namespace with its own liveness mark, merged into one sign-off that gives the unsharded simulated
+    run's verdicts test by test (the pod proxy's refusal excepted, as above) and counts every node."""
+    from gpuconf.cli import main
+
+    profile = PROFILE_DIR / "plugin-and-dra.yaml"
+    with ThreadPoolExecutor(3) as pool:
+        simulation = pool.submit(suite_run, None, tmp_path / "sim", simulate=str(profile))
+        with real_cluster.agents(profile):
+            shards = [pool.submit(suite_run, real_cluster.kubeconfig, tmp_path / f"s{i}", "--shard", f"{i}/2",
+                                  "--shard-run", "real-1") for i in range(2)]
+            ran = [shard.result() for shard in shards]
+        simulated = simulation.result()
+    assert simulated.returncode in (0, 1), simulated.stdout[-3000:]
+    assert all(r.returncode in (0, 1) for r in ran), [r.stdout[-3000:] for r in ran]
+    plans = [json.loads((tmp_path / f"s{i}" / "report.json").read_text())["extra"]["gpuconf"]["shard"]
+             for i in range(2)]
+    assert sorted(sorted(p["nodes"]) for p in plans) == [["h100-0", "h100-1"], ["h200-0", "h200-1"]]  # pools whole
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["report", "merge", str(tmp_path / "s0"), str(tmp_path / "s1"), "--out", str(tmp_path / "merged")],
+                stdout=out, stderr=err)
+    assert code in (0, 1) and err.getvalue() == "", (out.getvalue(), err.getvalue())
+    assert "merged 2 of 2 shards of run real-1" in out.getvalue() and "4 of 4 GPU nodes tested" in out.getvalue()
+    sim_report = json.loads((tmp_path / "sim" / "report.json").read_text())
+    merged_report = json.loads((tmp_path / "merged" / "report.json").read_text())
+    assert_same_verdicts(sim_report, merged_report)
+    merged = merged_report["extra"]["gpuconf"]
+    assert merged["coverage"]["line"] == sim_report["extra"]["gpuconf"]["coverage"]["line"] == "4 of 4 GPU nodes tested"
+    assert merged["shard"]["merged"] == [0, 1] and merged["shard"]["missing"] == []
