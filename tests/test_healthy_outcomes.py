@@ -38,6 +38,15 @@ def test_a_check_drifting_from_pass_to_not_tested_is_named():
                         f"{CHECK}: pinned 'pass', observed [('skipped', '{{node}}: ECC counters not readable')]"]
 
 
+def test_a_check_declining_because_its_pods_did_not_overlap_in_time_stands_for_its_pinned_pass():
+    """A loaded machine may run two pods meant to overlap one after the other: the check says NOT
+    TESTED with that reason, which is no drift; any other skip of a pinned pass still is."""
+    declined = observed([result(CHECK, "skipped", "the two pods did not hold their GPUs at the same time "
+                                "(one finished before the other started)")])
+    assert not mismatches(pinned(["pass"]), declined)
+    assert mismatches(pinned(["pass"]), observed([result(CHECK, "skipped", "gpu-0: ECC counters not readable")]))
+
+
 def test_a_not_tested_reason_matches_by_phrase_with_node_names_read_as_node():
     seen = observed([result(CHECK, "skipped", "no GPU on gpu-0 has ECC enabled: all 2 GPU(s)"),
                      result(CHECK, "skipped", "no GPU on gpu-1 has ECC enabled: all 4 GPU(s)", node="gpu-1")])
