@@ -11,16 +11,19 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from gpuconf import outcomes
 from gpuconf.compat import tables
 
 __all__ = ["Check", "Outcome", "Verdict", "check", "checks"]
 
 
 class Outcome(enum.Enum):
-    PASS = "pass"
-    DEGRADED = "degraded"  # works, but not as declared or not at full strength
-    FAIL = "fail"
-    NOT_TESTED = "not-tested"  # the capability is absent or the check could not run; reason says why
+    """A check's outcome; the words are gpuconf.outcomes' (one vocabulary for checks and reports)."""
+
+    PASS = outcomes.PASS
+    DEGRADED = outcomes.DEGRADED  # works, but not as declared or not at full strength
+    FAIL = outcomes.FAIL
+    NOT_TESTED = outcomes.NOT_TESTED  # the capability is absent or the check could not run; kind and reason say why
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,14 @@ class Verdict:
     #: The remedy for what was observed, where the check's own (gpuconf/data/checks.yaml) covers
     #: another cause: a remedy never sends the reader to a check that passed, or to a wrong fix.
     remedy: str | None = None
+    #: What the check did not judge although it passed (a fail-closed caveat: "not observed:
+    #: runtime.mode"): every report shows it beside the PASS.
+    not_judged: tuple[str, ...] = ()
+    #: NOT TESTED only: why, one of gpuconf.outcomes.NOT_TESTED_KINDS (None: the reports count it as
+    #: could-not-run: an unclassified NOT TESTED is never taken for "not applicable").
+    kind: str | None = None
+    #: NOT TESTED blocked by another check's failure: that check's id (kind is then "blocked").
+    blocked_by: str | None = None
 
     @property
     def remediation(self) -> str:
@@ -80,6 +91,18 @@ class Verdict:
             lines.append(f"  remediation: {self.remediation}")
         return "\n".join(lines)
 
+    def record(self) -> dict[str, Any]:
+        """The verdict as the one record every report reads (gpuconf.report.model.CheckResult carries
+        it from the test to report.json, the merge, the diff, the CNCF evidence and the node labels)."""
+        nt = self.outcome is Outcome.NOT_TESTED
+        kind = self.kind or (outcomes.BLOCKED if self.blocked_by else outcomes.COULD_NOT_RUN)
+        return {"check": self.check, "node": self.node, "outcome": self.outcome.value, "summary": self.summary,
+                "not_judged": list(self.not_judged), "expected": self.expected, "observed": self.observed,
+                "evidence": list(self.evidence),
+                "remediation": self.remediation if self.outcome in (Outcome.FAIL, Outcome.DEGRADED) else None,
+                "blocked_by": self.blocked_by,
+                "kind": kind if nt else None}
+
 
 def passed(check_id: str, node: str | None, summary: str, **kw: Any) -> Verdict:
     return Verdict(check_id, node, Outcome.PASS, summary, **kw)
@@ -91,5 +114,11 @@ def failed(check_id: str, node: str | None, summary: str, **kw: Any) -> Verdict:
     return Verdict(check_id, node, outcome, summary, **kw)
 
 
-def not_tested(check_id: str, node: str | None, reason: str) -> Verdict:
-    return Verdict(check_id, node, Outcome.NOT_TESTED, reason)
+def not_tested(check_id: str, node: str | None, reason: str, *, kind: str | None = None,
+               blocked_by: str | None = None) -> Verdict:
+    """NOT TESTED with its reason and kind (gpuconf.outcomes.NOT_TESTED_KINDS); ``blocked_by`` names the
+    failing check that owns the cause (the kind is then "blocked")."""
+    if kind is not None and kind not in outcomes.NOT_TESTED_KINDS:
+        raise ValueError(f"not a NOT TESTED kind: {kind!r}")
+    return Verdict(check_id, node, Outcome.NOT_TESTED, reason, kind=outcomes.BLOCKED if blocked_by else kind,
+                   blocked_by=blocked_by)

@@ -358,4 +358,5 @@ def blocked_by(verdict: Verdict, *owners: Verdict | None) -> Verdict:
     owner = next((o for o in owners if o is not None and o.outcome in _FAILING), None)
     if owner is None:
         return verdict
-    return not_tested(verdict.check, verdict.node, f"blocked by {owner.check}: {owner.summary}")
+    return not_tested(verdict.check, verdict.node, f"blocked by {owner.check}: {owner.summary}",
+                      blocked_by=owner.check)

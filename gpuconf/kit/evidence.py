@@ -6,13 +6,35 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
+from gpuconf import outcomes
 from gpuconf.cluster import PodOutcome
 
-__all__ = ["judge", "probe_pod_metrics", "pulled_seconds", "record_metrics", "record_series"]
+__all__ = ["judge", "probe_pod_metrics", "pulled_seconds", "record_metrics", "record_series",
+           "skip_not_tested"]
+
+#: The JUnit properties that carry a result's record (gpuconf.report.model.from_test_report reads them):
+#: the whole verdict as JSON where judge() saw one, else the NOT TESTED kind (and owner, node state) of a
+#: skip raised before any verdict.
+VERDICT_PROPERTY = "gpuconf.verdict"
+KIND_PROPERTY, BLOCKED_BY_PROPERTY, STATE_PROPERTY = "gpuconf.not_tested", "gpuconf.blocked_by", "gpuconf.state"
+
+
+def skip_not_tested(reason: str, kind: str, *, blocked_by: str | None = None, state: str | None = None) -> NoReturn:
+    """End the test NOT TESTED with ``reason`` and why, as data: ``kind`` (gpuconf.outcomes.
+    NOT_TESTED_KINDS), the failing check ``blocked_by`` names, the node ``state`` (cordoned, tainted...)
+    that kept it off the node. pytest's own skip, carrying them as attributes: gpuconf.plugin.collection
+    records them on the test's report, so no report reads the kind back out of the reason's words."""
+    if kind not in outcomes.NOT_TESTED_KINDS:
+        raise ValueError(f"not a NOT TESTED kind: {kind!r}")
+    exc = pytest.skip.Exception(msg=reason, pytrace=False)
+    exc.gpuconf_kind = outcomes.BLOCKED if blocked_by else kind  # type: ignore[attr-defined]
+    exc.gpuconf_blocked_by = blocked_by  # type: ignore[attr-defined]
+    exc.gpuconf_state = state  # type: ignore[attr-defined]
+    raise exc
 
 
 def require(ask: Any) -> Any:
@@ -21,15 +43,19 @@ def require(ask: Any) -> Any:
     from gpuconf.nodes import Unavailable
 
     if isinstance(ask, Unavailable):
-        pytest.skip(ask.reason)
+        skip_not_tested(ask.reason, getattr(ask, "kind", None) or outcomes.NOT_APPLICABLE)
     return ask
 
 
 def judge(verdict: Any, record_property: Any) -> None:
-    """Act on a check's verdict: record it as evidence (JUnit properties), then pass, skip with the
-    reason, or fail with the message (no Python traceback: the message is the evidence)."""
+    """Act on a check's verdict: record it as evidence (JUnit properties: the whole record as
+    ``gpuconf.verdict``, and its check, outcome and node on their own for JUnit readers), then pass, skip
+    with the reason, or fail with the message (no Python traceback: the message is the evidence)."""
+    import json
+
     from gpuconf.verdict import Outcome
 
+    record_property(VERDICT_PROPERTY, json.dumps(verdict.record(), separators=(",", ":"), ensure_ascii=False))
     record_property("gpuconf.check", verdict.check)
     record_property("gpuconf.outcome", verdict.outcome.value)
     if verdict.node:
@@ -41,7 +67,8 @@ def judge(verdict: Any, record_property: Any) -> None:
     if verdict.observed is not None:
         record_property("gpuconf.observed", verdict.observed)
     if verdict.outcome is Outcome.NOT_TESTED:
-        pytest.skip(verdict.summary)
+        record = verdict.record()
+        skip_not_tested(verdict.summary, record["kind"], blocked_by=verdict.blocked_by)
     if verdict.outcome in (Outcome.FAIL, Outcome.DEGRADED):
         prefix = "DEGRADED: " if verdict.outcome is Outcome.DEGRADED else ""
         pytest.fail(prefix + verdict.message() + _diagnosis(verdict, record_property), pytrace=False)

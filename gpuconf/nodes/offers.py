@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from gpuconf import outcomes
 from gpuconf.probe_pods import ClaimRequest
 
 __all__ = ["GpuRequest", "Unavailable", "Via", "Why"]
@@ -40,6 +41,15 @@ class Unavailable:
 
     def __bool__(self) -> bool:  # `if ask := node.one_gpu():` reads as "if the node can"
         return False
+
+    @property
+    def kind(self) -> str:
+        """The NOT TESTED kind it means (gpuconf.outcomes): the node's state for a node that takes no
+        probe now or whose GPUs others hold; could-not-run for GPUs advertised and none allocatable (a
+        fault another check reports); not applicable for what the node does not have by design."""
+        if self.why in (Why.BLOCKED, Why.BUSY):
+            return outcomes.NODE_UNAVAILABLE
+        return outcomes.COULD_NOT_RUN if self.why is Why.UNHEALTHY else outcomes.NOT_APPLICABLE
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ pytest.register_assert_rewrite("gpuconf.kit")
 pytest_plugins = [
     "gpuconf.plugin.options",
     "gpuconf.plugin.collection",
+    "gpuconf.plugin.scope",
     "gpuconf.plugin.session",
     "gpuconf.plugin.guards",
     "gpuconf.plugin.reports",

@@ -95,15 +95,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.check{marker.args!r} names no check of "
                                     "gpuconf/data/checks.yaml")
         _validate_cncf(item)
-    gates = [(name, pytest.mark.skip(reason=reason)) for name, reason, on in (
+    gates = [(name, reason) for name, reason, on in (
         ("disruptive", "disruptive (changes node state): give --allow-disruptive to run it",
          config.getoption("--allow-disruptive")),
         ("slow", "burn-in: give --burn-in to run it", config.getoption("burn_in") is not None)) if not on]
     for item in items:
-        for name, skip in gates:
+        for name, reason in gates:
             if item.get_closest_marker(name) is not None:
-                item.add_marker(skip)
+                item.stash[_GATED] = reason
     _keep_the_shards_tests(config, items)
+
+
+#: Why an item of an opt-in tier the run did not ask for is NOT TESTED (not selected).
+_GATED = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """An opt-in tier's test (disruptive, burn-in) the run did not ask for: NOT TESTED, not selected."""
+    reason = item.stash.get(_GATED, None)
+    if reason is not None:
+        from gpuconf.kit.evidence import skip_not_tested
+        from gpuconf.outcomes import NOT_SELECTED
+
+        skip_not_tested(reason, NOT_SELECTED)
 
 
 def _keep_the_shards_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -112,6 +127,8 @@ def _keep_the_shards_tests(config: pytest.Config, items: list[pytest.Item]) -> N
     needs (the DRA GPUs a claim steers to, the nodes of the NCCL multi-node job), so a shard 0 without
     such nodes does not leave it NOT TESTED; and a shard holding no GPU node drops the per-node tests'
     placeholder: what a shard does not test is another shard's, not a NOT TESTED of its own."""
+    import dataclasses
+
     from gpuconf.kit.state import SESSION, fleet_views
 
     plan = config.stash[SESSION].shard
@@ -128,13 +145,22 @@ def _keep_the_shards_tests(config: pytest.Config, items: list[pytest.Item]) -> N
         return "gpu_node" in params, params.get("gpu_node")
 
     keep, dropped = [], []
+    homes: dict[str, tuple[str | None, int]] = {}
     for item in items:
         per_node, node = node_param(item)
-        if (not per_node and home(item) != plan.spec.index) or (per_node and node is None):
+        if not per_node:
+            check = item.get_closest_marker("check")
+            homes[item.nodeid] = (str(check.args[0]) if check is not None and check.args else None, home(item))
+        if (not per_node and homes[item.nodeid][1] != plan.spec.index) or (per_node and node is None):
             dropped.append(item)
         else:
             keep.append(item)
+    # Every shard records every cluster-wide test's shard, so the merge can name a missing shard's.
+    config.stash[SESSION].shard = dataclasses.replace(plan, homes=homes)
     if dropped:
+        from gpuconf.plugin.scope import SCOPE
+
+        config.stash[SCOPE].shard_dropped.update(i.nodeid for i in dropped)  # another shard's, not deselected
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
 
@@ -162,9 +188,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Before each phase's report is built: a test that declares its check (and runs per node) has
     both recorded, also when it skipped or failed before judge() could record them."""
     marker = item.get_closest_marker("check")
+    recorded = {k for k, _ in item.user_properties}
+    if marker is None:
+        _record_kind(item, call, recorded)
     if marker is None or (call.when == "setup" and call.excinfo is None):  # judge() records it in the call
         return
-    recorded = {k for k, _ in item.user_properties}
     if "gpuconf.check" not in recorded:
         item.user_properties.append(("gpuconf.check", marker.args[0]))
     callspec = getattr(item, "callspec", None)
@@ -177,3 +205,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if "gpuconf.outcome" not in recorded and call.excinfo is not None and call.excinfo.errisinstance(
             (pytest.skip.Exception, OverloadedError)):  # a skip before judge(): NOT TESTED, as judge() would say
         item.user_properties.append(("gpuconf.outcome", "not-tested"))
+    _record_kind(item, call, recorded)
+
+
+def _record_kind(item: pytest.Item, call: pytest.CallInfo[None], recorded: set[str]) -> None:
+    """A skip's NOT TESTED kind (and owner, node state) as properties, from gpuconf.kit.skip_not_tested;
+    a bare pytest.skip is could-not-run (an unclassified NOT TESTED is never taken for "not applicable"),
+    an API server that sheds load could-not-run."""
+    from gpuconf.kit.evidence import BLOCKED_BY_PROPERTY, KIND_PROPERTY, STATE_PROPERTY
+    from gpuconf.outcomes import COULD_NOT_RUN
+
+    if call.excinfo is None or KIND_PROPERTY in recorded or not call.excinfo.errisinstance(
+            (pytest.skip.Exception, OverloadedError)):
+        return
+    exc = call.excinfo.value
+    item.user_properties.append((KIND_PROPERTY, getattr(exc, "gpuconf_kind", None) or COULD_NOT_RUN))
+    for prop, attr in ((BLOCKED_BY_PROPERTY, "gpuconf_blocked_by"), (STATE_PROPERTY, "gpuconf_state")):
+        if getattr(exc, attr, None):
+            item.user_properties.append((prop, getattr(exc, attr)))

@@ -88,10 +88,22 @@ def _node_takes_probes(request: pytest.FixtureRequest) -> None:
     node = _node_of(request.node)
     if node is None:
         return
+    from gpuconf.kit.evidence import skip_not_tested
+    from gpuconf.outcomes import NODE_UNAVAILABLE, NOT_APPLICABLE
+
     if (why := untested_reason(request.config, node, _reads(request.node))) is not None:
-        pytest.skip(why)
+        skip_not_tested(why, NODE_UNAVAILABLE, state=_node_state(request.config, node))
     if _gfd_subject(request.node) and (why := gfd_absent_reason(request.config, node)) is not None:
-        pytest.skip(why)
+        skip_not_tested(why, NOT_APPLICABLE)
+
+
+def _node_state(config: pytest.Config, node: str) -> str | None:
+    """The state that keeps probes off ``node`` (cordoned, tainted, NotReady, busy, unplaceable)."""
+    view = node_views(config).get(node)
+    if view is not None and view.availability.state is not None:
+        return str(view.availability.state)
+    run = config.stash[SESSION].run
+    return run.unplaced[node][0] if run is not None and node in run.unplaced else None
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -109,11 +121,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     run = item.config.stash[SESSION].run
     if _reads(item) != "probe" or run is None or node not in run.unplaced:
         return
-    reason = run.unplaced[node][1]
+    from gpuconf.kit.evidence import KIND_PROPERTY, STATE_PROPERTY, VERDICT_PROPERTY
+    from gpuconf.outcomes import NODE_UNAVAILABLE
+
+    state, reason = run.unplaced[node]
     report.outcome = "skipped"
     report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {reason}")
-    item.user_properties[:] = [(k, v) for k, v in item.user_properties if k != "gpuconf.outcome"]
-    item.user_properties.append(("gpuconf.outcome", "not-tested"))
+    item.user_properties[:] = [(k, v) for k, v in item.user_properties
+                               if k not in ("gpuconf.outcome", VERDICT_PROPERTY, KIND_PROPERTY, STATE_PROPERTY)]
+    item.user_properties += [("gpuconf.outcome", "not-tested"), (KIND_PROPERTY, NODE_UNAVAILABLE),
+                             (STATE_PROPERTY, state)]
     report.user_properties = list(item.user_properties)
 
 

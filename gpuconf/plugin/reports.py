@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gpuconf.kit.state import SESSION
-from gpuconf.plugin.fleet import EXIT_UNTESTED, run_coverage
+from gpuconf.kit.state import SESSION, simulated_faults
+from gpuconf.plugin.fleet import run_coverage
 from gpuconf.plugin.signoff import sign_off_nodes
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ class ReportCollector:
         self.started = time.time()
         self.tests: dict[str, dict[str, Any]] = {}
         self.record: RunRecord | None = None  # what the reports were written from
+        self.results: list[Any] = []  # and the results (gpuconf.report.model.CheckResult)
         self.cluster_uid: str | None = None  # the kube-system namespace's UID, read at session finish
         # What the report and evidence directories held before the run: the manifest lists only
         # what the run wrote (an earlier run's file left there is not this run's to vouch for).
@@ -63,7 +64,7 @@ class ReportCollector:
         handle = state.handle if state is not None else None
         run = RunRecord(provenance=handle.provenance if handle is not None else self._intended(),
                         started=self.started, finished=time.time(), exit_status=exit_status, error=error,
-                        shard=self._shard(), options=self._options())
+                        shard=self._shard(), options=self._options(), faults=simulated_faults(self.config))
         self.record = run
         try:
             write_reports(run, [], self.report_dir)
@@ -85,6 +86,15 @@ class ReportCollector:
             return None
         return {"index": spec.index, "count": spec.count, "run": spec.run, "run_given": spec.run is not None,
                 "source": spec.source}
+
+    def _scope(self) -> dict[str, Any] | None:
+        """What the run selected and whether it is the sign-off's whole scope (gpuconf.plugin.scope)."""
+        from gpuconf.plugin.scope import SCOPE
+
+        scope = self.config.stash.get(SCOPE, None)
+        if scope is None:
+            return None
+        return scope.as_json(self.config, sum(1 for n in scope.collected if n in self.tests))
 
     def _options(self) -> dict[str, Any]:
         """The options the CNCF evidence depends on, as given (a merge of shards writes the same evidence)."""
@@ -141,6 +151,8 @@ class ReportCollector:
         from gpuconf.report.manifest import MANIFEST, changed_files, manifest_document, write_manifest
 
         run = self.record
+        if run is not None and run.error is None:  # pytest's junit.xml, written at session finish
+            self._finish_junit(run)
         # the report directory first: an evidence directory around it then lists its manifest
         for directory in self._manifest_dirs():
             written, left = changed_files(directory, self.snapshots.get(directory, {}))
@@ -161,6 +173,24 @@ class ReportCollector:
                 shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
                 sys.stderr.write(f"gpuconf: {directory} holds {len(left)} file(s) this run did not write, left out of "
                                  f"{MANIFEST} (`gpuconf report verify` calls them unlisted): {shown}\n")
+
+    def _finish_junit(self, run: RunRecord) -> None:
+        """pytest's junit.xml made a sign-off's (gpuconf.report.junit.finish_junit): named for gpuconf, the
+        verdict, the sign-off and untested-node cases, DEGRADED told from FAIL; one line if it cannot be."""
+        import sys
+
+        from gpuconf.report.junit import finish_junit
+        from gpuconf.report.model import from_test_report
+
+        given = getattr(self.config.option, "xmlpath", None)
+        if not given or not Path(given).is_file():
+            return  # no junit.xml this run (-p no:junitxml)
+        results = [from_test_report(nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"])
+                   for nodeid, t in self.tests.items()]
+        try:
+            finish_junit(given, run, results)
+        except OSError as exc:
+            sys.stderr.write(f"{exc}\n")
 
     def _intended(self) -> str | None:
         simulate, kubeconfig = self.config.getoption("--simulate"), self.config.getoption("--kubeconfig")
@@ -184,22 +214,26 @@ class ReportCollector:
         plan = state.shard if state is not None else None
         if plan is not None and not plan.nodes and int(exitstatus) == int(pytest.ExitCode.NO_TESTS_COLLECTED):
             exitstatus = pytest.ExitCode.OK  # a shard the partition gave no node: nothing of its own to test
-        if coverage is not None and coverage.untested and int(exitstatus) == int(pytest.ExitCode.OK):
-            exitstatus = EXIT_UNTESTED  # nothing failed, but not every selected GPU node was tested
-        exitstatus = session.exitstatus = sign_off_nodes(self.config, [from_test_report(
-            nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"]) for nodeid, t in self.tests.items()],
-            int(exitstatus), self.config.pluginmanager.get_plugin("terminalreporter"),
-            coverage)  # before the cluster closes
+        by_nodeid = {nodeid: from_test_report(nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"])
+                     for nodeid, t in self.tests.items()}
+        results = list(by_nodeid.values())
+        scope = self._scope()
+        exitstatus = verdict_exit_status(RunRecord(
+            provenance=None, started=self.started, finished=self.started, exit_status=int(exitstatus),
+            interrupted=int(exitstatus) == int(pytest.ExitCode.INTERRUPTED), coverage=coverage, scope=scope),
+            results, int(exitstatus))
+        exitstatus = session.exitstatus = sign_off_nodes(
+            self.config, results, int(exitstatus), self.config.pluginmanager.get_plugin("terminalreporter"),
+            coverage, partial=bool(scope and scope.get("full") is False))  # before the cluster closes
         run = RunRecord(provenance=handle.provenance if handle is not None else None, started=self.started,
                         finished=time.time(), exit_status=int(exitstatus),
                         interrupted=int(exitstatus) == int(pytest.ExitCode.INTERRUPTED),
                         run_id=state.run.run_id if state is not None and state.run is not None else None,
-                        coverage=coverage, shard=self._shard(), options=self._options())
+                        coverage=coverage, shard=self._shard(), options=self._options(), scope=scope,
+                        faults=simulated_faults(self.config))
         self.record = run
+        self.results = results
         self._read_cluster_uid()  # before the cluster closes (at unconfigure)
-        by_nodeid = {nodeid: from_test_report(nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"])
-                     for nodeid, t in self.tests.items()}
-        results = list(by_nodeid.values())
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         try:
             write_reports(run, results, self.report_dir)
@@ -221,6 +255,19 @@ class ReportCollector:
             reporter.write_line(f"gpuconf: reports in {self.report_dir}")
             if self.config.getoption("--cncf-evidence"):
                 reporter.write_line(f"gpuconf: CNCF evidence in {self.config.getoption('--cncf-evidence')}")
+
+
+def verdict_exit_status(run: RunRecord, results: list[Any], exitstatus: int) -> int:
+    """The exit status that says the run's verdict (gpuconf.outcomes.EXIT_STATUSES), where pytest's own
+    says "tests failed" or "OK": DEGRADED (nothing failed) 17, INCOMPLETE 15, PARTIAL 18. Any other
+    status (interrupted, usage error, unreachable...) is kept: it says why the run stopped."""
+    from gpuconf.outcomes import exit_status_for
+    from gpuconf.report.model import cluster_verdict
+
+    if exitstatus not in (int(pytest.ExitCode.OK), int(pytest.ExitCode.TESTS_FAILED)):
+        return exitstatus
+    status = exit_status_for(cluster_verdict(run, results))
+    return exitstatus if status is None or (status == 0 and exitstatus != 0) else status
 
 
 def configure_reports(config: pytest.Config) -> None:

@@ -30,6 +30,7 @@ from gpuconf.report.model import (
     OUTCOMES,
     CheckResult,
     Coverage,
+    Record,
     RunRecord,
     UntestedNode,
     parse_series,
@@ -38,8 +39,10 @@ from gpuconf.report.model import (
 __all__ = ["Shard", "load_shard", "merge_shards", "read_run", "write_merged"]
 
 #: pytest's exit statuses a merged run takes from its shards: a failure first, then an interrupted
-#: shard, then any other (10-14, 16: a shard could not start), then 15 (nodes not tested).
-_FAILED, _INTERRUPTED, _UNTESTED = 1, 2, 15
+#: shard, then any other (10-14, 16: a shard could not start), then 17 (degraded, nothing failed; a
+#: shard of a gpuconf that ended such a run with 1 is caught as a failure), then 15 (nodes not
+#: tested), then 18 (the shards' selection narrower than the sign-off's scope).
+_FAILED, _INTERRUPTED, _UNTESTED, _DEGRADED, _PARTIAL = 1, 2, 15, 17, 18
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,10 @@ class Shard:
     plan: Mapping[str, Any]
     verified: bool  # its manifest.json was there and matched
     cluster_uid: str | None = None  # the kube-system namespace's UID its manifest names
+    #: What the run selected (report.json ``extra.gpuconf.scope.selection``: suites, -m, -k, tiers,
+    #: judgement options); None in a report from before gpuconf recorded it (``scoped`` False).
+    selection: Any = None
+    scoped: bool = False
 
     @property
     def index(self) -> int:
@@ -106,7 +113,7 @@ def read_run(doc: Any, *, source: str) -> tuple[RunRecord, list[CheckResult]]:
             float(duration) / 1000 if isinstance(duration, (int, float)) and not isinstance(duration, bool) else 0.0,
             _text(extra.get("expected")), _text(extra.get("observed")), _text(test.get("message")),
             _curve(extra.get("curve")), _metrics(extra.get("metrics")), series,
-            tuple(str(r) for r in extra.get("cncf") or () if isinstance(r, str))))
+            tuple(str(r) for r in extra.get("cncf") or () if isinstance(r, str)), Record.from_json(extra)))
     started, finished = _epoch(meta.get("started")), _epoch(meta.get("finished"))
     status = meta.get("exit_status")
     shard = meta.get("shard")
@@ -115,7 +122,8 @@ def read_run(doc: Any, *, source: str) -> tuple[RunRecord, list[CheckResult]]:
                     status if isinstance(status, int) and not isinstance(status, bool) else _FAILED,
                     meta.get("interrupted") is True, _text(meta.get("run_id")), _text(meta.get("error")),
                     Coverage.from_json(meta.get("coverage")), shard if isinstance(shard, Mapping) else None,
-                    options if isinstance(options, Mapping) else {})
+                    options if isinstance(options, Mapping) else {},
+                    meta["scope"] if isinstance(meta.get("scope"), Mapping) else None)
     return run, results
 
 
@@ -134,6 +142,8 @@ def load_shard(directory: str | Path) -> Shard:
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise UsageError(f"{path}: cannot read it as JSON: {exc}") from None
     run, results = read_run(doc, source=str(path))
+    scope = doc["extra"]["gpuconf"].get("scope")
+    scoped = isinstance(scope, Mapping) and "selection" in scope
     plan = run.shard
     if plan is None or "merged" in plan or not all(isinstance(plan.get(k), int) for k in ("index", "count")):
         what = "a merge's report" if plan is not None and "merged" in plan else "not a shard's report"
@@ -146,7 +156,7 @@ def load_shard(directory: str | Path) -> Shard:
             raise UsageError(f"{where} does not match its {MANIFEST}: {named}; a changed shard is not merged")
         verified = True
         uid = _text((check.manifest.get("cluster") or {}).get("kube_system_uid"))
-    return Shard(where, run, tuple(results), plan, verified, uid)
+    return Shard(where, run, tuple(results), plan, verified, uid, scope["selection"] if scoped else None, scoped)
 
 
 def _refuse_mixed(shards: Sequence[Shard]) -> None:
@@ -172,12 +182,57 @@ def _refuse_mixed(shards: Sequence[Shard]) -> None:
             raise UsageError(f"{a.directory} and {b.directory} split different node lists (a GPU node joined or left "
                              "between their starts, or their --node-selector differs): merged, some nodes would be "
                              "tested twice or not at all; run the shards again")
+    _refuse_other_selections(shards)
     seen: dict[int, Path] = {}
     for s in shards:
         if s.index in seen:
             raise UsageError(f"{seen[s.index]} and {s.directory} are both shard {s.index} of {s.count}: give each "
                              "shard once")
         seen[s.index] = s.directory
+
+
+def _refuse_other_selections(shards: Sequence[Shard]) -> None:
+    """Shards that selected different checks (other suites, -m, -k, tiers or judgement options) are
+    not one run: merged, the sign-off would claim checks some nodes never ran. A report from before
+    gpuconf recorded the selection merges only with others like it (:func:`selection_warning`)."""
+    scoped = [s for s in shards if s.scoped]
+    if scoped and len(scoped) < len(shards):
+        old = next(s for s in shards if not s.scoped)
+        raise UsageError(f"{old.directory} (shard {old.index}) does not record what it selected (a report from an "
+                         f"older gpuconf) but {scoped[0].directory} (shard {scoped[0].index}) does: shards of one run "
+                         "are run by one gpuconf; run the shards again")
+    for other in scoped[1:]:
+        if other.selection != scoped[0].selection:
+            raise UsageError(f"{_selection_difference(scoped[0], other)}: shards that selected different checks do "
+                             "not merge into one sign-off; run every shard with the same suites and options")
+
+
+def _selection_difference(a: Shard, b: Shard) -> str:
+    """One line naming the first thing two shards selected differently."""
+    first, second = a.selection, b.selection
+    if isinstance(first, Mapping) and isinstance(second, Mapping):
+        key = next(k for k in sorted({*first, *second}, key=str) if first.get(k) != second.get(k))
+        first, second = _selected(key, first.get(key)), _selected(key, second.get(key))
+    else:
+        first, second = f"selection {json.dumps(first)}", f"selection {json.dumps(second)}"
+    return f"shard {b.index} ran {second}, shard {a.index} ran {first} ({b.directory}, {a.directory})"
+
+
+def _selected(key: Any, value: Any) -> str:
+    if value in (None, "", [], {}, False):
+        return f"no {key}"
+    if value is True:
+        return str(key)
+    return f"{key} {value if isinstance(value, str) else json.dumps(value, sort_keys=True)}"
+
+
+def selection_warning(shards: Sequence[Shard]) -> str | None:
+    """The warning for shards none of which records its selection (reports from an older gpuconf): the
+    merge cannot tell whether they ran the same checks."""
+    if shards and not any(s.scoped for s in shards):
+        return ("none of the shards records what it selected (reports from an older gpuconf): merged without "
+                "checking that they ran the same suites and options")
+    return None
 
 
 def merge_shards(shards: Sequence[Shard], *, allow_missing: bool = False) -> tuple[RunRecord, list[CheckResult]]:
@@ -200,7 +255,7 @@ def merge_shards(shards: Sequence[Shard], *, allow_missing: bool = False) -> tup
                          f"{'are' if len(missing) > 1 else 'is'} missing{nodes}: give "
                          f"{'their' if len(missing) > 1 else 'its'} report director{'ies' if len(missing) > 1 else 'y'}"
                          ", or --allow-missing to sign off without them (their nodes then count as not tested)")
-    results = [r for s in shards for r in s.results]
+    results = [r for s in shards for r in s.results] + _absent_homes(shards, missing, count)
     run_name = next((s.plan["run"] for s in shards if isinstance(s.plan.get("run"), str)), None)
     coverage = _coverage(shards, planned, missing, count)
     runs = [s.run for s in shards]
@@ -216,6 +271,21 @@ def merge_shards(shards: Sequence[Shard], *, allow_missing: bool = False) -> tup
     record = RunRecord(runs[0].provenance, min(r.started for r in runs), max(r.finished for r in runs), status,
                        interrupted, run_name, error, coverage, plan, dict(shards[0].run.options))
     return record, results
+
+
+def _absent_homes(shards: Sequence[Shard], missing: Sequence[int], count: int) -> list[CheckResult]:
+    """The cluster-wide checks a missing shard, or one that could not start, was home to (its plan's
+    ``homes``, the same in every shard): each NOT TESTED, "in missing shard I", never silently absent."""
+    absent = {i: f"in missing shard {i} of {count} (its reports were not given to the merge)" for i in missing}
+    absent.update({s.index: f"in shard {s.index} of {count}, which could not start: {s.run.error}" for s in shards
+                   if s.run.error})
+    homes: Mapping[str, Any] = next((s.plan["homes"] for s in shards if isinstance(s.plan.get("homes"), Mapping)), {})
+    out = []
+    for test, home in homes.items():
+        shard = home.get("shard") if isinstance(home, Mapping) else None
+        if shard in absent and isinstance(home.get("check"), str):
+            out.append(CheckResult(home["check"], None, NOT_TESTED, str(test), message=absent[shard]))
+    return out
 
 
 def _coverage(shards: Sequence[Shard], planned: Shard | None, missing: Sequence[int], count: int) -> Coverage | None:
@@ -245,16 +315,18 @@ def _coverage(shards: Sequence[Shard], planned: Shard | None, missing: Sequence[
 def _status(runs: Sequence[RunRecord], results: Sequence[CheckResult], coverage: Coverage | None) -> int:
     """The merged run's exit status, as one run over the same nodes would have ended."""
     statuses = [r.exit_status for r in runs]
-    if _FAILED in statuses or any(r.outcome in (FAIL, DEGRADED) for r in results):
+    if _FAILED in statuses or any(r.outcome == FAIL for r in results):
         return _FAILED
     if any(r.interrupted for r in runs):
         return _INTERRUPTED
-    other = [s for s in statuses if s not in (0, _UNTESTED)]
+    other = [s for s in statuses if s not in (0, _UNTESTED, _DEGRADED, _PARTIAL)]
     if other:
         return other[0]
-    if coverage is not None and coverage.missing():
+    if any(r.outcome == DEGRADED for r in results):
+        return _DEGRADED
+    if (coverage is not None and coverage.missing()) or _UNTESTED in statuses:
         return _UNTESTED
-    return _UNTESTED if _UNTESTED in statuses else 0
+    return _PARTIAL if _PARTIAL in statuses else 0
 
 
 def _classname(nodeid: str) -> str:

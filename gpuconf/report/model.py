@@ -4,19 +4,34 @@ and pure rules; the plugin builds it from pytest reports, the writers render it.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BUSY", "CLUSTER", "CORDONED", "METRIC_PREFIX", "MISSING_SHARD", "NOT_READY", "SERIES_PREFIX", "STATE_WORDS",
-           "TAINTED", "UNKNOWN_HARDWARE", "UNPLACEABLE", "UNTESTED_STATES", "CheckResult", "Coverage", "OUTCOMES",
-           "RunRecord", "Series", "UntestedNode", "cluster_verdict", "format_metric", "from_test_report",
-           "node_verdicts", "not_tested_kind", "parse_metrics", "parse_series", "remediation", "result_remediation",
-           "worst"]
+__all__ = ["BLOCKED", "BUSY", "CLUSTER", "CORDONED", "COULD_NOT_RUN", "CheckResult", "Coverage", "DEGRADED", "FAIL",
+           "INCOMPLETE", "METRIC_PREFIX", "MISSING_SHARD", "NODE_UNAVAILABLE", "NOT_APPLICABLE", "NOT_READY",
+           "NOT_SELECTED", "NOT_STARTED", "NOT_TESTED", "NOT_TESTED_KINDS", "OUTCOMES", "PARTIAL", "PASS", "Record",
+           "RunRecord", "SERIES_PREFIX", "STATE_WORDS", "Series", "TAINTED", "UNKNOWN_HARDWARE", "UNPLACEABLE",
+           "UNTESTED_STATES", "UntestedNode", "cluster_verdict", "format_metric", "from_test_report", "node_verdicts",
+           "not_tested_kind", "parse_metrics", "parse_series", "remediation", "result_remediation", "worst"]
 
-PASS, DEGRADED, FAIL, NOT_TESTED = "pass", "degraded", "fail", "not-tested"
-OUTCOMES = (PASS, DEGRADED, FAIL, NOT_TESTED)
+from gpuconf.outcomes import (  # one vocabulary (gpuconf.outcomes), re-exported for the report readers
+    BLOCKED,
+    COULD_NOT_RUN,
+    DEGRADED,
+    FAIL,
+    INCOMPLETE,
+    NODE_UNAVAILABLE,
+    NOT_APPLICABLE,
+    NOT_SELECTED,
+    NOT_STARTED,
+    NOT_TESTED,
+    NOT_TESTED_KINDS,
+    OUTCOMES,
+    PARTIAL,
+    PASS,
+)
+
 #: The node a result without one is filed under (cluster-wide checks, or a run without nodes).
 CLUSTER = "(cluster)"
 _RANK = {FAIL: 3, DEGRADED: 2, PASS: 1}
@@ -26,12 +41,6 @@ METRIC_PREFIX = "gpuconf.metric."
 #: A measured series a test records for the reports: ``gpuconf.series.<name>`` = Series.as_json() as
 #: JSON text (gpuconf.kit.record_series). The HTML draws each one with its axes, units and floor.
 SERIES_PREFIX = "gpuconf.series."
-#: The cluster verdicts (the sign-off's first line): the node outcomes plus a run that never reached
-#: a check (NOT STARTED) and one stopped before it finished without a failure (INCOMPLETE).
-NOT_STARTED, INCOMPLETE = "not-started", "incomplete"
-#: Why a check was not tested: the capability is absent here (MIG on a node without MIG, a tier not
-#: asked for), or the check could not run (its probe or a permission failed, the run stopped).
-NOT_APPLICABLE, COULD_NOT_RUN = "not-applicable", "could-not-run"
 #: Why a selected GPU node was not tested, in the order the coverage line names them (issue 25): a
 #: fleet's nodes the probes cannot reach are counted, not passed over.
 #: A merge of shards (gpuconf report merge) adds MISSING_SHARD: the node's shard was not merged, or
@@ -136,6 +145,21 @@ class RunRecord:
     shard: Mapping[str, Any] | None = field(default=None, compare=False)
     #: The options the CNCF evidence depends on (``--kueue-queue``), kept so a merge writes the same.
     options: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    #: The API server's gitVersion (``/version``, read with the inventory): the CNCF evidence's
+    #: kubernetesVersion; None where the run did not learn it.
+    server_version: str | None = field(default=None, compare=False)
+    #: What the run selected and whether that is the sign-off's whole scope (gpuconf.plugin.scope):
+    #: {"selection": {...}, "full": bool, "narrowed": [why not full, ...], "tiers": [opt-in tiers run]};
+    #: None for a report from before it (read as full).
+    scope: Mapping[str, Any] | None = field(default=None, compare=False)
+    #: The faults a simulated run's profile injected, as it placed them ("gpu-lost on h100-0 GPU 3");
+    #: empty for a real cluster or a profile without faults.
+    faults: tuple[str, ...] = ()
+
+    @property
+    def partial(self) -> bool:
+        """The run selected less than the sign-off's scope (-m, -k, some suites only): never a PASS."""
+        return self.scope is not None and self.scope.get("full") is False
 
     @property
     def simulated(self) -> bool:
@@ -208,6 +232,45 @@ def busbw_series(curve: Sequence[tuple[int, float]], floor: float | None = None)
 
 
 @dataclass(frozen=True)
+class Record:
+    """What the check itself said, beyond its outcome (gpuconf.verdict.Verdict.record()): carried as data
+    from the test to every report, the merge and the diff; nothing reads it back out of message text."""
+
+    summary: str | None = None
+    #: What a PASS did not judge (its fail-closed caveats): shown beside the PASS in every report.
+    not_judged: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+    #: The remedy for what a FAIL or DEGRADED observed (the verdict's own, else the check's).
+    remediation: str | None = None
+    #: NOT TESTED: why (gpuconf.outcomes.NOT_TESTED_KINDS); the failing check that blocked it; the node
+    #: state that kept it off the node.
+    kind: str | None = None
+    blocked_by: str | None = None
+    state: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"summary": self.summary, "not_judged": list(self.not_judged), "evidence": list(self.evidence),
+                "blocked_by": self.blocked_by, "state": self.state}
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Record:
+        """From a report.json test's ``extra`` (as_json() plus ``remediation`` and ``not_tested``, the
+        kind); what is malformed is left out. A kind this version does not know is could-not-run."""
+        def text(key: str) -> str | None:
+            value = doc.get(key)
+            return value if isinstance(value, str) and value else None
+
+        def texts(key: str) -> tuple[str, ...]:
+            value = doc.get(key)
+            return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+        kind = text("not_tested")
+        return cls(text("summary"), texts("not_judged"), texts("evidence"), text("remediation"),
+                   kind if kind is None or kind in NOT_TESTED_KINDS else COULD_NOT_RUN, text("blocked_by"),
+                   text("state"))
+
+
+@dataclass(frozen=True)
 class CheckResult:
     check: str
     node: str | None
@@ -225,6 +288,13 @@ class CheckResult:
     series: tuple[Series, ...] = ()
     #: The CNCF AI conformance requirements the test gives evidence for (``gpuconf.cncf``).
     cncf: tuple[str, ...] = ()
+    #: The verdict's record (summary, caveats, evidence, remedy, NOT TESTED kind).
+    record: Record = field(default_factory=Record)
+
+    @property
+    def kind(self) -> str | None:
+        """NOT TESTED only: why (gpuconf.outcomes.NOT_TESTED_KINDS; could-not-run where nothing said)."""
+        return (self.record.kind or COULD_NOT_RUN) if self.outcome == NOT_TESTED else None
 
     @property
     def node_key(self) -> str:
@@ -256,8 +326,9 @@ def node_verdicts(results: Sequence[CheckResult], coverage: Coverage | None = No
 def cluster_verdict(run: RunRecord, results: Sequence[CheckResult]) -> str:
     """The run's one word: NOT STARTED when no check could run, FAIL > DEGRADED over every check
     (cluster-wide ones too), INCOMPLETE for an interrupted run or one that left selected GPU nodes
-    untested (run.coverage) without either, PASS when something passed and every selected node was
-    tested, NOT TESTED when everything skipped."""
+    untested (run.coverage) without either, PARTIAL for a run that selected less than the sign-off's
+    scope (run.scope), PASS when something passed, every selected node was tested and the whole scope
+    selected, NOT TESTED when everything skipped."""
     if run.error:
         return NOT_STARTED
     verdict = worst(r.outcome for r in results)
@@ -265,24 +336,15 @@ def cluster_verdict(run: RunRecord, results: Sequence[CheckResult]) -> str:
         return verdict
     if run.interrupted or (run.coverage is not None and run.coverage.missing()):
         return INCOMPLETE
+    if run.partial and verdict == PASS:
+        return PARTIAL
     return verdict
 
 
-#: Skip reasons that say the check tried and could not run (a probe, a permission, the API server, a
-#: campaign that failed first), as opposed to a capability this node or run does not have. Read from
-#: the suites' skip reasons (pytest.skip / gpuconf.verdict.not_tested); a reason matching none of them
-#: is "not applicable here".
-_COULD_NOT_RUN = re.compile(
-    r"could not|cannot|can't|failed|forbidden|timed? ?out|unreachable|did not|not run\b|never (?:ran|started)|"
-    r"no (?:result|report|output)|error|refused|interrupted|unparsable|pending|in use by|unknown|"
-    r"no [\w-]+(?: [\w-]+)? (?:ran|was planned|was launched)|no exporter scrape|(?:measured|reports?|reported) no",
-    re.I)
-
-
 def not_tested_kind(result: CheckResult) -> str:
-    """NOT TESTED split for the reader: "could-not-run" (the reason names a failure to run) or
-    "not-applicable" (the capability is absent here, or the tier was not asked for)."""
-    return COULD_NOT_RUN if result.message and _COULD_NOT_RUN.search(result.message) else NOT_APPLICABLE
+    """Why a NOT TESTED result was not tested (gpuconf.outcomes.NOT_TESTED_KINDS), from its record: the
+    kind the check or the plugin recorded; could-not-run where none was (never "not applicable" by guess)."""
+    return result.kind or COULD_NOT_RUN
 
 
 def _test_name(nodeid: str) -> str:
@@ -324,7 +386,34 @@ def from_test_report(nodeid: str, pytest_outcome: str, duration: float, properti
     return CheckResult(check, str(node) if node is not None else None, outcome, nodeid, duration,
                        opt("gpuconf.expected"), opt("gpuconf.observed"), message or None,
                        curve, parse_metrics(properties), tuple(series),
-                       tuple(i for i in str(properties.get("gpuconf.cncf") or "").split(",") if i))
+                       tuple(i for i in str(properties.get("gpuconf.cncf") or "").split(",") if i),
+                       _record(properties, outcome))
+
+
+def _record(properties: Mapping[str, Any], outcome: str) -> Record:
+    """The result's record from judge()'s ``gpuconf.verdict`` property (the whole verdict as JSON), and a
+    skip's ``gpuconf.not_tested``/``gpuconf.blocked_by``/``gpuconf.state`` (gpuconf.kit.evidence); a
+    verdict the plugin turned NOT TESTED afterwards (its pod never placed) keeps only its summary."""
+    import json
+
+    doc: dict[str, Any] = {}
+    raw = properties.get("gpuconf.verdict")
+    if isinstance(raw, str):
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            doc = {**parsed, "not_tested": parsed.get("kind")}
+    for key, prop in (("not_tested", "gpuconf.not_tested"), ("blocked_by", "gpuconf.blocked_by"),
+                      ("state", "gpuconf.state")):
+        if isinstance(properties.get(prop), str):
+            doc[key] = properties[prop]
+    if outcome not in (FAIL, DEGRADED):
+        doc.pop("remediation", None)
+    if outcome != NOT_TESTED:
+        doc.pop("not_tested", None)
+    return Record.from_json(doc)
 
 
 def format_metric(value: float) -> str:
@@ -366,12 +455,9 @@ def parse_curve(text: str | None) -> tuple[tuple[int, float], ...]:
 
 
 def result_remediation(result: CheckResult) -> str | None:
-    """The remedy for what a failed check observed: the one its message gives (gpuconf.verdict.Verdict.
-    remediation, specific to the cause), else the check's own from gpuconf/data/checks.yaml."""
-    for line in (result.message or "").splitlines():
-        if line.strip().startswith("remediation: "):
-            return line.strip().removeprefix("remediation: ")
-    return remediation(result.check)
+    """The remedy for what a failed check observed: its record's (gpuconf.verdict.Verdict.remediation,
+    specific to the cause), else the check's own from gpuconf/data/checks.yaml."""
+    return result.record.remediation or remediation(result.check)
 
 
 def remediation(check_id: str) -> str | None:

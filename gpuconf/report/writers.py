@@ -18,7 +18,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from gpuconf.report.junit import Case, junit_coverage_properties, testsuites
+from gpuconf.report.junit import run_properties, signoff_cases, suite_name, testsuites
 from gpuconf.report.model import (
     CLUSTER,
     COULD_NOT_RUN,
@@ -28,6 +28,7 @@ from gpuconf.report.model import (
     NOT_APPLICABLE,
     NOT_STARTED,
     NOT_TESTED,
+    PARTIAL,
     PASS,
     STATE_WORDS,
     CheckResult,
@@ -121,7 +122,7 @@ def ctrf_document(run: RunRecord, results: Sequence[CheckResult]) -> dict[str, A
             test["message"] = r.message
         test["extra"] = {"check": r.check, "node": r.node, "outcome": r.outcome, "expected": r.expected,
                          "observed": r.observed, "remediation": result_remediation(r) if r.outcome in (
-                             FAIL, DEGRADED) else None}
+                             FAIL, DEGRADED) else None, **r.record.as_json()}
         if r.outcome == NOT_TESTED:
             test["extra"]["not_tested"] = not_tested_kind(r)
         if r.curve:
@@ -147,12 +148,14 @@ def ctrf_document(run: RunRecord, results: Sequence[CheckResult]) -> dict[str, A
         "extra": {"gpuconf": {"provenance": run.provenance, "simulated": run.simulated, "run_id": run.run_id,
                               "started": _iso(run.started), "finished": _iso(run.finished),
                               "exit_status": run.exit_status, "interrupted": run.interrupted, "error": run.error,
+                              "faults": list(run.faults),
                               "verdict": cluster_verdict(run, results),
                               "nodes": node_verdicts(results, run.coverage),
                               "node_kinds": _kinds(run),
                               "coverage": run.coverage.as_json() if run.coverage is not None else None,
                               **({"shard": dict(run.shard)} if run.shard is not None else {}),
-                              **({"options": dict(run.options)} if run.options else {})}},
+                              **({"options": dict(run.options)} if run.options else {}),
+                              **({"scope": dict(run.scope)} if run.scope is not None else {})}},
     }
 
 
@@ -172,7 +175,22 @@ def _failures(results: Sequence[CheckResult]) -> list[CheckResult]:
 
 def _title(run: RunRecord) -> str:
     where = run.provenance or "no cluster"
-    return f"gpuconf sign-off: {'SIMULATED cluster, ' if run.simulated else ''}{where}{_shard_words(run)}"
+    return (f"gpuconf sign-off: {'SIMULATED cluster, ' if run.simulated else ''}{where}{_fault_words(run)}"
+            f"{_shard_words(run)}")
+
+
+#: How many injected faults a title names; past that it counts them (report.md and report.html list all).
+_TITLE_FAULTS = 2
+
+
+def _fault_words(run: RunRecord) -> str:
+    """", faults injected: gpu-lost on h100-0 GPU 3" for a simulated run whose profile injected faults
+    (", 5 faults injected" past _TITLE_FAULTS), so a broken profile's reports never read as a healthy one's."""
+    if not run.faults:
+        return ""
+    if len(run.faults) > _TITLE_FAULTS:
+        return f", {len(run.faults)} faults injected"
+    return f", fault{'s' if len(run.faults) > 1 else ''} injected: {'; '.join(run.faults)}"
 
 
 def _shard_words(run: RunRecord) -> str:
@@ -189,7 +207,17 @@ def _shard_words(run: RunRecord) -> str:
 
 
 _WORDS = {PASS: "PASS", FAIL: "FAIL", DEGRADED: "DEGRADED", NOT_TESTED: "NOT TESTED", NOT_STARTED: "NOT STARTED",
-          INCOMPLETE: "INCOMPLETE"}
+          INCOMPLETE: "INCOMPLETE", PARTIAL: "PARTIAL"}
+
+
+def verdict_word(verdict: str) -> str:
+    """A verdict as every report and the terminal print it: PASS, FAIL, NOT TESTED, PARTIAL..."""
+    return _WORDS.get(verdict, verdict.upper())
+
+
+def narrowed(run: RunRecord) -> str:
+    """Why the run is not the sign-off's whole scope ("-m 'smoke' deselected 121 of 123 checks"), or ""."""
+    return "; ".join(str(n) for n in (run.scope or {}).get("narrowed") or ())
 
 
 def _untested(run: RunRecord) -> list[dict[str, str]]:
@@ -223,6 +251,8 @@ def write_markdown(run: RunRecord, results: Sequence[CheckResult], path: Path) -
              f"**{_WORDS.get(verdict, verdict.upper())}**: {_cell(_headline(run, verdict, results))}", ""]
     if run.coverage is not None:
         lines += [f"**Coverage**: {_cell(run.coverage.line())}", ""]
+    if run.faults:
+        lines += [f"**Faults injected** (simulated): {_cell('; '.join(run.faults))}", ""]
     if run.interrupted:
         lines += ["**INTERRUPTED**: the run was stopped; these are the results collected so far.", ""]
     lines += [f"{c['tests']} checks: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
@@ -369,6 +399,10 @@ def _headline(run: RunRecord, verdict: str, results: Sequence[CheckResult]) -> s
         return (f"{stopped}. " if run.interrupted else "") + f"{_coverage_gap(coverage)}. {after}"
     if verdict == NOT_TESTED:
         return f"Nothing was tested: every check on {node_count} node(s) skipped (see Not tested)"
+    if verdict == PARTIAL:
+        return (f"Not a sign-off: the run selected part of the sign-off's scope ({narrowed(run)}); what it ran "
+                f"passed on {coverage.tested if coverage is not None else node_count} GPU node(s). Run every "
+                "suite to sign the nodes off")
     if verdict == PASS:
         if coverage is not None:
             total = len(dict.fromkeys(coverage.selected))
@@ -509,13 +543,13 @@ def write_html(run: RunRecord, results: Sequence[CheckResult], path: Path) -> Pa
 
 
 def write_not_started_junit(run: RunRecord, path: Path) -> Path:
-    """The JUnit file of a run that could not start: one errored test case saying why, so a CI job
-    reading junit.xml shows the reason instead of a missing file."""
+    """The JUnit file of a run that could not start: the sign-off errored saying why (its type the exit
+    status), so a CI job reading junit.xml shows the reason instead of a missing file, and the run's
+    properties (gpuconf.report.junit.signoff_cases, run_properties)."""
     wall = run.finished - run.started
-    case = Case("run could not start", "gpuconf", wall, "error", run.error or "the run could not start",
-                type=f"exit status {run.exit_status}")
-    return _atomic_write(path, testsuites("gpuconf", [case], time=wall, timestamp=_iso(run.started),
-                                          properties=junit_coverage_properties(run.coverage)).decode())
+    return _atomic_write(path, testsuites(suite_name(run), signoff_cases(run, []), time=wall,
+                                          timestamp=_iso(run.started),
+                                          properties=run_properties(run, cluster_verdict(run, []))).decode())
 
 
 def write_reports(run: RunRecord, results: Sequence[CheckResult], directory: Path) -> list[Path]:
