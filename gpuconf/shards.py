@@ -5,37 +5,46 @@ side by side and ``gpuconf report merge`` makes one sign-off of their reports.
 The partition is a function of the selected GPU nodes' names and pools alone, so every shard of a
 run computes the same one from the same node list, without talking to the others:
 
-- A pool (the GPU product, gpuconf.checks.compat.pool_of) stays in one shard while it is no larger
-  than a shard's fair share (ceil(nodes / N)): checks that compare a node with its pool
-  (driver.version-uniform-in-pool, runtime.require-cuda-enforced's majority, the GPU count its pool's
-  nodes usually have) see the pool they would see unsharded. A larger pool is cut into parts of at
-  most the fair share, its nodes in name order (neighbours by name, often neighbours in a rack, stay
-  together); each part is then compared within itself. A node without a known product is its own unit.
-- When there are fewer units than shards, the largest unit is cut in two until every shard gets one
-  (while there are at least N nodes): a shard with nothing to test is waste in an Indexed Job.
-- Units go to shards largest first, each to the least loaded shard (ties: the lowest index).
+- A pool (the GPU product, as gpuconf.checks.inventory.fact_product spells it: spaces as dashes,
+  time-slicing's -SHARED suffix ignored) is never cut: all its nodes are one shard's, whatever its
+  size. Nodes of no known product are one pool too (driver.version-uniform-in-pool compares them as
+  the "unknown" pool).
+- Pools go to shards largest first, each to the least loaded shard (ties: the lowest index). A shard
+  may so be given no node (more shards than pools) or more than its share (a pool larger than
+  ceil(nodes / N)); such a shard runs nothing, or takes longer.
 
-Stability: the packing favours balance (a shard's wall time is its load) over stability, so a node
-added to or removed from the fleet can move whole pools to other shards when it changes the pools'
-size order; the nodes of a cut pool move only at the cuts' edges. What matters within a run holds:
-shards that saw the same node list agree, and shards of one run that saw different node lists (a node
-joined between their starts) carry different plan fingerprints, which the merge refuses.
+Why pools are kept whole rather than cut for balance (issue 36): a check that compares a node with
+its pool must see the pool it sees unsharded, and some of those comparisons are of what probes
+observed, which a shard has only for its own nodes: runtime.require-cuda-enforced's majority (each
+node's canary pods), the NCCL pairs and the like-pair floor (pods on two nodes at once). Label-only
+comparisons (driver.version-uniform-in-pool, the GPU count its pool's nodes usually have) could read
+the whole fleet from any shard, but those could not; cutting a pool judged h100-1's skewed driver
+against itself (DEGRADED unsharded, PASS in each of two shards). Kept whole, every pool comparison is
+made in one shard, over the pool it is made over unsharded, so the merge of the shards is the
+unsharded run verdict for verdict. The cost: the largest pool bounds a shard's size (a fleet of one
+GPU product is one shard's, whatever N; a runner holds ~0.77 MiB a node, benchmarks/README.md).
 
-Cluster-wide checks (a test not parametrized over a GPU node) run in shard 0 only; NCCL multi-node
-jobs stay within a shard (its nodes are its own).
+Stability: a node added to or removed from the fleet can move whole pools to other shards when it
+changes the pools' size order. What matters within a run holds: shards that saw the same node list
+agree, and shards of one run that saw different node lists (a node joined between their starts) carry
+different plan fingerprints, which the merge refuses.
+
+Cluster-wide checks (a test not parametrized over a GPU node) run in one shard: shard 0, or the
+shard holding most of the nodes they need (``ShardPlan.home``); every shard records each one's shard
+(``ShardPlan.homes``), so the merge names a missing shard's cluster-wide checks as not tested. NCCL
+multi-node jobs stay within a shard (its nodes are its own).
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["COUNT_ENV", "INDEX_ENV", "RUN_ENV", "ShardError", "ShardPlan", "ShardSpec", "parse_shard", "partition",
-           "plan", "shard_spec"]
+           "plan", "pool_name", "shard_spec"]
 
 #: Set by Kubernetes in every pod of an Indexed Job (completionMode: Indexed): the pod's index.
 INDEX_ENV = "JOB_COMPLETION_INDEX"
@@ -107,6 +116,13 @@ def shard_spec(option: str | None, run: str | None, environ: Mapping[str, str]) 
     return ShardSpec(index, count, run, f"{INDEX_ENV}/{COUNT_ENV}")
 
 
+def pool_name(product: str | None) -> str:
+    """The pool a node of GPU ``product`` is sharded with: the product as GFD spells it (spaces as
+    dashes, as gpuconf.checks.inventory.fact_product), time-slicing's -SHARED suffix ignored;
+    "unknown" without one, as driver.version-uniform-in-pool pools such nodes."""
+    return product.replace(" ", "-").removesuffix("-SHARED") if product else "unknown"
+
+
 def partition(nodes: Sequence[tuple[str, str | None]], count: int) -> dict[str, int]:
     """Each node's shard, for ``nodes`` as (name, pool) pairs (pool None: a node of unknown product)
     and ``count`` shards (the module docstring says how)."""
@@ -115,22 +131,10 @@ def partition(nodes: Sequence[tuple[str, str | None]], count: int) -> dict[str, 
         raise ValueError(f"{count} shards")
     pools: dict[str, list[str]] = {}
     for name, pool in dict(nodes).items():
-        pools.setdefault(f"pool:{pool}" if pool else f"node:{name}", []).append(name)
-    share = max(1, math.ceil(len(names) / count))
-    units: list[tuple[str, list[str]]] = []
-    for key, members in sorted(pools.items()):
-        members = sorted(members)
-        parts = math.ceil(len(members) / share)
-        for part in range(parts):
-            units.append((f"{key}#{part}" if parts > 1 else key, members[part * share:(part + 1) * share]))
-    while len(units) < min(count, len(names)):  # fewer units than shards: cut the largest in two
-        units.sort(key=lambda u: (-len(u[1]), u[0]))
-        key, members = units.pop(0)
-        half = (len(members) + 1) // 2
-        units += [(f"{key}a", members[:half]), (f"{key}b", members[half:])]
+        pools.setdefault(pool_name(pool), []).append(name)
     load = [0] * count
     out: dict[str, int] = {}
-    for _, members in sorted(units, key=lambda u: (-len(u[1]), u[0])):
+    for _, members in sorted(pools.items(), key=lambda p: (-len(p[1]), p[0])):
         shard = min(range(count), key=lambda i: (load[i], i))
         load[shard] += len(members)
         out.update(dict.fromkeys(members, shard))
@@ -145,6 +149,9 @@ class ShardPlan:
     spec: ShardSpec
     fleet: tuple[str, ...]
     assignment: Mapping[str, int]
+    #: Every cluster-wide test the run selected (its pytest node id) with its check and the shard that
+    #: runs it (:meth:`home`), the same in every shard: the merge names a missing shard's as not tested.
+    homes: Mapping[str, tuple[str | None, int]] = field(default_factory=dict, compare=False)
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -181,7 +188,8 @@ class ShardPlan:
         return {"index": self.spec.index, "count": self.spec.count, "run": self.run,
                 "run_given": self.spec.run is not None, "source": self.spec.source, "fingerprint": self.fingerprint,
                 "nodes": list(self.nodes), "fleet": list(self.fleet),
-                "assignment": {n: self.assignment[n] for n in self.fleet}}
+                "assignment": {n: self.assignment[n] for n in self.fleet},
+                "homes": {test: {"check": check, "shard": shard} for test, (check, shard) in self.homes.items()}}
 
 
 def plan(spec: ShardSpec, nodes: Sequence[tuple[str, str | None]]) -> ShardPlan:

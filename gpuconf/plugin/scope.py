@@ -35,11 +35,14 @@ class Scope:
         """The scope for report.json (RunRecord.scope): ``selection`` (equal for runs that selected
         alike: what the merge compares), ``full``, and ``narrowed``, why it is not."""
         every = suite_modules()
-        kept = sorted({_module(n) for n in self.collected} & set(every))
         markexpr = config.getoption("markexpr", "") or None
         keyword = config.getoption("keyword", "") or None
-        selection = {"suites": kept, "markexpr": markexpr, "keyword": keyword,
-                     "deselected": len(self.deselected), "tiers": tiers(config), "judgement": judgement(config)}
+        # The same in every shard of a run: the suites as collected before -m, -k and the shards (a shard
+        # holding no node, or none of a suite's nodes, collects the same files), and --deselect as given
+        # (how many items -m deselects depends on the shard's nodes; -m itself is recorded).
+        selection = {"suites": sorted(self.suites & set(every)), "markexpr": markexpr, "keyword": keyword,
+                     "deselect": sorted(config.getoption("deselect", None) or []), "tiers": tiers(config),
+                     "judgement": judgement(config)}
         narrowed = []
         if self.deselected:
             by = " ".join(f"{flag} {value!r}" for flag, value in (("-m", markexpr), ("-k", keyword)) if value)
