@@ -403,7 +403,8 @@ def evaluate_attributes_match_hardware(node: str, devices: Sequence[SliceDevice]
     unjudged = f"; not compared: {'; '.join(cmp.unjudged)}" if cmp.unjudged else ""
     return passed(check, node, f"{len(devices)} published devices agree with {views}{unjudged}",
                   expected=f"the published devices agree with {views}", observed="no disagreement",
-                  evidence=(*evidence, *(f"not compared: {u}" for u in cmp.unjudged)))
+                  evidence=(*evidence, *(f"not compared: {u}" for u in cmp.unjudged)),
+                  not_judged=tuple(f"not compared: {u}" for u in cmp.unjudged))
 
 
 def evaluate_no_double_publication(node: str, devices: Sequence[SliceDevice], capacity: Mapping[str, str],

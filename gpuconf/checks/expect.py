@@ -474,4 +474,5 @@ def evaluate_node_matches_pool(profile: ExpectProfile | None, node: NodeView, *,
     summary = f"matches pool {pool.name!r} on {len(fields) - len(unseen)} declared fields"
     if unseen:
         summary += f"; not observed: {', '.join(unseen)}"
-    return passed(MATCHES, node.name, summary, evidence=lines, facts=facts)
+    return passed(MATCHES, node.name, summary, evidence=lines, facts=facts,
+                  not_judged=tuple(f"{field}: not observed on this node" for field in unseen))

@@ -180,7 +180,8 @@ def _judge(check: str, node: str, probe: CudaProbeReport, limits: Sequence[Thres
         [f"not tested by design: {'; '.join(skipped)}"] if skipped else [])
     return passed(check, node, f"{checked} GPU(s) on {node} report no {what} over threshold"
                   + (f" ({'; '.join(gaps)})" if gaps else ""),
-                  expected=expected, observed=f"0 over threshold on {checked} GPU(s)", evidence=tuple(evidence))
+                  expected=expected, observed=f"0 over threshold on {checked} GPU(s)", evidence=tuple(evidence),
+                  not_judged=tuple(gaps))
 
 
 def _ecc_applies(gpu: NvmlGpu, values: Mapping[str, Any]) -> str | None:

@@ -30,4 +30,5 @@ pytest_plugins = [
     "gpuconf.plugin.signoff",
     "gpuconf.plugin.fixtures",
     "gpuconf.plugin.fleet",
+    "gpuconf.plugin.terminal",
 ]

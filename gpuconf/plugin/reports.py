@@ -106,12 +106,27 @@ class ReportCollector:
         given = self.config.getoption("--cncf-evidence")
         if not given:
             return
-        from gpuconf.report.cncf import from_properties, write_evidence
+        import dataclasses
+        import sys
 
+        from gpuconf.errors import UsageError
+        from gpuconf.report.cncf import from_properties, terminal_note, write_evidence
+
+        state = self.config.stash.get(SESSION, None)
+        inventory = (state.fleet or state.inventory) if state is not None else None
+        if run.server_version is None and inventory is not None:  # the cluster's version, read with the inventory
+            run = dataclasses.replace(run, server_version=inventory.server_version)
         evidence = [e for nodeid, result in results.items()
                     if (e := from_properties(result, self.tests[nodeid]["properties"])) is not None]
-        write_evidence(run, evidence, Path(self.config.invocation_params.dir, given),
-                       options={"--kueue-queue": self.config.getoption("--kueue-queue")})
+        directory = Path(self.config.invocation_params.dir, given)
+        try:
+            write_evidence(run, evidence, directory, options={"--kueue-queue": self.config.getoption("--kueue-queue")})
+        except UsageError as exc:  # a simulated run into a submission's layout: refused at startup already
+            sys.stderr.write(f"gpuconf: {exc}\n")
+            return
+        note = terminal_note(run, directory, given)
+        if note is not None:
+            sys.stderr.write(note + "\n")
 
     def _manifest_dirs(self) -> list[Path]:
         """The directories that get a manifest.json: the report directory, and the CNCF evidence
@@ -173,22 +188,29 @@ class ReportCollector:
                 shown = ", ".join(left[:5]) + (f" and {len(left) - 5} more" if len(left) > 5 else "")
                 sys.stderr.write(f"gpuconf: {directory} holds {len(left)} file(s) this run did not write, left out of "
                                  f"{MANIFEST} (`gpuconf report verify` calls them unlisted): {shown}\n")
+        if run is not None and run.error is None:  # last: the sign-off is what the terminal ends with
+            from gpuconf.plugin.terminal import write_closing_block
+
+            sys.stderr.flush()
+            write_closing_block(config, run, self.results, self.report_dir)
 
     def _finish_junit(self, run: RunRecord) -> None:
         """pytest's junit.xml made a sign-off's (gpuconf.report.junit.finish_junit): named for gpuconf, the
         verdict, the sign-off and untested-node cases, DEGRADED told from FAIL; one line if it cannot be."""
+        import os
         import sys
 
         from gpuconf.report.junit import finish_junit
         from gpuconf.report.model import from_test_report
 
-        given = getattr(self.config.option, "xmlpath", None)
-        if not given or not Path(given).is_file():
+        given = getattr(self.config.option, "xmlpath", None)  # as pytest's junitxml resolved it
+        path = Path(self.config.invocation_params.dir, os.path.expanduser(os.path.expandvars(given or "")))
+        if not given or not path.is_file():
             return  # no junit.xml this run (-p no:junitxml)
         results = [from_test_report(nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"])
                    for nodeid, t in self.tests.items()]
         try:
-            finish_junit(given, run, results)
+            finish_junit(path, run, results)
         except OSError as exc:
             sys.stderr.write(f"{exc}\n")
 
@@ -242,19 +264,10 @@ class ReportCollector:
             if reporter is not None:
                 reporter.write_line(str(exc), red=True)
             return
-        if reporter is not None:
-            reporter.write("\n")
-            if plan is not None:
-                reporter.write_line(f"gpuconf: {plan.label()} of run {plan.run}: {len(plan.nodes)} of the "
-                                    f"{len(plan.fleet)} selected GPU nodes" + (
-                                        "" if plan.spec.index == 0 else "; cluster-wide checks are shard 0's"))
-            if coverage is not None:
-                reporter.write_line(f"gpuconf: {coverage.line()}", yellow=bool(coverage.untested))
-                for missing in coverage.untested:
-                    reporter.write_line(f"gpuconf:   not tested: {missing.reason}", yellow=True)
-            reporter.write_line(f"gpuconf: reports in {self.report_dir}")
-            if self.config.getoption("--cncf-evidence"):
-                reporter.write_line(f"gpuconf: CNCF evidence in {self.config.getoption('--cncf-evidence')}")
+        if reporter is not None and plan is not None:
+            reporter.write_line(f"gpuconf: {plan.label()} of run {plan.run}: {len(plan.nodes)} of the "
+                                f"{len(plan.fleet)} selected GPU nodes" + (
+                                    "" if plan.spec.index == 0 else "; cluster-wide checks are shard 0's"))
 
 
 def verdict_exit_status(run: RunRecord, results: list[Any], exitstatus: int) -> int:

@@ -20,14 +20,18 @@ from markupsafe import Markup
 
 from gpuconf.report.junit import run_properties, signoff_cases, suite_name, testsuites
 from gpuconf.report.model import (
+    BLOCKED,
     CLUSTER,
     COULD_NOT_RUN,
     DEGRADED,
     FAIL,
     INCOMPLETE,
+    NODE_UNAVAILABLE,
     NOT_APPLICABLE,
+    NOT_SELECTED,
     NOT_STARTED,
     NOT_TESTED,
+    NOT_TESTED_KINDS,
     PARTIAL,
     PASS,
     STATE_WORDS,
@@ -282,11 +286,17 @@ def write_markdown(run: RunRecord, results: Sequence[CheckResult], path: Path) -
                   + (f"{_cell(kinds.get(node, ''))} | " if kinds else "")
                   + f"{_cell(_node_word(v, node, run.coverage))} |" for node, v in verdicts.items()]
         lines.append("")
-    for kind, heading in ((COULD_NOT_RUN, "Could not run"), (NOT_APPLICABLE, "Not applicable here")):
-        items = _not_tested(results)[kind]
-        if items:
-            lines += [f"## {heading}", ""]
-            lines += [f"- `{_cell(i['check'])}` on {len(i['nodes'])} node(s): {_cell(i['reason'])}" for i in items]
+    caveats = _caveats(results)
+    if caveats:
+        lines += ["## Passed with caveats", "", "What these checks passed without judging:", ""]
+        lines += [f"- `{_cell(c['result'].check)}` on {_cell(c['result'].node_key)}: {_cell('; '.join(c['lines']))}"
+                  for c in caveats]
+        lines.append("")
+    not_tested = _not_tested(results)
+    for kind in NOT_TESTED_KINDS:
+        if items := not_tested[kind]:
+            lines += [f"## {KIND_HEADINGS[kind]}", ""]
+            lines += [f"- `{_cell(i['check'])}` on {_nodes_named(i['nodes'])}: {_cell(i['reason'])}" for i in items]
             lines.append("")
     return _atomic_write(path, "\n".join(lines))
 
@@ -307,9 +317,20 @@ def _cell_label(results: Sequence[CheckResult], *, untested: bool = False) -> tu
         return NOT_TESTED, "NOT TESTED"
     if outcome != NOT_TESTED:
         return outcome, outcome.upper()
-    if any(not_tested_kind(r) == COULD_NOT_RUN for r in results):
-        return COULD_NOT_RUN, "NOT RUN"
+    kinds = {not_tested_kind(r) for r in results}
+    for kind in NOT_TESTED_KINDS:  # the kind that matters most names the cell
+        if kind in kinds:
+            return kind, _CELL_WORDS[kind]
     return NOT_APPLICABLE, "N/A"
+
+
+#: An all-NOT-TESTED cell's label by kind (the page's legend says each).
+_CELL_WORDS = {COULD_NOT_RUN: "NOT RUN", BLOCKED: "BLOCKED", NODE_UNAVAILABLE: "NOT TESTED",
+               NOT_SELECTED: "NOT ASKED", NOT_APPLICABLE: "N/A"}
+#: Each kind's heading in report.md and report.html, in NOT_TESTED_KINDS order.
+KIND_HEADINGS = {COULD_NOT_RUN: "Could not run", BLOCKED: "Blocked by a failure above",
+                 NODE_UNAVAILABLE: "Node unavailable", NOT_SELECTED: "Not asked for (opt-in tiers and options)",
+                 NOT_APPLICABLE: "Not applicable here"}
 
 
 def _grid(results: Sequence[CheckResult], coverage: Coverage | None = None) -> dict[str, Any]:
@@ -331,14 +352,27 @@ def _grid(results: Sequence[CheckResult], coverage: Coverage | None = None) -> d
 
 def _not_tested(results: Sequence[CheckResult]) -> dict[str, list[dict[str, Any]]]:
     """NOT TESTED results by kind, each distinct (check, reason) once with the nodes it holds for."""
-    out: dict[str, dict[tuple[str, str], list[str]]] = {NOT_APPLICABLE: {}, COULD_NOT_RUN: {}}
+    out: dict[str, dict[tuple[str, str], list[str]]] = {kind: {} for kind in NOT_TESTED_KINDS}
     for r in results:
         if r.outcome == NOT_TESTED:
-            reason = _first_line(r.message) or "no reason given"
+            reason = _first_line(r.record.summary or r.message) or "no reason given"
             nodes = out[not_tested_kind(r)].setdefault((r.check, _strip_node(reason, r.node)), [])
             nodes.append(r.node_key)
     return {kind: [{"check": c, "reason": why, "nodes": ns} for (c, why), ns in groups.items()]
             for kind, groups in out.items()}
+
+
+def _caveats(results: Sequence[CheckResult]) -> list[dict[str, Any]]:
+    """The passes that did not judge everything (their record's not_judged), for every report."""
+    return [{"result": r, "lines": list(r.record.not_judged)} for r in results
+            if r.outcome == PASS and r.record.not_judged]
+
+
+def _nodes_named(nodes: Sequence[str]) -> str:
+    """"2 nodes (h100-0, h100-1)"; past six, the count only."""
+    names = ["cluster-wide" if n == CLUSTER else n for n in nodes]
+    count = f"{len(names)} node{'' if len(names) == 1 else 's'}"
+    return f"{count} ({_cell(', '.join(names))})" if len(names) <= 6 else count
 
 
 def _strip_node(reason: str, node: str | None) -> str:
@@ -354,6 +388,10 @@ def _first_line(text: str | None) -> str:
 def failure_view(r: CheckResult) -> dict[str, Any]:
     """One failure for the reader, each fact once: the summary line (without the check and node
     the heading names), expected and observed, the evidence lines, the remedy."""
+    if r.record.summary is not None:  # judge()'s record: no text to parse
+        return {"result": r, "summary": r.record.summary, "evidence": list(r.record.evidence),
+                "remediation": result_remediation(r), "capability": capability(r)}
+    # a failure with no verdict (pytest.fail in the kit, an error): what pytest printed, line by line
     lines = [line.strip() for line in (r.message or "").strip().splitlines() if line.strip()]
     summary = lines[0] if lines else ""
     summary = summary.removeprefix("DEGRADED: ")
@@ -447,7 +485,8 @@ def render_html(run: RunRecord, results: Sequence[CheckResult]) -> str:
         nodes_tested=len([n for n, v in verdicts.items() if n != CLUSTER and v != NOT_TESTED]),
         coverage=run.coverage.line() if run.coverage is not None else None, untested=_untested(run),
         node_word=lambda v, node: _node_word(v, node, run.coverage), kinds=_kinds(run),
-        could_not_run=COULD_NOT_RUN, not_applicable=NOT_APPLICABLE, cluster_key=CLUSTER)
+        kind_headings=[(kind, KIND_HEADINGS[kind]) for kind in NOT_TESTED_KINDS], caveats=_caveats(results),
+        cluster_key=CLUSTER)
 
 
 def _si(value: float) -> str:
