@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from gpuconf.nodes import NodeView
 
 __all__ = ["DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "compat_cudas", "fleet_inventory",
-           "fleet_views", "inventory", "node_views", "pool_key", "probe_tolerations", "run_context", "session"]
+           "fleet_views", "inventory", "node_views", "pool_key", "probe_tolerations", "run_context", "session",
+           "simulated_faults"]
 
 #: The CUDA of the probe every suite uses unless it tests a matrix (the current major's baseline).
 DEFAULT_PROBE_CUDA = "13.0.2"
@@ -95,7 +96,9 @@ def session(config: pytest.Config) -> Session:
         state.sim = SimulatedCluster(simulate).start()
         state.sim_dir = _tmp_dir()
         path = state.sim.write_kubeconfig(state.sim_dir / "kubeconfig")
-        state.handle = ClusterHandle(connect(str(path), retry=retry), path, f"simulated:{state.sim.profile.name}")
+        # the profile as given (a file's path, a shipped profile's name): a file is often a shipped profile
+        # with faults added, under the shipped profile's own name (README: Try a broken cluster)
+        state.handle = ClusterHandle(connect(str(path), retry=retry), path, f"simulated:{simulate}")
     elif kubeconfig:
         context = config.getoption("--context")
         cluster = connect(kubeconfig, context, retry=retry)  # ClusterError: pytest_sessionstart ends the run with it
@@ -104,6 +107,17 @@ def session(config: pytest.Config) -> Session:
     else:
         state.skip_reason = "no cluster to test: give --kubeconfig PATH or --simulate PROFILE"
     return state
+
+
+def simulated_faults(config: pytest.Config) -> tuple[str, ...]:
+    """The faults the simulated cluster's profile injected, as the reports name them
+    (gpuconf.sim.profile.fault_words); none for a real cluster, or before the simulator started."""
+    state = config.stash.get(SESSION, None)
+    if state is None or state.sim is None:
+        return ()
+    from gpuconf.sim.profile import fault_words
+
+    return fault_words(state.sim.profile)
 
 
 def _tmp_dir() -> Path:

@@ -61,6 +61,7 @@ __all__ = [
     "expand",
     "expand_nodes",
     "fault_catalog",
+    "fault_words",
     "load_profile",
     "shipped_profiles",
     "with_faults",
@@ -820,6 +821,21 @@ def with_faults(profile: Profile, faults: Iterable[FaultSpec | Mapping[str, Any]
     added = [_resolve_fault(profile, _spec_to_raw(f) if isinstance(f, FaultSpec) else f, where,
                             ("faults", len(profile.faults) + i)) for i, f in enumerate(faults)]
     return replace(profile, faults=profile.faults + tuple(added))
+
+
+def fault_words(profile: Profile) -> tuple[str, ...]:
+    """Each fault the profile injects, in its order, as the reports name it: its id and where the profile
+    put it, the node by the name the simulated cluster gives it ("gpu-lost on h100-0 GPU 3", "driver-skew
+    on every node of pool h100", "no-runtimeclass (cluster-wide)")."""
+    words = []
+    for f in profile.faults:
+        if f.pool is None:
+            words.append(f"{f.id} (cluster-wide)")
+            continue
+        where = f"every node of pool {f.pool}" if f.node is None else f"{f.pool}-{f.node}"
+        gpu = "" if f.gpu is None else f"{',' if f.node is None else ''} GPU {f.gpu}"
+        words.append(f"{f.id} on {where}{gpu}")
+    return tuple(words)
 
 
 # --- expansion --------------------------------------------------------------------------------
