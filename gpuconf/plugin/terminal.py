@@ -23,8 +23,8 @@ __all__ = ["EXIT_MEANINGS", "closing_block", "exit_meaning"]
 
 #: Every exit status the suite ends with, and what it means (docs/exit-statuses.md is checked against it).
 EXIT_MEANINGS = {
-    0: "PASS: every selected GPU node tested, every check of the sign-off's scope passed or does not apply",
-    1: "FAIL: a check failed (do not hand the failing nodes over)",
+    0: "every selected GPU node tested, every check of the sign-off's scope passed or does not apply",
+    1: "a check failed (do not hand the failing nodes over)",
     2: "interrupted (Ctrl-C or SIGTERM): the reports hold what ran so far",
     3: "internal error in pytest or a plugin",
     4: "bad option or input (one line says which)",
@@ -34,11 +34,11 @@ EXIT_MEANINGS = {
     12: "forbidden: the identity lacks a right the run needs",
     13: "no GPU nodes (matching --node-selector)",
     14: "bad --expect file",
-    outcomes.EXIT_INCOMPLETE: "INCOMPLETE: nothing failed, but selected GPU nodes were left untested (or the run "
+    outcomes.EXIT_INCOMPLETE: "nothing failed, but selected GPU nodes were left untested (or the run "
                               "was cut short)",
     16: "--namespace is in use by another gpuconf run",
-    outcomes.EXIT_DEGRADED: "DEGRADED: nothing failed, but something works below what it should",
-    outcomes.EXIT_PARTIAL: "PARTIAL: the run selected less than the sign-off's scope (-m, -k, some suites); "
+    outcomes.EXIT_DEGRADED: "nothing failed, but something works below what it should",
+    outcomes.EXIT_PARTIAL: "the run selected less than the sign-off's scope (-m, -k, some suites); "
                            "nothing failed, nothing is signed off",
 }
 
@@ -55,7 +55,7 @@ def _first_line(text: str | None) -> str:
 def _cause(result: Any) -> str:
     """A failure's cause in one line: its record's summary, else what pytest printed first."""
     line = _first_line(result.record.summary) or _first_line(result.message)
-    line = line.removeprefix("DEGRADED: ")
+    line = line.removeprefix("")
     head = f"{result.check} on {result.node}: " if result.node else f"{result.check}: "
     return line.removeprefix(head)
 
