@@ -145,6 +145,57 @@ def test_one_failing_or_degraded_check_fails_the_requirement():
     assert degraded.status == "fail"
 
 
+def test_a_requirement_failing_on_one_node_is_implemented_there_with_the_failing_node_named():
+    """One broken node is a finding to fix, not a capability the platform lacks (issue 36)."""
+    s = status_of([("driver_runtime_management", result("smoke.vector-add-every-gpu", "fail", "h100-0")),
+                   ("driver_runtime_management", result("smoke.vector-add-every-gpu", "pass", "h100-1")),
+                   ("driver_runtime_management", result("driver.nvml-initializes", "pass", "h100-0"))],
+                  "driver_runtime_management")
+    assert s.status == "fail"  # its Go test fails, as a failing subtest fails its parent
+    assert (s.product_status, s.failing, s.passed_nowhere) == (
+        "Implemented", {"h100-0": ["smoke.vector-add-every-gpu"]}, [])
+    assert s.product_note() == ("Implemented; failing on h100-0: smoke.vector-add-every-gpu (each of these checks "
+                                "passed on other nodes: nodes to fix before submitting, not a capability the "
+                                "platform lacks)")
+
+
+def test_a_check_that_passed_on_no_node_makes_its_requirement_not_implemented():
+    everywhere = status_of([(SECURE, result("isolation.no-request-sees-no-gpu", "pass", "n0")),
+                            (SECURE, result("isolation.envvar-without-request-gets-no-gpu", "fail", "n0")),
+                            (SECURE, result("isolation.envvar-without-request-gets-no-gpu", "degraded", "n1")),
+                            (SECURE, result("isolation.envvar-without-request-gets-no-gpu", "not-tested", "n2"))],
+                           SECURE)
+    assert everywhere.product_status == "Not Implemented"
+    assert everywhere.product_note() == (
+        "Not Implemented: isolation.envvar-without-request-gets-no-gpu passed on no node; failing on n0: "
+        "isolation.envvar-without-request-gets-no-gpu; on n1: isolation.envvar-without-request-gets-no-gpu")
+    gang = status_of([("gang_scheduling", result("nccl.multinode-completes", "fail", None))], "gang_scheduling",
+                     **{"--kueue-queue": "team-a"})
+    assert (gang.product_status, gang.product_note()) == (
+        "Not Implemented", "Not Implemented: nccl.multinode-completes passed on no node; failing cluster-wide: "
+        "nccl.multinode-completes")
+
+
+def test_a_requirement_that_passed_is_implemented_and_one_not_proven_is_left_blank():
+    passed = status_of([(SECURE, result("isolation.no-request-sees-no-gpu", "pass"))], SECURE)
+    assert (passed.product_status, passed.product_note()) == ("Implemented", None)
+    unproven = status_of([(SECURE, result("isolation.no-request-sees-no-gpu", "not-tested"))], SECURE)
+    assert (unproven.product_status, unproven.product_note()) == ("", None)
+    # a failing check is no evidence either where the option it needs was not given
+    job = status_of([("gang_scheduling", result("nccl.multinode-completes", "fail", None))], "gang_scheduling")
+    assert (job.product_status, job.product_note()) == ("", None)
+
+
+def test_the_notes_name_ten_failing_nodes_and_count_the_rest():
+    results = [(SECURE, result("isolation.no-request-sees-no-gpu", "fail", f"n{i:02d}")) for i in range(12)]
+    s = status_of(results + [(SECURE, result("isolation.no-request-sees-no-gpu", "pass", "ok"))], SECURE)
+    note = s.product_note() or ""
+    assert "on n09: " in note and "n10" not in note
+    assert note.endswith("; and on 2 more node(s) (gpuconf-cncf.json names them) (each of these checks passed on "
+                         "other nodes: nodes to fix before submitting, not a capability the platform lacks)")
+    assert len(s.failing) == 12
+
+
 def test_a_requirement_none_of_whose_checks_ran_is_skipped_with_the_reason():
     s = status_of([(SECURE, result("isolation.no-request-sees-no-gpu", "not-tested", message="no nodes"))], SECURE)
     assert (s.status, s.reason) == ("skip", "no check ran: no nodes")
@@ -172,7 +223,7 @@ def test_a_run_that_could_not_start_skips_every_requirement_with_its_error():
 
 # --- the files ---------------------------------------------------------------------------------
 
-RUN = RunRecord("simulated:x", 1_764_000_000.0, 1_764_000_010.0, 1, run_id="r1")
+RUN = RunRecord("kubeconfig:kc", 1_764_000_000.0, 1_764_000_010.0, 1, run_id="r1", server_version="v1.37.1")
 TOP = {r: UPSTREAM.get(r, "Test" + "".join(p.capitalize() for p in r.split("_"))) for r in V137}
 
 
@@ -220,10 +271,68 @@ def test_gpuconf_json_lists_each_requirement_with_level_status_checks_nodes_and_
     (retired,) = doc["retired"]
     assert retired | {"results": None} == {
         "id": "dra_support", "area": "accelerators", "level": "MUST", "must_in": None, "must_in_source": None,
-        "status": "pass", "reason": "1 checks passed on 1 node(s)", "testcase": "TestDraSupport",
+        "status": "pass", "reason": "1 checks passed on 1 node(s)", "product_status": "Implemented",
+        "product_note": None, "failing": {}, "testcase": "TestDraSupport",
         "upstream_test": None, "kar": None, "checks": ["dra.selector-steers-scheduling"], "nodes": ["n0"],
         "removed_in": "1.36", "results": None}
     assert retired["results"][0]["go_test"] is None  # not a v1.37 test
+
+
+SIMULATED = RunRecord("simulated:healthy-h100", 1_764_000_000.0, 1_764_000_010.0, 0, run_id="r1",
+                      server_version="v1.34.0")
+BANNER = ("SIMULATED: evidence from a simulated cluster (simulated:healthy-h100), not from a product: no evidence "
+          "for a CNCF submission")
+REFUSED = ("v1.37/acme is a submission's layout (v<major>.<minor>/<product>/): a simulated run's evidence is never "
+           "written there; give a directory outside it")
+
+
+def test_a_simulated_runs_evidence_is_marked_simulated_in_every_file(tmp_path: Path):
+    evidence = [cncf.CncfResult((SECURE,), result("isolation.no-request-sees-no-gpu", "pass"))]
+    cncf.write_evidence(SIMULATED, evidence, tmp_path / "sim", options={})
+    assert (tmp_path / "sim" / "e2e.log").read_text().startswith(f"gpuconf: {BANNER}\n")
+    assert read_stream((tmp_path / "sim" / "results.json").read_text()).output[""].startswith(f"gpuconf: {BANNER}\n")
+    assert (tmp_path / "sim" / "PRODUCT.fragment.yaml").read_text().startswith(f"# {BANNER}\n")
+    doc = json.loads((tmp_path / "sim" / "gpuconf-cncf.json").read_text())
+    assert (doc["simulated"], doc["notes"][0]) == (True, BANNER)
+    assert cncf.terminal_note(SIMULATED, tmp_path / "sim", "sim") == (
+        "gpuconf: the CNCF evidence in sim is from a simulated cluster: marked SIMULATED, it is no evidence for a "
+        "submission")
+    cncf.write_evidence(RUN, evidence, tmp_path / "real", options={})
+    assert not any("SIMULATED" in f.read_text() for f in (tmp_path / "real").iterdir())
+    assert json.loads((tmp_path / "real" / "gpuconf-cncf.json").read_text())["simulated"] is False
+
+
+def test_a_simulated_runs_evidence_is_never_written_into_a_submission_layout(tmp_path: Path):
+    from gpuconf.errors import UsageError
+    from gpuconf.report.merge import write_merged
+
+    layout = tmp_path / "v1.37" / "acme"
+    with pytest.raises(UsageError) as refused:
+        cncf.write_evidence(SIMULATED, [], layout, options={})
+    assert str(refused.value) == f"--cncf-evidence {layout}: {REFUSED}"
+    assert not layout.exists()
+    # a merge of simulated shards: refused before anything is written
+    with pytest.raises(UsageError) as merged:
+        write_merged(SIMULATED, [], tmp_path / "merged", cncf_evidence=layout)
+    assert str(merged.value) == f"gpuconf report merge: --cncf-evidence {layout}: {REFUSED}"
+    assert not (tmp_path / "merged").exists() and not layout.exists()
+    cncf.write_evidence(replace(SIMULATED, provenance="kubeconfig:kc"), [], layout, options={})  # a real run may
+    assert (layout / "PRODUCT.fragment.yaml").is_file()
+
+
+def test_a_simulated_run_refuses_a_submission_layout_at_startup(pytester: pytest.Pytester):
+    pytester.makepyfile(test_suite="def test_x():\n    pass\n")
+    result = pytester.runpytest("-p", "gpuconf.plugin", "--simulate", "healthy-h100", "--cncf-evidence", "v1.37/acme")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"--cncf-evidence v1.37/acme: {REFUSED}" in result.stderr.str()
+    assert not (pytester.path / "v1.37").exists()
+
+
+def test_a_simulated_cluster_serves_its_profiles_kubernetes_version():
+    from gpuconf.sim.cluster import SimulatedCluster
+
+    assert SimulatedCluster("h200-gpucluster").server.version["gitVersion"] == "v1.36.0"  # kubernetes: "1.36"
+    assert SimulatedCluster("healthy-h100").server.version["gitVersion"] == "v1.34.0"
 
 
 # --- a simulated run ---------------------------------------------------------------------------
@@ -256,7 +365,7 @@ def shapes_hold(evidence: Path) -> tuple[dict[str, str], str]:
 
 def test_a_healthy_simulated_isolation_run_proves_secure_accelerator_access(pytester: pytest.Pytester):
     result, evidence = isolation_run(pytester, "healthy-h100")
-    assert result.ret == 0, result.stdout.str()
+    assert result.ret == 18, result.stdout.str()  # PARTIAL: one suite of the sign-off's scope, nothing failed
     case = find_case(evidence, "TestSecureAcceleratorAccess")
     assert case.find("failure") is None and case.find("skipped") is None
     verdicts, package = shapes_hold(evidence)
@@ -272,7 +381,15 @@ def test_a_healthy_simulated_isolation_run_proves_secure_accelerator_access(pyte
     fragment = yaml.safe_load((evidence / "PRODUCT.fragment.yaml").read_text())
     (secure_req,) = [r for r in fragment["spec"]["security"] if r["id"] == SECURE]
     assert secure_req["status"] == "Implemented"
-    assert secure_req["evidence"][0] == "file://evidence/junit.xml#TestSecureAcceleratorAccess"
+    # links relative to the evidence directory, which is not in a submission's layout
+    assert secure_req["evidence"][0] == "file://junit.xml#TestSecureAcceleratorAccess"
+    # the simulated cluster's own version (its /version, read with the inventory), not the checklist's
+    assert fragment["metadata"]["kubernetesVersion"] == "v1.34"
+    assert (doc["server_version"], doc["kubernetes_version"], doc["simulated"]) == ("v1.34.0", "v1.34", True)
+    assert log.startswith("gpuconf: SIMULATED: evidence from a simulated cluster (simulated:healthy-h100)")
+    assert "gpuconf: the cluster runs Kubernetes v1.34.0, and this evidence is for the v1.37 checklist" in log
+    assert ("gpuconf: the CNCF evidence in evidence is from a simulated cluster: marked SIMULATED, it is no evidence "
+            "for a submission") in result.stderr.str()
 
 
 def test_the_envvar_leak_fault_fails_secure_accelerator_access(pytester: pytest.Pytester):
@@ -299,7 +416,15 @@ def test_the_envvar_leak_fault_fails_secure_accelerator_access(pytester: pytest.
     doc = json.loads((evidence / "gpuconf-cncf.json").read_text())
     assert [r["status"] for r in doc["requirements"] if r["id"] == SECURE] == ["fail"]
     fragment = yaml.safe_load((evidence / "PRODUCT.fragment.yaml").read_text())
-    assert [r["status"] for r in fragment["spec"]["security"] if r["id"] == SECURE] == ["Not Implemented"]
+    # the leak is h100-0's: h100-1 passed every check, so the platform implements it and h100-0 is to fix
+    (secure_req,) = [r for r in fragment["spec"]["security"] if r["id"] == SECURE]
+    assert secure_req["status"] == "Implemented"
+    assert secure_req["notes"].startswith("Implemented; failing on h100-0: isolation.envvar-without-request-gets-no-gpu"
+                                          " (each of these checks passed on other nodes")
+    assert "    PRODUCT.yaml: Implemented; failing on h100-0: " in (failure.text or "")
+    (secure_doc,) = [r for r in doc["requirements"] if r["id"] == SECURE]
+    assert (secure_doc["product_status"], secure_doc["failing"]) == (
+        "Implemented", {"h100-0": ["isolation.envvar-without-request-gets-no-gpu"]})
 
 
 def test_a_driver_skewed_node_fails_driver_runtime_management_which_becomes_a_must(pytester: pytest.Pytester):
@@ -308,7 +433,7 @@ def test_a_driver_skewed_node_fails_driver_runtime_management_which_becomes_a_mu
     profile.write_text(re.sub(r"^faults:.*$", "", text, flags=re.M)
                        + "\nfaults:\n  - {id: driver-skew, pool: h100, node: 1}\n")
     result, evidence = isolation_run(pytester, str(profile), "test_inventory.py")
-    assert result.ret == 1, result.stdout.str()
+    assert result.ret == 17, result.stdout.str()  # DEGRADED: nothing failed outright
     verdicts, package = shapes_hold(evidence)
     drm = "TestAcceleratorDriverRuntimeManagement"
     assert {k for k, v in verdicts.items() if v == "fail" and k.startswith(drm)} == {
@@ -318,7 +443,8 @@ def test_a_driver_skewed_node_fails_driver_runtime_management_which_becomes_a_mu
     assert "570.211.01" in leaf
     fragment = yaml.safe_load((evidence / "PRODUCT.fragment.yaml").read_text())
     (req,) = [r for r in fragment["spec"]["accelerators"] if r["id"] == "driver_runtime_management"]
-    assert req["status"] == "Not Implemented" and "becomes a MUST in v1.38" in req["notes"]
+    assert req["status"] == "Implemented" and "becomes a MUST in v1.38" in req["notes"]
+    assert req["notes"].startswith("Implemented; failing on h100-1: driver.version-uniform-in-pool (")
     assert "gpuconf: driver_runtime_management is SHOULD in v1.37 and becomes a MUST in v1.38: " in (
         evidence / "e2e.log").read_text().split("=== RUN")[0]
 
@@ -337,6 +463,13 @@ def test_a_run_that_cannot_start_still_writes_the_evidence_all_skipped(pytester:
     assert (pytester.path / "evidence" / "e2e.log").read_text().count("the run could not start") >= 2
     verdicts, package = shapes_hold(pytester.path / "evidence")
     assert set(verdicts.values()) == {"skip"} and package == "fail"  # nothing was tested: not ok
+    # a run against a real cluster, into a directory outside a submission's layout: one warning line
+    assert ("gpuconf: warning: --cncf-evidence evidence is not under a v1.37/<product>/ directory: its evidence links "
+            "are relative to it and must be re-made in the submission's layout") in result.stderr.lines
+    fragment = yaml.safe_load((pytester.path / "evidence" / "PRODUCT.fragment.yaml").read_text())
+    assert fragment["metadata"]["kubernetesVersion"] == "[Kubernetes Version]"
+    assert doc["notes"][0].startswith("kubernetesVersion is left as [Kubernetes Version]: the cluster's Kubernetes "
+                                      "version is unknown (the run could not start)")
 
 
 def test_the_evidence_says_which_gpu_nodes_were_tested(tmp_path: Path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,8 @@ SECURE = "secure_accelerator_access"
 GKE_JUNIT = REAL / "gke-1.37-junit.excerpt.xml"
 GKE_EVENTS = REAL / "gke-1.37-results.excerpt.json"
 GKE_LOG = REAL / "gke-1.37-e2e.excerpt.log"
-RUN = RunRecord("simulated:x", 1_764_000_000.25, 1_764_000_010.5, 1, run_id="r1")
+#: A run against a real 1.37 cluster (a simulated run's evidence never goes into a v1.37/<product>/ layout).
+RUN = RunRecord("kubeconfig:kc", 1_764_000_000.25, 1_764_000_010.5, 1, run_id="r1", server_version="v1.37.2")
 
 
 def result(check: str, outcome: str, node: str | None = "n0", message: str | None = None,
@@ -197,7 +199,15 @@ def test_the_fragment_has_the_templates_keys_and_each_requirements_status_and_ev
     fragment = yaml.safe_load((out / "PRODUCT.fragment.yaml").read_text())
     assert fragment_problems(fragment) == []
     reqs = {r["id"]: r for reqs in fragment["spec"].values() for r in reqs}
-    assert reqs[SECURE]["status"] == "Not Implemented" and reqs["gpu_sharing"]["status"] == "Implemented"
+    # n1 failed a check that passed on n0: a node to fix, not a capability the platform lacks
+    assert reqs[SECURE]["status"] == "Implemented" and reqs["gpu_sharing"]["status"] == "Implemented"
+    assert reqs[SECURE]["notes"].startswith("Implemented; failing on n1: isolation.no-request-sees-no-gpu (each of "
+                                            "these checks passed on other nodes: nodes to fix before submitting")
+    # the cluster-wide compat check passed nowhere: what the run saw of it does not work
+    assert reqs["driver_runtime_management"]["status"] == "Not Implemented"
+    assert reqs["driver_runtime_management"]["notes"].startswith(
+        "Not Implemented: compat.outcome-matches-prediction passed on no node; failing cluster-wide: "
+        "compat.outcome-matches-prediction. gpuconf FAIL: 1 of 2 checks failed")
     assert reqs["gpu_sharing"]["evidence"] == ["file://v1.37/acme/junit.xml#TestGpuSharing",
                                               "file://v1.37/acme/results.json#TestGpuSharing",
                                               "file://v1.37/acme/e2e.log"]
@@ -214,11 +224,13 @@ def test_the_fragment_has_the_templates_keys_and_each_requirements_status_and_ev
 
 
 def test_the_validator_rules_refuse_the_fragment_until_the_submitter_fills_it_in(tmp_path: Path):
-    out = evidence(tmp_path, MIXED + [("gpu_sharing", result("mig.layout-matches-config", "pass"))])
+    out = evidence(tmp_path, MIXED + [("gpu_sharing", result("mig.layout-matches-config", "pass")),
+                                      ("accelerator_metrics", result("metrics.gpu-metrics-present", "fail", "n0"))])
     fragment = yaml.safe_load((out / "PRODUCT.fragment.yaml").read_text())
     errors = submission_errors(fragment, tmp_path)
     assert "Metadata field vendorName has placeholder value: [Vendor Name]" in errors
-    assert "Requirement 'secure_accelerator_access' is MUST level but status is 'Not Implemented'" in errors
+    assert "Requirement 'accelerator_metrics' is MUST level but status is 'Not Implemented'" in errors
+    assert not any("kubernetesVersion" in e for e in errors)  # the cluster's own: v1.37
     assert not any("evidence file" in e for e in errors)  # every file:// link exists under the checkout
     filled = {**fragment, "metadata": {k: f"https://example.invalid/{k}" for k in fragment["metadata"]}}
     for reqs in filled["spec"].values():
@@ -243,18 +255,87 @@ def test_the_fragment_reader_catches_a_key_or_level_the_template_does_not_have()
     assert any(p.startswith("categories") for p in problems)
 
 
-def test_the_evidence_links_are_relative_to_the_checkout_or_the_working_directory(tmp_path: Path,
-                                                                                monkeypatch: pytest.MonkeyPatch):
+def test_the_links_start_at_the_submission_layout_and_elsewhere_at_the_evidence_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.chdir(tmp_path)
     assert cncf.link_base(tmp_path / "k8s-ai-conformance" / "v1.37" / "acme") == "v1.37/acme"
-    assert cncf.link_base(tmp_path / "results" / "cncf") == "results/cncf"
-    assert cncf.link_base(Path("/elsewhere/out")) == "/elsewhere/out"
+    assert cncf.link_base(Path("v1.37/acme/run-1")) == "v1.37/acme/run-1"
+    assert cncf.link_base(Path("v1.36/acme")) == "v1.36/acme"
+    # not in a v<major>.<minor>/<product>/ layout: no working-directory or absolute path, none at all
+    assert cncf.link_base(tmp_path / "results" / "cncf") is None
+    assert cncf.link_base(tmp_path / "v1.37") is None  # no product directory
+    assert cncf.link_base(Path("/elsewhere/out")) is None
+
+
+def test_evidence_outside_the_layout_links_to_its_own_files_says_so_and_warns(tmp_path: Path):
+    out = tmp_path / "results" / "cncf"
+    cncf.write_evidence(RUN, [cncf.CncfResult(("gpu_sharing",), result("mig.layout-matches-config", "pass"))], out,
+                        options={})
+    text = (out / "PRODUCT.fragment.yaml").read_text()
+    (sharing,) = [r for r in yaml.safe_load(text)["spec"]["accelerators"] if r["id"] == "gpu_sharing"]
+    assert sharing["evidence"] == ["file://junit.xml#TestGpuSharing", "file://results.json#TestGpuSharing",
+                                   "file://e2e.log"]
+    assert str(tmp_path) not in text and str(tmp_path) not in (out / "gpuconf-cncf.json").read_text()
+    note = ("the evidence links are relative to the directory these files are in, which is not in a submission's "
+            "layout (v1.37/<product>/ in a checkout of cncf/k8s-ai-conformance): once the files are there, re-make "
+            "each file://<file> link as file://v1.37/<product>/<file>")
+    assert f"# NOTE: {note}\n" in text
+    doc = json.loads((out / "gpuconf-cncf.json").read_text())
+    assert (doc["links_from"], doc["notes"]) == (None, [note])
+    assert cncf.terminal_note(RUN, out, "results/cncf") == (
+        "gpuconf: warning: --cncf-evidence results/cncf is not under a v1.37/<product>/ directory: its evidence "
+        "links are relative to it and must be re-made in the submission's layout")
+    inside = evidence(tmp_path, [])
+    assert cncf.terminal_note(RUN, inside, "v1.37/acme") is None
+    assert "NOTE:" not in (inside / "PRODUCT.fragment.yaml").read_text()
+    assert json.loads((inside / "gpuconf-cncf.json").read_text())["notes"] == []
+
+
+@pytest.mark.parametrize(("server", "version"), [
+    ("v1.37.2", "v1.37"), ("v1.34.0", "v1.34"), ("v1.37.0-gke.3503000", "v1.37"), ("1.36.1", "v1.36"),
+    ("v1.100.0", "v1.100"), ("", None), (None, None), ("latest", None), ("v1.3x", None)])
+def test_kubernetes_version_is_the_api_servers_major_and_minor(server: str | None, version: str | None):
+    assert cncf.kubernetes_version(server) == version
+
+
+def test_kubernetes_version_is_the_clusters_and_a_minor_other_than_the_checklists_is_said(tmp_path: Path):
+    out = evidence(tmp_path, MIXED, replace(RUN, server_version="v1.34.0"))
+    text = (out / "PRODUCT.fragment.yaml").read_text()
+    assert yaml.safe_load(text)["metadata"]["kubernetesVersion"] == "v1.34"
+    note = ("the cluster runs Kubernetes v1.34.0, and this evidence is for the v1.37 checklist (gpuconf's "
+            "requirements table): a v1.37 submission needs a v1.37 cluster, and a v1.34 cluster answers the v1.34 "
+            "checklist")
+    assert f"# NOTE: {note}\n" in text
+    assert text.startswith("# Kubernetes AI Conformance Checklist - v1.37: ")  # the table's version
+    assert f"gpuconf: {note}\n" in (out / "e2e.log").read_text().split("=== RUN")[0]
+    doc = json.loads((out / "gpuconf-cncf.json").read_text())
+    assert (doc["version"], doc["server_version"], doc["kubernetes_version"], doc["notes"]) == (
+        "1.37", "v1.34.0", "v1.34", [note])
+    layout = tmp_path / "other" / "v1.36" / "acme"
+    cncf.write_evidence(RUN, [], layout, options={})
+    assert json.loads((layout / "gpuconf-cncf.json").read_text())["notes"] == [
+        "the evidence is in a v1.36/ directory, and is for the v1.37 checklist"]
+
+
+def test_an_unknown_kubernetes_version_is_left_as_a_placeholder_the_validator_refuses(tmp_path: Path):
+    out = evidence(tmp_path, MIXED, replace(RUN, server_version=None))
+    text = (out / "PRODUCT.fragment.yaml").read_text()
+    fragment = yaml.safe_load(text)
+    assert fragment["metadata"]["kubernetesVersion"] == "[Kubernetes Version]"  # never the checklist's v1.37
+    note = ("kubernetesVersion is left as [Kubernetes Version]: the cluster's Kubernetes version is unknown (the run "
+            "did not record the API server's version); fill in its vMAJOR.MINOR (kubectl version: Server Version)")
+    assert f"# NOTE: {note}\n" in text and f"gpuconf: {note}\n" in (out / "e2e.log").read_text()
+    assert json.loads((out / "gpuconf-cncf.json").read_text())["kubernetes_version"] is None
+    assert ("Metadata field kubernetesVersion has placeholder value: [Kubernetes Version]"
+            in submission_errors(fragment, tmp_path))
+    failed = evidence(tmp_path / "failed", [], RunRecord(None, RUN.started, RUN.finished, 10, error="unreachable"))
+    assert "the cluster's Kubernetes version is unknown (the run could not start)" in (
+        failed / "PRODUCT.fragment.yaml").read_text()
 
 
 def test_the_coverage_is_in_every_file(tmp_path: Path):
     why = "n1 is cordoned (spec.unschedulable): give --include-cordoned to test it"
-    run = RunRecord("simulated:x", RUN.started, RUN.finished, 1, run_id="r1",
-                    coverage=Coverage(("n0", "n1"), (UntestedNode("n1", "cordoned", why),)))
+    run = replace(RUN, coverage=Coverage(("n0", "n1"), (UntestedNode("n1", "cordoned", why),)))
     out = evidence(tmp_path, MIXED, run)
     line = "1 of 2 GPU nodes tested; 1 cordoned"
     assert f"gpuconf: coverage: {line}\ngpuconf: not tested: n1 (cordoned): {why}\n" in (out / "e2e.log").read_text()

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpuconf.cluster.access import Cluster
@@ -116,6 +116,8 @@ class Inventory:
     #: DeviceTaintRules (resource.k8s.io, DRADeviceTaintRules: beta and off by default in 1.36), as
     #: listed; None when the cluster does not serve them (an empty tuple: served, none exists)
     device_taint_rules: tuple[Mapping[str, Any], ...] | None = field(default=None, compare=False)
+    #: The API server's gitVersion (``/version``, read with discovery): the CNCF evidence's kubernetesVersion
+    server_version: str | None = field(default=None, compare=False)
 
     @property
     def extended_resources(self) -> dict[str, str]:
@@ -295,8 +297,9 @@ def load_inventory(cluster: Cluster, *, node_selector: str | None = None) -> Inv
                               "resource.k8s.io", rules_version, "devicetaintrules")
         except NotFoundError:
             rules = []
-    return build_inventory(nodes, runtime_classes, device_classes, slices, policy, dra_served=dra_served,
-                           dra_version=version, gpu_cluster=gpu_cluster, device_taint_rules=rules)
+    inventory = build_inventory(nodes, runtime_classes, device_classes, slices, policy, dra_served=dra_served,
+                                dra_version=version, gpu_cluster=gpu_cluster, device_taint_rules=rules)
+    return replace(inventory, server_version=discovery.server_version or None)
 
 
 #: The resource.k8s.io versions DeviceTaintRules are read in, newest first (KEP-5055: v1alpha3 from

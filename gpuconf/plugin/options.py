@@ -100,7 +100,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="also write CNCF AI conformance evidence into DIR in the reference suite's shapes: junit.xml "
                     "(gotestsum), results.json (go test -json), e2e.log (go test -v), with a test per requirement "
                     "named after the upstream test and subtests per check and node; PRODUCT.fragment.yaml and "
-                    "gpuconf-cncf.json (gpuconf/report/cncf.py)")
+                    "gpuconf-cncf.json (gpuconf/report/cncf.py); a simulated run's evidence is marked SIMULATED and "
+                    "is never written under a v1.xx/<product>/ submission directory")
 
 
 def validate_options(config: pytest.Config) -> None:
@@ -110,6 +111,15 @@ def validate_options(config: pytest.Config) -> None:
     simulate = config.getoption("--simulate")
     if simulate and config.getoption("--kubeconfig"):
         raise pytest.UsageError("give either --simulate or --kubeconfig, not both")
+    evidence = config.getoption("--cncf-evidence")
+    if simulate and evidence:
+        from pathlib import Path
+
+        from gpuconf.report.cncf import simulated_refusal
+
+        refused = simulated_refusal(Path(config.invocation_params.dir, evidence))
+        if refused is not None:
+            raise pytest.UsageError(f"--cncf-evidence {evidence}: {refused}")
     check_mark_expression(config)
     import os
 

@@ -48,30 +48,48 @@ tests/test_cncf_shapes.py):
   the first test (the run, the coverage, the nodes not tested, a requirement's coming MUST) are output
   of the test binary, as a TestMain would print.
 * ``PRODUCT.fragment.yaml``: the upstream PRODUCT.yaml template (docs/AIConformance-1.37.yaml) filled
-  in as far as the run can: every requirement under its category with its description and level,
-  ``status`` ``Implemented`` (passed) or ``Not Implemented`` (failed), and for a requirement the run
-  did not prove (skipped) ``status: ""`` and no evidence: whether it is implemented, partially, or N/A
-  is the submitter's to say; ``evidence`` ``file://<dir>/junit.xml#<Parent>``,
+  in as far as the run can: every requirement under its category with its description and level, its
+  ``status`` from what the run saw on every node (``RequirementStatus.product_status``, issue 36):
+  ``Implemented`` when each of its checks that ran passed on some node, the nodes where one failed named
+  in its notes (``Implemented; failing on h100-0: smoke.vector-add-every-gpu``: a broken node is a
+  finding to fix before submitting, not a capability the platform lacks), ``Not Implemented`` when one
+  of its checks passed on no node (what the run saw of it does not work anywhere), and for a requirement
+  the run did not prove (skipped) ``status: ""`` and no evidence: whether it is implemented, partially,
+  or N/A is the submitter's to say. ``evidence`` ``file://<dir>/junit.xml#<Parent>``,
   ``file://<dir>/results.json#<Parent>`` and ``file://<dir>/e2e.log``, where ``<dir>`` is the evidence
-  directory from its ``v1.37`` component on when it has one (``--cncf-evidence v1.37/acme`` in a
-  checkout of cncf/k8s-ai-conformance gives ``file://v1.37/acme/junit.xml#...``, as submissions cite
-  it), else the directory relative to the working directory (absolute if outside it); ``notes`` say
-  what gpuconf saw, the coverage, and a coming MUST. The metadata keeps the template's placeholders
+  directory from its ``v<major>.<minor>`` component on in a submission's layout (``--cncf-evidence
+  v1.37/acme`` in a checkout of cncf/k8s-ai-conformance gives ``file://v1.37/acme/junit.xml#...``, as
+  submissions cite it); elsewhere the links are relative to the evidence directory itself
+  (``file://junit.xml#...``, never an absolute or working-directory path), a NOTE says they must be
+  re-made in the layout, and the terminal says so in one line. ``kubernetesVersion`` is the cluster's
+  (its API server's gitVersion, major.minor: ``v1.34``), or ``[Kubernetes Version]`` (a placeholder
+  the validator rejects) with a NOTE when the run did not learn it; a NOTE also says when the cluster's
+  minor is not the checklist's (the requirements are always the table's, v1.37). ``notes`` say what
+  gpuconf saw, the coverage, and a coming MUST. The other metadata keeps the template's placeholders
   (and adds ``k8sConformanceUrl``, which the validator requires): the submission validator rejects a
   ``[placeholder]``, so the fragment cannot be submitted unfilled. Not written as PRODUCT.yaml so that
   a run into a submission's directory never overwrites the submitter's file.
 * ``gpuconf-cncf.json``: gpuconf's own per-requirement record (schema ``gpuconf.cncf-evidence/2``): id,
-  category, level, ``must_in``, status, reason, parent test, checks, nodes and each result with its
-  Go test name and pytest node id; the run's ``coverage`` (null without the accounting); the retired
-  requirements apart.
+  category, level, ``must_in``, status (its Go test's), reason, ``product_status``, ``product_note``,
+  ``failing`` (node -> checks), parent test, checks, nodes and each result with its Go test name and
+  pytest node id; the run's ``simulated``, ``server_version``, ``kubernetes_version``, ``links_from``
+  (null outside a submission's layout), ``notes`` and ``coverage`` (null without the accounting); the
+  retired requirements apart.
 
-Every file says which selected GPU nodes the run tested (issue 25). A requirement's status is still its
-checks' (the nodes left out are named, not judged).
+Every file says which selected GPU nodes the run tested (issue 25). A requirement's Go test is its
+checks' (a failing subtest fails it, as in Go); its PRODUCT.yaml status is per node as above (the
+nodes left out are named, not judged).
+
+A simulated run's evidence is marked SIMULATED (the first line of e2e.log and results.json's output,
+the fragment's first comment, ``simulated`` in gpuconf-cncf.json) and is never written into a
+submission's layout: ``--simulate`` with ``--cncf-evidence v1.37/acme`` is a usage error at startup
+(gpuconf.plugin.options), and :func:`write_evidence` and ``gpuconf report merge`` refuse it too.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -79,11 +97,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+from gpuconf.errors import UsageError
 from gpuconf.report import junit
-from gpuconf.report.model import DEGRADED, FAIL, NOT_TESTED, PASS, CheckResult, RunRecord
+from gpuconf.report.model import CLUSTER, DEGRADED, FAIL, NOT_TESTED, PASS, CheckResult, RunRecord
 
-__all__ = ["CncfResult", "GoTest", "Requirement", "RequirementStatus", "evaluate", "go_tests", "requirement_ids",
-           "requirements", "write_evidence"]
+__all__ = ["CncfResult", "GoTest", "Requirement", "RequirementStatus", "check_directory", "evaluate", "go_tests",
+           "kubernetes_version", "link_base", "requirement_ids", "requirements", "terminal_note", "write_evidence"]
 
 PROPERTY = "gpuconf.cncf"
 RESULTS_SCHEMA = "gpuconf.cncf-evidence/2"
@@ -93,6 +112,11 @@ PACKAGE = "gpuconf/suites"
 JUNIT, EVENTS, LOG, FRAGMENT, OWN = "junit.xml", "results.json", "e2e.log", "PRODUCT.fragment.yaml", "gpuconf-cncf.json"
 #: The requirement statuses, and the JUnit element each maps to.
 PASSED, FAILED, SKIPPED = "pass", "fail", "skip"
+#: A requirement's status in PRODUCT.yaml: values of the validator's (scripts/validate.go validStatuses);
+#: gpuconf writes the first two, and leaves the status blank where it proved nothing.
+IMPLEMENTED, NOT_IMPLEMENTED = "Implemented", "Not Implemented"
+#: At most this many failing nodes are named in a requirement's notes (gpuconf-cncf.json names them all).
+_NAMED_NODES = 10
 
 
 @dataclass(frozen=True)
@@ -144,6 +168,48 @@ class RequirementStatus:
     @property
     def nodes(self) -> list[str]:
         return list(dict.fromkeys(r.node_key for r in self.results))
+
+    @property
+    def failing(self) -> dict[str, list[str]]:
+        """The nodes (``(cluster)`` for a cluster-wide check) where a check of it failed or degraded, each
+        with those checks, in the order seen."""
+        out: dict[str, list[str]] = {}
+        for r in self.results:
+            if r.outcome in (FAIL, DEGRADED) and r.check not in out.setdefault(r.node_key, []):
+                out[r.node_key].append(r.check)
+        return out
+
+    @property
+    def passed_nowhere(self) -> list[str]:
+        """The checks of it that failed where they ran and passed on no node: what the run saw of the
+        capability is that it does not work."""
+        passed = {r.check for r in self.results if r.outcome == PASS}
+        return [c for c in dict.fromkeys(c for checks in self.failing.values() for c in checks) if c not in passed]
+
+    @property
+    def product_status(self) -> str:
+        """Its status in PRODUCT.yaml, from what the run saw on every node: Implemented when each of its
+        checks that ran passed on some node (the nodes where one failed are a finding to fix, named in
+        the notes, not a capability the platform lacks); Not Implemented when one of them passed on no
+        node; blank when the run proved nothing (the submitter's to answer)."""
+        if self.status == SKIPPED:
+            return ""
+        return NOT_IMPLEMENTED if self.passed_nowhere else IMPLEMENTED
+
+    def product_note(self) -> str | None:
+        """What the status rests on, when a check of it failed: ``Implemented; failing on h100-0:
+        smoke.vector-add-every-gpu`` (a node to fix before submitting), or which checks passed nowhere."""
+        failing = self.failing
+        if self.status == SKIPPED or not failing:
+            return None
+        named = [f"{'cluster-wide' if node == CLUSTER else 'on ' + node}: {', '.join(checks)}"
+                 for node, checks in list(failing.items())[:_NAMED_NODES]]
+        more = len(failing) - len(named)
+        where = "; ".join(named) + (f"; and on {more} more node(s) (gpuconf-cncf.json names them)" if more else "")
+        if self.passed_nowhere:
+            return f"{NOT_IMPLEMENTED}: {', '.join(self.passed_nowhere)} passed on no node; failing {where}"
+        return (f"{IMPLEMENTED}; failing {where} (each of these checks passed on other nodes: nodes to fix before "
+                "submitting, not a capability the platform lacks)")
 
 
 def _table() -> dict[str, Any]:
@@ -309,7 +375,9 @@ def _parent(s: RequirementStatus) -> GoTest:
     req = s.requirement
     checks = [_check_level(name, [_leaf(leaf, r) for leaf, r in leaves]) for name, leaves in _layout(s)]
     head = f"requirement {req.id} ({req.area}, {req.level}{', ' + req.kar if req.kar else ''})"
-    output = (head,) + ((req.must_note,) if req.must_note else ()) + (f"{_WORD[s.status]}: {s.reason}",)
+    note = s.product_note()
+    output = ((head,) + ((req.must_note,) if req.must_note else ()) + ((f"PRODUCT.yaml: {note}",) if note else ())
+              + (f"{_WORD[s.status]}: {s.reason}",))
     return GoTest(req.testcase, s.status, _elapsed(sum(c.elapsed for c in checks)), output, tuple(checks))
 
 
@@ -324,19 +392,111 @@ def _package_status(run: RunRecord, tests: Sequence[GoTest]) -> str:
     return FAILED if run.error or any(t.status == FAILED for t in tests) else PASSED
 
 
-def _preamble(run: RunRecord, statuses: Sequence[RequirementStatus]) -> list[str]:
-    """The lines before the first test: the run, why it could not start, the coverage, coming MUSTs."""
-    lines = [f"gpuconf: CNCF Kubernetes AI Conformance v{version()} evidence; cluster: {run.provenance or 'none'}; "
-             f"run: {run.run_id or '-'}; started {_iso(run.started)}, finished {_iso(run.finished)}; "
-             f"exit status {run.exit_status}"]
+def _preamble(run: RunRecord, statuses: Sequence[RequirementStatus], base: str | None) -> list[str]:
+    """The lines before the first test: a simulated run's banner, the run, why it could not start, the
+    coverage, the cluster's version against the checklist's, coming MUSTs."""
+    lines = [f"gpuconf: {simulated_banner(run)}"] if run.simulated else []
+    lines.append(f"gpuconf: CNCF Kubernetes AI Conformance v{version()} evidence; cluster: {run.provenance or 'none'}; "
+                 f"run: {run.run_id or '-'}; started {_iso(run.started)}, finished {_iso(run.finished)}; "
+                 f"exit status {run.exit_status}")
     if run.error:
         lines.append(f"gpuconf: the run could not start: {run.error}")
     if run.coverage is not None:
         lines.append(f"gpuconf: coverage: {run.coverage.line()}")
         lines += [f"gpuconf: not tested: {node} ({u.state}): {u.reason}" for node, u in run.coverage.missing().items()]
+    lines += [f"gpuconf: {note}" for note in version_notes(run, base)]
     lines += [f"gpuconf: {s.requirement.must_note}" for s in statuses
               if s.requirement.must_note and not s.requirement.retired_in]
     return lines
+
+
+# --- where the evidence comes from and goes --------------------------------------------------------
+
+#: A directory of a submission in a checkout of cncf/k8s-ai-conformance: ``v<major>.<minor>/<product>/``.
+_LAYOUT = re.compile(r"v\d+\.\d+")
+#: kubernetesVersion when the run did not learn the cluster's: a placeholder the validator rejects.
+UNKNOWN_VERSION = "[Kubernetes Version]"
+
+
+def simulated_banner(run: RunRecord) -> str:
+    return (f"SIMULATED: evidence from a simulated cluster ({run.provenance}), not from a product: "
+            "no evidence for a CNCF submission")
+
+
+def kubernetes_version(server_version: str | None) -> str | None:
+    """A submission's kubernetesVersion (``v1.34``) from the API server's gitVersion (``v1.34.2``,
+    ``v1.37.0-gke.3503000``); None when unknown or not a version."""
+    found = re.match(r"v?(\d+)\.(\d+)(?=$|[.+-])", server_version or "")
+    return f"v{int(found[1])}.{int(found[2])}" if found else None
+
+
+def version_notes(run: RunRecord, base: str | None) -> list[str]:
+    """What the files say of the cluster's version against the checklist's (gpuconf's requirements
+    table): unknown, or another minor; and a directory in another version's layout."""
+    table, cluster = f"v{version()}", kubernetes_version(run.server_version)
+    notes = []
+    if cluster is None:
+        why = ("the run could not start" if run.error else f"the API server's version {run.server_version!r} is "
+               "not vMAJOR.MINOR" if run.server_version else "the run did not record the API server's version")
+        notes.append(f"kubernetesVersion is left as {UNKNOWN_VERSION}: the cluster's Kubernetes version is unknown "
+                     f"({why}); fill in its vMAJOR.MINOR (kubectl version: Server Version)")
+    elif cluster != table:
+        notes.append(f"the cluster runs Kubernetes {run.server_version}, and this evidence is for the {table} "
+                     f"checklist (gpuconf's requirements table): a {table} submission needs a {table} cluster, and a "
+                     f"{cluster} cluster answers the {cluster} checklist")
+    layout = base.split("/")[0] if base else None
+    if layout is not None and layout != table:
+        notes.append(f"the evidence is in a {layout}/ directory, and is for the {table} checklist")
+    return notes
+
+
+def link_base(directory: Path) -> str | None:
+    """How PRODUCT.yaml names the evidence directory in a submission's layout: from its
+    ``v<major>.<minor>`` component on (``--cncf-evidence v1.37/acme`` in a checkout of
+    cncf/k8s-ai-conformance gives ``v1.37/acme``, as submissions cite their files); None for a directory
+    elsewhere: the links are then relative to the directory itself (an absolute or working-directory path
+    would put local directory names into a public pull request, and match no submission's layout)."""
+    parts = directory.resolve().parts
+    marks = [i for i, part in enumerate(parts[:-1]) if _LAYOUT.fullmatch(part)]
+    return "/".join(parts[marks[-1]:]) if marks else None
+
+
+def links_note() -> str:
+    return (f"the evidence links are relative to the directory these files are in, which is not in a submission's "
+            f"layout (v{version()}/<product>/ in a checkout of cncf/k8s-ai-conformance): once the files are there, "
+            f"re-make each file://<file> link as file://v{version()}/<product>/<file>")
+
+
+def simulated_refusal(directory: Path) -> str | None:
+    """Why a simulated run's evidence may not go into ``directory``: it is a submission's layout."""
+    base = link_base(directory)
+    return (f"{base} is a submission's layout (v<major>.<minor>/<product>/): a simulated run's evidence is never "
+            "written there; give a directory outside it" if base is not None else None)
+
+
+def check_directory(run: RunRecord, directory: Path) -> None:
+    """UsageError (one line) for a simulated run's evidence going into a submission's layout."""
+    why = simulated_refusal(directory) if run.simulated else None
+    if why is not None:
+        raise UsageError(f"--cncf-evidence {directory}: {why}")
+
+
+def terminal_note(run: RunRecord, directory: Path, given: str) -> str | None:
+    """The one line the terminal shows after writing the evidence into ``directory`` (``given`` as the
+    user wrote it), if any: a simulated run's evidence is no evidence; links to re-make elsewhere."""
+    if run.simulated:
+        return (f"gpuconf: the CNCF evidence in {given} is from a simulated cluster: marked SIMULATED, it is no "
+                "evidence for a submission")
+    if link_base(directory) is None:
+        return (f"gpuconf: warning: --cncf-evidence {given} is not under a v{version()}/<product>/ directory: its "
+                "evidence links are relative to it and must be re-made in the submission's layout")
+    return None
+
+
+def _notes(run: RunRecord, base: str | None) -> list[str]:
+    """The notes PRODUCT.fragment.yaml and gpuconf-cncf.json carry: the version notes, and where the
+    links are from when the directory is not in a submission's layout."""
+    return version_notes(run, base) + ([links_note()] if base is None else [])
 
 
 def _iso(epoch: float) -> str:
@@ -450,73 +610,71 @@ def junit_xml(run: RunRecord, stream: Sequence[Mapping[str, Any]]) -> bytes:
 # --- PRODUCT.fragment.yaml ---------------------------------------------------------------------
 
 #: The template's metadata keys and placeholders (docs/AIConformance-1.37.yaml), then k8sConformanceUrl,
-#: which scripts/validate.go requires of every product; kubernetesVersion is filled in.
+#: which scripts/validate.go requires of every product; kubernetesVersion is the cluster's (else
+#: UNKNOWN_VERSION).
 METADATA = {"kubernetesVersion": None, "platformName": "[Platform Name]", "platformVersion": "[Platform Version]",
             "vendorName": "[Vendor Name]", "websiteUrl": "[Website URL]", "repoUrl": "[Repository URL]",
             "documentationUrl": "[Documentation URL]", "productLogoUrl": "[Documentation URL]",
             "description": "[Description]", "contactEmailAddress": "[Contact Email Address]",
             "k8sConformanceUrl": "[k8s-conformance submission URL]"}
-#: A requirement's status in PRODUCT.yaml (the validator's values) from ours; a skip is left blank.
-PRODUCT_STATUS = {PASSED: "Implemented", FAILED: "Not Implemented", SKIPPED: ""}
 
 
-def link_base(directory: Path) -> str:
-    """How PRODUCT.yaml names the evidence directory: from its ``v<version>`` component on (as in a
-    checkout of cncf/k8s-ai-conformance), else relative to the working directory, else absolute."""
-    resolved = directory.resolve()
-    parts = resolved.parts
-    tag = f"v{version()}"
-    if tag in parts:
-        return "/".join(parts[parts.index(tag):])
-    try:
-        return resolved.relative_to(Path.cwd().resolve()).as_posix()
-    except ValueError:
-        return resolved.as_posix()
-
-
-def product_fragment(run: RunRecord, statuses: Sequence[RequirementStatus], base: str) -> str:
+def product_fragment(run: RunRecord, statuses: Sequence[RequirementStatus], base: str | None) -> str:
     import yaml
 
     coverage = f"; coverage: {run.coverage.line()}" if run.coverage is not None else ""
+    where = f"{base}/" if base is not None else ""
     spec: dict[str, list[dict[str, Any]]] = {}
     for s in statuses:
         req = s.requirement
         if req.retired_in:
             continue
         proven = s.status != SKIPPED
-        notes = [f"gpuconf {_WORD[s.status]}: {s.reason}" + (coverage if proven else "")]
+        note = s.product_note()
+        notes = ([note] if note else []) + [f"gpuconf {_WORD[s.status]}: {s.reason}" + (coverage if proven else "")]
         if not proven:
             notes.append("gpuconf did not prove it: set Implemented, Partially Implemented, Not Implemented or N/A "
                          "(N/A with a note) on your own evidence")
         if req.must_note:
             notes.append(req.must_note)
         spec.setdefault(req.area, []).append({
-            "id": req.id, "description": req.description, "level": req.level, "status": PRODUCT_STATUS[s.status],
-            "evidence": [f"file://{base}/{JUNIT}#{req.testcase}", f"file://{base}/{EVENTS}#{req.testcase}",
-                         f"file://{base}/{LOG}"] if proven else [],
+            "id": req.id, "description": req.description, "level": req.level, "status": s.product_status,
+            "evidence": [f"file://{where}{JUNIT}#{req.testcase}", f"file://{where}{EVENTS}#{req.testcase}",
+                         f"file://{where}{LOG}"] if proven else [],
             "notes": ". ".join(notes)})
-    doc = {"metadata": {k: (f"v{version()}" if v is None else v) for k, v in METADATA.items()}, "spec": spec}
-    header = (f"# Kubernetes AI Conformance Checklist - v{version()}: a fragment written by gpuconf --cncf-evidence\n"
-              f"# from run {run.run_id or '-'} on {run.provenance or 'no cluster'}, {_iso(run.started)}.\n"
-              "# Fill in every [placeholder], review each requirement, and merge it into your PRODUCT.yaml.\n"
-              "# status: Implemented = gpuconf's checks for it passed; Not Implemented = one failed; blank = gpuconf\n"
-              "# did not prove it (see its notes). The evidence links point into the files written next to this one.\n")
+    cluster = kubernetes_version(run.server_version) or UNKNOWN_VERSION
+    doc = {"metadata": {k: (cluster if v is None else v) for k, v in METADATA.items()}, "spec": spec}
+    header = "".join(f"# {line}\n" for line in [
+        *((simulated_banner(run),) if run.simulated else ()),
+        f"Kubernetes AI Conformance Checklist - v{version()}: a fragment written by gpuconf --cncf-evidence",
+        f"from run {run.run_id or '-'} on {run.provenance or 'no cluster'}, {_iso(run.started)}.",
+        "Fill in every [placeholder], review each requirement, and merge it into your PRODUCT.yaml.",
+        "status: Implemented = each of gpuconf's checks for it that ran passed on some node (the nodes where one",
+        "failed are named in its notes: fix them before submitting); Not Implemented = one of them passed on no",
+        "node; blank = gpuconf did not prove it (see its notes). The evidence links point into the files written",
+        "next to this one.",
+        *(f"NOTE: {note}" for note in _notes(run, base))])
     return header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100)
 
 
 # --- gpuconf-cncf.json -------------------------------------------------------------------------
 
-def gpuconf_json(run: RunRecord, statuses: Sequence[RequirementStatus]) -> dict[str, Any]:
+def gpuconf_json(run: RunRecord, statuses: Sequence[RequirementStatus], base: str | None) -> dict[str, Any]:
     def entry(s: RequirementStatus) -> dict[str, Any]:
         req = s.requirement
         names = {id(r): leaf for _, leaves in _layout(s) for leaf, r in leaves} if not req.retired_in else {}
         return {"id": req.id, "area": req.area, "level": req.level, "must_in": req.must_in,
-                "must_in_source": req.must_source, "status": s.status, "reason": s.reason, "testcase": req.testcase,
-                "upstream_test": req.upstream_test, "kar": req.kar, "checks": s.checks, "nodes": s.nodes,
+                "must_in_source": req.must_source, "status": s.status, "reason": s.reason,
+                "product_status": s.product_status, "product_note": s.product_note(), "failing": s.failing,
+                "testcase": req.testcase, "upstream_test": req.upstream_test, "kar": req.kar, "checks": s.checks,
+                "nodes": s.nodes,
                 "results": [{"check": r.check, "node": r.node_key, "outcome": r.outcome, "test": r.nodeid,
                              "go_test": names.get(id(r))} for r in s.results]}
 
     return {"schema": RESULTS_SCHEMA, "version": version(), "package": PACKAGE, "provenance": run.provenance,
+            "simulated": run.simulated, "server_version": run.server_version,
+            "kubernetes_version": kubernetes_version(run.server_version), "links_from": base,
+            "notes": ([simulated_banner(run)] if run.simulated else []) + _notes(run, base),
             "run_id": run.run_id, "started": _iso(run.started), "finished": _iso(run.finished),
             "exit_status": run.exit_status, "error": run.error,
             "coverage": run.coverage.as_json() if run.coverage is not None else None,
@@ -528,14 +686,17 @@ def gpuconf_json(run: RunRecord, statuses: Sequence[RequirementStatus]) -> dict[
 def write_evidence(run: RunRecord, results: Sequence[CncfResult], directory: Path, *,
                    options: Mapping[str, object]) -> list[RequirementStatus]:
     """Write junit.xml, results.json, e2e.log, PRODUCT.fragment.yaml and gpuconf-cncf.json into
-    ``directory`` (created); the statuses."""
+    ``directory`` (created); the statuses. UsageError, before anything is written, for a simulated run's
+    evidence going into a submission's layout (check_directory)."""
+    check_directory(run, directory)
+    base = link_base(directory)
     statuses = evaluate(results, options=options, error=run.error)
     tests = go_tests(statuses)
-    stream = events(run, tests, _preamble(run, statuses))
+    stream = events(run, tests, _preamble(run, statuses, base))
     directory.mkdir(parents=True, exist_ok=True)
     (directory / JUNIT).write_bytes(junit_xml(run, stream))
     (directory / EVENTS).write_text(results_json(stream), encoding="utf-8")
     (directory / LOG).write_text(e2e_log(stream), encoding="utf-8")
-    (directory / FRAGMENT).write_text(product_fragment(run, statuses, link_base(directory)), encoding="utf-8")
-    (directory / OWN).write_text(json.dumps(gpuconf_json(run, statuses), indent=2) + "\n", encoding="utf-8")
+    (directory / FRAGMENT).write_text(product_fragment(run, statuses, base), encoding="utf-8")
+    (directory / OWN).write_text(json.dumps(gpuconf_json(run, statuses, base), indent=2) + "\n", encoding="utf-8")
     return statuses

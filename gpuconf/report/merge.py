@@ -368,15 +368,26 @@ def write_merged(run: RunRecord, results: Sequence[CheckResult], out: Path, *,
     from gpuconf.report.manifest import manifest_document, write_manifest
     from gpuconf.report.writers import _atomic_write, write_reports
 
+    if cncf_evidence is not None:  # before anything is written: no simulated evidence in a submission's layout
+        from gpuconf.report.cncf import check_directory
+
+        try:
+            check_directory(run, cncf_evidence)
+        except UsageError as exc:
+            raise UsageError(f"gpuconf report merge: {exc}") from exc
     out.mkdir(parents=True, exist_ok=True)
     written = write_reports(run, results, out)
     written.append(_atomic_write(out / "junit.xml", junit_document(run, results).decode()))
     dirs = [out]
     if cncf_evidence is not None:
-        from gpuconf.report.cncf import CncfResult, write_evidence
+        import sys
+
+        from gpuconf.report.cncf import CncfResult, terminal_note, write_evidence
 
         write_evidence(run, [CncfResult(r.cncf, r) for r in results if r.cncf], cncf_evidence,
                        options=dict(run.options))
+        if (note := terminal_note(run, cncf_evidence, str(cncf_evidence))) is not None:
+            sys.stderr.write(note + "\n")
         if not cncf_evidence.resolve().is_relative_to(out.resolve()):
             dirs.append(cncf_evidence)
     for directory in dirs:

@@ -15,13 +15,23 @@ from typing import Any
 from kubernetes import client
 
 from gpuconf.sim.agent import NodeAgents
+from gpuconf.sim.agent_model import kubelet_version
 from gpuconf.sim.controllers import ControlPlane
 from gpuconf.sim.exporter import ExporterProvider
 from gpuconf.sim.faults import AGENT_USER_AGENT, FaultPlan
 from gpuconf.sim.profile import Profile, SimCluster, expand, load_profile
-from gpuconf.sim.server import FakeApiServer
+from gpuconf.sim.server import VERSION_INFO, FakeApiServer
 
 __all__ = ["SimulatedCluster"]
+
+
+def version_info(profile: Profile) -> dict[str, str]:
+    """What the simulated API server's ``/version`` answers: the profile's Kubernetes version
+    (``kubernetes: "1.36"`` -> gitVersion v1.36.0), the rest as :data:`VERSION_INFO`."""
+    git = kubelet_version(profile)
+    major, minor = git.removeprefix("v").split(".")[:2]
+    return {**VERSION_INFO, "major": major, "minor": minor, "emulationMajor": major, "emulationMinor": minor,
+            "minCompatibilityMinor": str(max(int(minor) - 1, 0)), "gitVersion": git}
 
 
 class SimulatedCluster:
@@ -31,7 +41,7 @@ class SimulatedCluster:
                  faults: FaultPlan | None = None, speed: float | None = None) -> None:
         self.profile = profile if isinstance(profile, Profile) else load_profile(profile)
         self.cluster: SimCluster = expand(self.profile)
-        self.server = FakeApiServer(host=host, port=port, faults=faults)
+        self.server = FakeApiServer(host=host, port=port, faults=faults, version=version_info(self.profile))
         self._speed = speed
         self.control: ControlPlane | None = None
         self.agents: NodeAgents | None = None
