@@ -306,11 +306,13 @@ def test_the_junit_of_a_run_that_could_not_start_carries_the_coverage(tmp_path: 
     record = run(TWO_LEFT_OUT, error="the API server went away")
     root = ET.parse(write_not_started_junit(record, tmp_path / "junit.xml")).getroot()
     (suite,) = root.iter("testsuite")
-    properties = [(p.get("name"), p.get("value")) for p in suite.iter("property")]
-    assert properties[0] == ("gpuconf.coverage", LINE)
+    properties = [(p.get("name"), p.get("value")) for p in suite.findall("properties/property")]
+    assert properties[:2] == [("gpuconf.verdict", "NOT STARTED"), ("gpuconf.provenance", "simulated:healthy-h100")]
+    assert properties[2] == ("gpuconf.coverage", LINE)
     assert ("gpuconf.untested.h100-2", f"not-ready: {NOT_READY_WHY}") in properties
     plain = ET.parse(write_not_started_junit(run(None, error="x"), tmp_path / "plain.xml")).getroot()
-    assert plain.find("testsuite/properties") is None
+    assert [p.get("name") for p in plain.findall("testsuite/properties/property")] == [
+        "gpuconf.verdict", "gpuconf.provenance"]
 
 
 def test_the_line_and_the_nodes_left_out_are_in_the_first_screen_at_1400_px(tmp_path: Path) -> None:

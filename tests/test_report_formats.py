@@ -177,6 +177,40 @@ def test_junit_skipped_cases_carry_their_outcome_and_reason(runs: dict[str, Path
         assert reason and reason.strip() and reason != "skipped", case.get("name")
 
 
+#: What each kind of run's junit.xml says to a dashboard: the gpuconf.verdict property, and the
+#: gpuconf.sign-off case's outcome and type (a run that signed nothing off is an error, never green).
+JUNIT_SIGN_OFF = {"healthy": ("PASS", "passed", None), "failing": ("FAIL", "failure", "fail"),
+                  "interrupted": ("INCOMPLETE", "error", "incomplete"),
+                  "not-started": ("NOT STARTED", "error", "exit status 10")}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_junit_is_named_for_gpuconf_and_carries_the_verdict_and_the_sign_off(runs: dict[str, Path], kind: str) -> None:
+    import junitparser
+
+    root = ET.parse(runs[kind] / "junit.xml").getroot()
+    suite = root.find("testsuite")
+    assert suite is not None and root.tag == "testsuites"
+    provenance = _doc(runs, kind)["extra"]["gpuconf"]["provenance"]
+    assert suite.get("name") == root.get("name") == f"gpuconf {provenance}"
+    props = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
+    (case,) = [c for c in suite.iter("testcase") if (c.get("classname"), c.get("name")) == ("gpuconf", "sign-off")]
+    child = next((c for c in case if c.tag in ("failure", "error", "skipped")), None)
+    told = (child.tag, child.get("type")) if child is not None else ("passed", None)
+    assert (props["gpuconf.verdict"], *told) == JUNIT_SIGN_OFF[kind]
+    parsed = next(iter(junitparser.JUnitXml.fromfile(str(runs[kind] / "junit.xml"))))  # as a JUnit reader counts
+    assert parsed.name == f"gpuconf {provenance}"
+    assert (parsed.failures + parsed.errors > 0) is (kind != "healthy")  # only a PASS is all green
+
+
+def test_junit_types_a_failed_check_fail(runs: dict[str, Path]) -> None:
+    """A FAIL check's <failure> is typed "fail" and its message leads with FAIL (DEGRADED's: test_reports.py)."""
+    root = ET.parse(runs["failing"] / "junit.xml").getroot()
+    checks = [c.find("failure") for c in root.iter("testcase") if c.get("classname") != "gpuconf"]
+    failures = [f for f in checks if f is not None]
+    assert failures and all(f.get("type") == "fail" and str(f.get("message")).startswith("FAIL: ") for f in failures)
+
+
 # -- report.html in a real browser -------------------------------------------------------------------
 
 def _chromium() -> str:

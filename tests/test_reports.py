@@ -160,10 +160,13 @@ def test_a_run_that_could_not_start_writes_a_junit_file_with_one_error_saying_wh
     counts = ("tests", "failures", "errors", "skipped")
     assert [root.get(k) for k in counts] == [suite.get(k) for k in counts] == ["1", "0", "1", "0"]
     assert root.get("time") == suite.get("time") == "10.500" and suite.get("timestamp") == "2023-11-14T22:13:20Z"
+    assert suite.get("name") == root.get("name") == "gpuconf simulated:healthy-h100"
+    props = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
+    assert props["gpuconf.verdict"] == "NOT STARTED"
     (case,) = suite.iter("testcase")
-    assert (case.get("classname"), case.get("name"), case.get("time")) == ("gpuconf", "run could not start", "10.500")
-    (failure,) = case
-    assert failure.tag == "error" and failure.get("type") == "exit status 1"
+    assert (case.get("classname"), case.get("name"), case.get("time")) == ("gpuconf", "sign-off", "10.500")
+    failure = case.find("error")
+    assert failure is not None and failure.get("type") == "exit status 1"
     assert failure.get("message") == error.replace("\udcff", "#xDCFF").replace("\x1b", "#x1B")
 
 
@@ -181,6 +184,20 @@ def _junit_counts(path: Path) -> dict[str, int]:
     return {"tests": n["tests"], "failed": n["failures"] + n["errors"], "skipped": n["skipped"]}
 
 
+def _junit_signoff(path: Path) -> dict[str, str | None]:
+    """What a dashboard shows of a junit.xml's sign-off: the suite's name and ``gpuconf.verdict``
+    property, and the gpuconf.sign-off case's outcome (passed, failure, error), type and message."""
+    suite = ET.parse(path).getroot().find("testsuite")
+    assert suite is not None
+    props = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
+    (case,) = [c for c in suite.iter("testcase") if (c.get("classname"), c.get("name")) == ("gpuconf", "sign-off")]
+    child = next((c for c in case if c.tag in ("failure", "error", "skipped")), None)
+    told = {"case": child.tag, "type": child.get("type"), "message": child.get("message")} if child is not None else {
+        "case": "passed", "type": None, "message": None}
+    return {"suite": suite.get("name"), "verdict": props.get("gpuconf.verdict"), "faults": props.get("gpuconf.faults"),
+            **told}
+
+
 def test_a_simulated_run_writes_four_reports_that_agree(pytester: pytest.Pytester, tmp_path):
     _suite(pytester)
     out = tmp_path / "reports"
@@ -188,14 +205,20 @@ def test_a_simulated_run_writes_four_reports_that_agree(pytester: pytest.Pyteste
     assert res.ret == 0, res.outlines[-20:]
     assert sorted(p.name for p in out.iterdir()) == ["junit.xml", "manifest.json", "report.html", "report.json",
                                                      "report.md"]
-    summary = json.loads((out / "report.json").read_text())["results"]["summary"]
-    junit = _junit_counts(out / "junit.xml")
-    assert junit == {k: summary[k] for k in ("tests", "failed", "skipped")}
+    doc = json.loads((out / "report.json").read_text())
+    summary = doc["results"]["summary"]
+    assert doc["extra"]["gpuconf"]["faults"] == []  # the shipped profile injects none
+    junit = _junit_counts(out / "junit.xml")  # the checks and the sign-off
+    assert junit == {"tests": summary["tests"] + 1, "failed": summary["failed"], "skipped": summary["skipped"]}
+    assert _junit_signoff(out / "junit.xml") == {"suite": "gpuconf simulated:healthy-h100", "verdict": "PASS",
+                                                 "faults": None, "case": "passed", "type": None, "message": None}
     assert summary["tests"] == summary["passed"] > 0
     md = (out / "report.md").read_text()
     assert f"{summary['tests']} checks: {summary['passed']} passed, 0 failed, 0 skipped" in md
+    assert md.splitlines()[0] == "# gpuconf sign-off: SIMULATED cluster, simulated:healthy-h100"
+    assert "Faults injected" not in md
     html = (out / "report.html").read_text()
-    assert "SIMULATED" in html and '<div class="word">PASS</div>' in html
+    assert "SIMULATED" in html and '<div class="word">PASS</div>' in html and 'id="faults"' not in html
     assert 'class="cell pass"' in html and 'class="cell fail"' not in html
 
 
@@ -219,9 +242,150 @@ def test_a_faulty_node_fails_in_the_sign_off_with_its_remediation(pytester: pyte
     assert "Find the unhealthy GPU" in html
     doc = json.loads((out / "report.json").read_text())
     assert doc["extra"]["gpuconf"]["nodes"] == {"h100-0": "fail", "h100-1": "pass"}
-    assert _junit_counts(out / "junit.xml")["failed"] == doc["results"]["summary"]["failed"] == 1
+    assert doc["results"]["summary"]["failed"] == 1  # the check; junit.xml has the sign-off's failure too
+    assert _junit_counts(out / "junit.xml")["failed"] == 2
+    signoff = _junit_signoff(out / "junit.xml")
+    assert (signoff["verdict"], signoff["case"], signoff["type"]) == ("FAIL", "failure", "fail")
+    assert str(signoff["message"]).startswith("FAIL: 1 of 2 node(s) fail: h100-0")
     md = (out / "report.md").read_text()
     assert sum(line.startswith(f"- **FAIL** h100-0 `{CHECK}`") for line in md.splitlines()) == 1
+    # the profile as given, and the fault it injected, in every report
+    given, injected = f"simulated:{fault}", "gpu-unhealthy on h100-0 GPU 3"
+    assert (doc["extra"]["gpuconf"]["provenance"], doc["extra"]["gpuconf"]["faults"]) == (given, [injected])
+    assert md.splitlines()[0] == f"# gpuconf sign-off: SIMULATED cluster, {given}, fault injected: {injected}"
+    assert f"**Faults injected** (simulated): {injected}" in md
+    assert f"<h1>gpuconf sign-off: SIMULATED cluster, {given}, fault injected: {injected}</h1>" in html
+    assert f'<div id="faults">Faults injected by the profile: <code>{injected}</code>.</div>' in html
+    assert (signoff["suite"], signoff["faults"]) == (f"gpuconf {given}", injected)
+
+
+def test_junit_tells_degraded_from_fail_and_shows_each_untested_node_as_a_skipped_case(
+        pytester: pytest.Pytester, tmp_path):
+    """A run whose one check is DEGRADED and whose other node is cordoned: a dashboard counts the sign-off's
+    failure (typed degraded, as the check's is) and shows h100-1 skipped with why; the faults are named."""
+    _suite(pytester)
+    profile = (ROOT / "gpuconf" / "data" / "sim_profiles" / "healthy-h100.yaml").read_text()
+    (pytester.path / "two.yaml").write_text(profile.replace("\nfaults: []\n", (
+        "\nfaults:\n  - {id: gpu-unhealthy, pool: h100, node: 0, gpu: 3}\n"
+        "  - {id: node-cordoned, pool: h100, node: 1}\n")))
+    out = tmp_path / "reports"
+    res = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--simulate", "two.yaml", "--report-dir", str(out))
+    assert res.ret == 17, res.outlines[-20:]
+    suite = ET.parse(out / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    signoff = _junit_signoff(out / "junit.xml")
+    assert signoff["suite"] == "gpuconf simulated:two.yaml" and signoff["verdict"] == "DEGRADED"
+    assert (signoff["case"], signoff["type"]) == ("failure", "degraded")
+    assert signoff["faults"] == "gpu-unhealthy on h100-0 GPU 3; node-cordoned on h100-1"
+    failures = {c.get("name"): c.find("failure") for c in suite.iter("testcase") if c.find("failure") is not None}
+    check = failures["test_allocatable_matches_capacity[h100-0]"]
+    assert check is not None and check.get("type") == "degraded"
+    assert str(check.get("message")).startswith(f"DEGRADED: {CHECK} on h100-0: the device plugin reports 1 GPU(s)")
+    (node,) = [c for c in suite.iter("testcase") if c.get("classname") == "gpuconf.coverage"]
+    skipped = node.find("skipped")
+    assert node.get("name") == "h100-1" and skipped is not None
+    assert str(skipped.get("message")).startswith("h100-1 is cordoned (spec.unschedulable)")
+    props = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
+    assert props["gpuconf.coverage"] == "1 of 2 GPU nodes tested; 1 cordoned"
+    doc = json.loads((out / "report.json").read_text())
+    assert _junit_counts(out / "junit.xml") == {  # the checks, the sign-off and h100-1
+        "tests": doc["results"]["summary"]["tests"] + 2, "failed": doc["results"]["summary"]["failed"] + 1,
+        "skipped": doc["results"]["summary"]["skipped"] + 1}
+    assert doc["extra"]["gpuconf"]["faults"] == ["gpu-unhealthy on h100-0 GPU 3", "node-cordoned on h100-1"]
+    assert "faults injected: gpu-unhealthy on h100-0 GPU 3; node-cordoned on h100-1" in (
+        out / "report.md").read_text().splitlines()[0]
+
+
+def _signoff_of(record: RunRecord, results: list[CheckResult]) -> tuple[str, str | None, str]:
+    from gpuconf.report.junit import signoff_cases
+
+    case = signoff_cases(record, results)[0]
+    return case.outcome, case.type, case.message
+
+
+ONE_PASS = [result("h100-0", "pass")]
+
+
+@pytest.mark.parametrize("record, results, expected", [
+    (run(), ONE_PASS, ("passed", None, "")),
+    (run(), [result("h100-0", "fail")], ("failure", "fail", "FAIL: 1 of 1 node(s) fail: h100-0")),
+    (run(), [result("h100-0", "degraded")], ("failure", "degraded", "DEGRADED: 1 of 1 node(s) degraded: h100-0")),
+    (run(interrupted=True), ONE_PASS, ("error", "incomplete", "INCOMPLETE: The run was stopped before it finished")),
+    (run(scope={"full": False, "narrowed": ["-m smoke"]}), ONE_PASS, ("error", "partial", "PARTIAL: ")),
+    (run(), [result("h100-0", "not-tested")], ("error", "not-tested", "NOT TESTED: Nothing was tested")),
+    (run(error="cannot reach the API server"), [], ("error", "exit status 1", "cannot reach the API server")),
+], ids=["PASS passes", "FAIL is a failure typed fail", "DEGRADED is a failure typed degraded",
+        "INCOMPLETE is an error", "PARTIAL is an error", "NOT TESTED is an error",
+        "NOT STARTED is an error typed with its exit status"])
+def test_the_sign_off_case_passes_only_for_a_pass(record, results, expected):
+    outcome, kind, message = _signoff_of(record, results)
+    assert (outcome, kind) == expected[:2] and message.startswith(expected[2]), message
+
+
+def test_every_untested_node_is_a_skipped_case_saying_why():
+    from gpuconf.report.junit import signoff_cases
+    from gpuconf.report.model import Coverage, UntestedNode
+
+    coverage = Coverage(("h100-0", "h100-1"), (UntestedNode("h100-1", "cordoned", "h100-1 is cordoned: uncordon it"),))
+    sign_off, node = signoff_cases(run(coverage=coverage), ONE_PASS)
+    assert (sign_off.outcome, sign_off.type) == ("error", "incomplete")
+    assert "1 of 2 GPU nodes tested; 1 cordoned" in sign_off.message
+    assert (node.classname, node.name, node.outcome, node.message) == (
+        "gpuconf.coverage", "h100-1", "skipped", "h100-1 is cordoned: uncordon it")
+    assert dict(node.properties) == {"gpuconf.node": "h100-1", "gpuconf.outcome": "not-tested",
+                                     "gpuconf.state": "cordoned"}
+    assert len(signoff_cases(run(coverage=Coverage(("h100-0",))), ONE_PASS)) == 1  # every node tested
+
+
+#: pytest's junit.xml of a run (its shape, family xunit1): a passing check, a DEGRADED one that says so
+#: in a property, and a failure with none (its result says DEGRADED).
+PYTEST_JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites name="pytest tests"><testsuite name="pytest"
+ errors="0" failures="2" skipped="0" tests="3" time="1.0" timestamp="2026-12-07T00:00:00" hostname="vm"><properties>
+<property name="gpuconf.coverage" value="1 of 1 GPU node tested" /></properties>
+<testcase classname="suites.test_x" name="test_ok[h100-0]" time="0.1" />
+<testcase classname="suites.test_x" name="test_slow[h100-0]" time="0.1"><properties>
+<property name="gpuconf.outcome" value="degraded" /></properties><failure message="Failed: DEGRADED: slow">x</failure>
+</testcase><testcase classname="suites.test_x.TestC" name="test_b[h100-0]" time="0.1"><failure
+ message="Failed: b is low">y</failure></testcase></testsuite></testsuites>"""
+
+
+def test_pytests_junit_is_finished_as_a_sign_off_once(tmp_path):
+    from gpuconf.report.junit import finish_junit
+
+    path = tmp_path / "junit.xml"
+    path.write_text(PYTEST_JUNIT)
+    results = [result("h100-0", "pass"),
+               CheckResult("x.slow", "h100-0", "degraded", "suites/test_x.py::test_slow[h100-0]"),
+               CheckResult("x.b", "h100-0", "degraded", "suites/test_x.py::TestC::test_b[h100-0]")]
+    assert finish_junit(path, run(faults=("gpu-lost on h100-0 GPU 3",)), results) is True
+    root = ET.parse(path).getroot()
+    suite = root.find("testsuite")
+    assert suite is not None
+    assert root.get("name") == suite.get("name") == "gpuconf simulated:healthy-h100"
+    assert [(p.get("name"), p.get("value")) for p in suite.findall("properties/property")] == [
+        ("gpuconf.verdict", "DEGRADED"), ("gpuconf.provenance", "simulated:healthy-h100"),
+        ("gpuconf.faults", "gpu-lost on h100-0 GPU 3"), ("gpuconf.coverage", "1 of 1 GPU node tested")]
+    assert [suite.get(k) for k in ("tests", "failures", "errors", "skipped")] == ["4", "3", "0", "0"]
+    cases = list(suite.iter("testcase"))
+    assert (cases[0].get("classname"), cases[0].get("name")) == ("gpuconf", "sign-off")
+    assert [(f.get("type"), f.get("message")) for f in suite.iter("failure")] == [
+        ("degraded", "DEGRADED: 1 of 1 node(s) degraded: h100-0"), ("degraded", "DEGRADED: slow"),
+        ("degraded", "DEGRADED: b is low")]
+    before = path.read_bytes()
+    assert finish_junit(path, run(), results) is False and path.read_bytes() == before  # already a sign-off's
+    path.write_text(PYTEST_JUNIT)
+    finish_junit(path, run(), results[:1])  # no result and no property says DEGRADED: a FAIL
+    assert [f.get("type") for f in ET.parse(path).iter("failure")] == ["degraded", "fail"]
+
+
+def test_a_junit_that_cannot_be_finished_is_one_line(tmp_path):
+    from gpuconf.report.junit import finish_junit
+
+    path = tmp_path / "junit.xml"
+    path.write_text("<testsuites><testsuite")
+    with pytest.raises(OSError, match=r"^gpuconf: could not add the sign-off to .*junit.xml: ") as caught:
+        finish_junit(path, run(), [])
+    assert "\n" not in str(caught.value)
 
 
 def test_an_interrupted_run_writes_what_it_collected_and_says_so(pytester: pytest.Pytester, tmp_path):

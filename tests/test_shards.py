@@ -285,11 +285,17 @@ def test_the_merged_reports_are_complete_and_valid(runs: dict[str, Any]) -> None
                                                    "manifest.json"}
     assert main(["report", "verify", str(merged)], stdout=io.StringIO(), stderr=io.StringIO()) == 0
     suite = next(iter(junitparser.JUnitXml.fromfile(str(merged / "junit.xml"))))
-    tests = json.loads((merged / "report.json").read_text())["results"]["tests"]
-    assert suite.tests == len(tests) and suite.failures == sum(t["extra"]["outcome"] in ("fail", "degraded")
-                                                               for t in tests)
+    doc = json.loads((merged / "report.json").read_text())
+    tests = doc["results"]["tests"]
+    # the checks and the sign-off, a failure as the merged verdict is FAIL (a single run's junit.xml)
+    assert suite.tests == len(tests) + 1 and suite.failures == 1 + sum(
+        t["extra"]["outcome"] in ("fail", "degraded") for t in tests)
+    assert suite.name == f"gpuconf {doc['extra']['gpuconf']['provenance']}"
     props = {p.name: p.value for p in suite.properties()}
-    assert props["gpuconf.coverage"] == "7 of 7 GPU nodes tested"
+    assert props["gpuconf.coverage"] == "7 of 7 GPU nodes tested" and props["gpuconf.verdict"] == "FAIL"
+    types = {case.name: {r.type for r in case.result} for case in suite if case.result}
+    assert types["sign-off"] == {"fail"} and {"degraded", "fail"} <= set().union(*types.values())
+    assert any(name.endswith("[h100-1]") and kinds == {"degraded"} for name, kinds in types.items())
     stream = read_stream((base / "cncf" / "results.json").read_text())
     assert stream.problems == [] and stream.package_verdict == "fail"
     drm = "TestAcceleratorDriverRuntimeManagement"
@@ -376,3 +382,34 @@ def run_suites_simulated(tmp_path: Path, *options: str) -> Any:
     return forked.run_pytest([*NO_HYPOTHESIS, "suites/test_inventory.py", "suites/test_scheduling.py", "-p",
                               "gpuconf.plugin", "--simulate", "multi-pool", "--report-dir", str(tmp_path / "r"), "-q",
                               "-p", "no:cacheprovider", *options], cwd=ROOT, timeout=300)
+
+
+def test_the_merge_keeps_a_simulated_runs_faults_and_says_its_verdict_in_junit(tmp_path: Path) -> None:
+    """A shard's report.json read back keeps the faults its profile injected; the merged junit.xml is
+    named for gpuconf and the cluster, carries the verdict, the faults and the untested node as a case."""
+    import xml.etree.ElementTree as ET
+
+    from gpuconf.report.merge import junit_document, read_run
+    from gpuconf.report.model import CheckResult, Coverage, RunRecord, UntestedNode
+    from gpuconf.report.writers import ctrf_document
+
+    coverage = Coverage(("h100-0", "h100-1"), (UntestedNode("h100-1", "missing-shard", "h100-1 is in shard 1 of 2"),))
+    record = RunRecord("simulated:broken.yaml", 1_700_000_000.0, 1_700_000_010.0, 15, coverage=coverage,
+                       faults=("gpu-lost on h100-0 GPU 3",))
+    results = [CheckResult("inventory.gpu-count", "h100-0", "pass", "suites/test_inventory.py::test_count[h100-0]")]
+    run, read = read_run(json.loads(json.dumps(ctrf_document(record, results))), source="report.json")
+    assert run.faults == ("gpu-lost on h100-0 GPU 3",) and run.provenance == "simulated:broken.yaml"
+    root = ET.fromstring(junit_document(run, read))
+    suite = root.find("testsuite")
+    assert suite is not None and suite.get("name") == root.get("name") == "gpuconf simulated:broken.yaml"
+    props = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
+    assert (props["gpuconf.verdict"], props["gpuconf.faults"]) == ("INCOMPLETE", "gpu-lost on h100-0 GPU 3")
+    cases = {(c.get("classname"), c.get("name")): c for c in suite.iter("testcase")}
+    assert cases[("gpuconf", "sign-off")].find("error") is not None
+    skipped = cases[("gpuconf.coverage", "h100-1")].find("skipped")
+    assert skipped is not None and skipped.get("message") == "h100-1 is in shard 1 of 2"
+    check = cases[("suites.test_inventory", "test_count[h100-0]")]
+    assert {p.get("name"): p.get("value") for p in check.iter("property")} == {
+        "gpuconf.check": "inventory.gpu-count", "gpuconf.node": "h100-0", "gpuconf.outcome": "pass"}
+    assert read_run({**ctrf_document(RunRecord(None, 0.0, 1.0, 0), []), "extra": {"gpuconf": {}}},
+                    source="old")[0].faults == ()  # a report from before faults were recorded

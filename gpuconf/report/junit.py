@@ -33,8 +33,8 @@ from typing import Literal
 from gpuconf.report.model import DEGRADED, FAIL, NOT_TESTED, PASS, CheckResult, Coverage, RunRecord, cluster_verdict
 
 __all__ = ["COVERAGE_CLASS", "COVERAGE_PROPERTY", "SIGN_OFF", "UNTESTED_PREFIX", "VERDICT_PROPERTY", "Case",
-           "finish_junit", "gotestsum_testsuites", "junit_coverage_properties", "run_properties", "signoff_cases",
-           "suite_name", "testsuites"]
+           "case_id", "failure_message", "failure_type", "finish_junit", "gotestsum_testsuites",
+           "junit_coverage_properties", "run_properties", "signoff_cases", "suite_name", "testsuites"]
 
 #: The testsuite properties that carry a run's coverage (issue 25): the line, and per untested node
 #: ``gpuconf.untested.<node>`` = "<state>: <reason>".
@@ -186,7 +186,7 @@ def signoff_cases(run: RunRecord, results: Sequence[CheckResult]) -> list[Case]:
     return cases
 
 
-def _junit_id(nodeid: str) -> tuple[str, str]:
+def case_id(nodeid: str) -> tuple[str, str]:
     """(classname, name) of a pytest node id as pytest's junitxml names its test case."""
     path, bracket, params = nodeid.partition("[")
     names = path.split("::")
@@ -211,7 +211,7 @@ def finish_junit(path: str | Path, run: RunRecord, results: Sequence[CheckResult
         raise OSError(f"gpuconf: could not add the sign-off to {path}: it holds no <testsuite>")
     if any((c.get("classname"), c.get("name")) == SIGN_OFF for c in suite.iter("testcase")):
         return False
-    outcomes = {_junit_id(r.nodeid): r.outcome for r in results}
+    outcomes = {case_id(r.nodeid): r.outcome for r in results}
     for case in suite.iter("testcase"):
         failure = case.find("failure")
         if failure is None:

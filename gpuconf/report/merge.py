@@ -123,7 +123,8 @@ def read_run(doc: Any, *, source: str) -> tuple[RunRecord, list[CheckResult]]:
                     meta.get("interrupted") is True, _text(meta.get("run_id")), _text(meta.get("error")),
                     Coverage.from_json(meta.get("coverage")), shard if isinstance(shard, Mapping) else None,
                     options if isinstance(options, Mapping) else {},
-                    meta["scope"] if isinstance(meta.get("scope"), Mapping) else None)
+                    meta["scope"] if isinstance(meta.get("scope"), Mapping) else None,
+                    faults=tuple(f for f in meta.get("faults") or () if isinstance(f, str)))
     return run, results
 
 
@@ -269,7 +270,8 @@ def merge_shards(shards: Sequence[Shard], *, allow_missing: bool = False) -> tup
                         "exit_status": s.run.exit_status, "verified": s.verified, "error": s.run.error}
                        for s in shards]}
     record = RunRecord(runs[0].provenance, min(r.started for r in runs), max(r.finished for r in runs), status,
-                       interrupted, run_name, error, coverage, plan, dict(shards[0].run.options))
+                       interrupted, run_name, error, coverage, plan, dict(shards[0].run.options),
+                       faults=shards[0].run.faults)
     return record, results
 
 
@@ -329,34 +331,43 @@ def _status(runs: Sequence[RunRecord], results: Sequence[CheckResult], coverage:
     return _PARTIAL if _PARTIAL in statuses else 0
 
 
-def _classname(nodeid: str) -> str:
-    path = nodeid.split("::", 1)[0]
-    return path.removesuffix(".py").replace("/", ".") or "gpuconf"
-
-
 def junit_document(run: RunRecord, results: Sequence[CheckResult]) -> bytes:
-    """The merged run's junit.xml: a testcase per result as pytest names them (classname the test
-    file's module, name the test and its node), FAIL and DEGRADED as failures, NOT TESTED skipped,
-    the coverage and the shards as testsuite properties."""
-    from gpuconf.report.junit import Case, junit_coverage_properties, testsuites
+    """The merged run's junit.xml, as a single run's (gpuconf.report.junit.finish_junit): named for
+    gpuconf and the cluster, the run's properties (its verdict first) and the shards, the sign-off and
+    untested-node cases, then a testcase per result as pytest names them, with its check, node and
+    outcome as properties: FAIL and DEGRADED as failures typed "fail" and "degraded", NOT TESTED skipped."""
+    from gpuconf.report.junit import (
+        Case,
+        case_id,
+        failure_message,
+        failure_type,
+        run_properties,
+        signoff_cases,
+        suite_name,
+        testsuites,
+    )
+    from gpuconf.report.model import cluster_verdict
     from gpuconf.report.writers import _iso
 
-    cases = []
+    cases = signoff_cases(run, results)
     for r in results:
-        name = r.nodeid.split("::", 1)[-1]
+        classname, name = case_id(r.nodeid)
         message = (r.message or "").strip()
         first = message.splitlines()[0] if message else ""
+        props = tuple((k, v) for k, v in (("gpuconf.check", r.check), ("gpuconf.node", r.node),
+                                          ("gpuconf.outcome", r.outcome)) if v is not None)
         if r.outcome in (FAIL, DEGRADED):
-            cases.append(Case(name, _classname(r.nodeid), r.duration, "failure", first, detail=message))
+            cases.append(Case(name, classname, r.duration, "failure", failure_message(r.outcome, first),
+                              failure_type(r.outcome), detail=message, properties=props))
         elif r.outcome == NOT_TESTED:
-            cases.append(Case(name, _classname(r.nodeid), r.duration, "skipped", first))
+            cases.append(Case(name, classname, r.duration, "skipped", first, properties=props))
         else:
-            cases.append(Case(name, _classname(r.nodeid), r.duration))
+            cases.append(Case(name, classname, r.duration, properties=props))
     shard = run.shard or {}
-    props = junit_coverage_properties(run.coverage) + [
+    props = run_properties(run, cluster_verdict(run, results)) + [
         ("gpuconf.shards", f"merged {len(shard.get('merged', []))} of {shard.get('count')} shards of run "
                            f"{shard.get('run')}")]
-    return testsuites("gpuconf", cases, time=run.finished - run.started, timestamp=_iso(run.started),
+    return testsuites(suite_name(run), cases, time=run.finished - run.started, timestamp=_iso(run.started),
                       properties=props)
 
 
