@@ -70,8 +70,8 @@ def test_more_shards_than_pools_leaves_shards_empty() -> None:
 def test_a_pool_is_one_whether_gfd_or_the_dra_driver_names_its_product() -> None:
     """GFD spells the product with dashes, the DRA driver's productName with spaces, a time-sliced
     node's label ends in -SHARED: one pool, as driver.version-uniform-in-pool compares them."""
-    got = partition([("a", "NVIDIA-H100-80GB-HBM3"), ("b", "NVIDIA H100 80GB HBM3"), ("c", "NVIDIA-H100-80GB-HBM3-SHARED"),
-                     ("d", "Tesla-T4"), ("e", "Tesla-T4"), ("f", "Tesla-T4"), ("g", "Tesla-T4")], 2)
+    got = partition([("a", "NVIDIA-H100-80GB-HBM3"), ("b", "NVIDIA H100 80GB HBM3"),
+                     ("c", "NVIDIA-H100-80GB-HBM3-SHARED"), *((t, "Tesla-T4") for t in "defg")], 2)
     assert got == {"a": 1, "b": 1, "c": 1, "d": 0, "e": 0, "f": 0, "g": 0}
 
 
@@ -202,13 +202,9 @@ def _failures(directory: Path) -> set[tuple[str, str, str]]:
 
 
 def _unsharded_and_shards(base: Path, profile: Path) -> dict[str, Any]:
-    """The suites against one served cluster of ``profile``: unsharded (``all``) and as shards s0..s2 of
-    run night-1, all at once."""
-    with serve(base / "serve", profile) as served:
-        return in_parallel({name: (lambda name=name, args=args: run_suites(served.kubeconfig, base / name, *args,
-                                                                             timeout=600))
-                            for name, args in [("all", ()), *[(f"s{i}", ("--shard", f"{i}/3", "--shard-run", "night-1"))
-                                                               for i in range(3)]]})
+    """The suites against one served cluster of ``profile``: unsharded (``all``), then as shards s0..s2 of
+    run night-1 side by side."""
+    return _unsharded_then_shards(base, profile, 3, ["suites/"], run="night-1")
 
 
 @pytest.fixture(scope="module")
@@ -233,8 +229,8 @@ def test_each_shard_tests_its_share_in_its_own_run(runs: dict[str, Any]) -> None
                                                       "2 of 2 GPU nodes tested"]
     assert len({s["run_id"] for s in shards}) == 3  # each its own run id, namespace and liveness mark
     assert {s["shard"]["run"] for s in shards} == {"night-1"}
-    assert all(r.returncode == 1 for r in runs["runs"].values()), {
-        k: r.stdout[-2000:] for k, r in runs["runs"].items()}
+    assert {k: r.returncode for k, r in runs["runs"].items()} == {"all": 1, "s0": 17, "s1": 1, "s2": 1}, {
+        k: r.stdout[-2000:] for k, r in runs["runs"].items()}  # s0's only fault degrades (driver-skew): 17
     log = runs["runs"]["s1"].stdout
     assert ("gpuconf: shard 1 of 3 of run night-1: 2 of the 7 selected GPU nodes; cluster-wide checks are shard 0's"
             in log)
@@ -360,6 +356,56 @@ def test_shards_that_do_not_make_one_run_are_refused(runs: dict[str, Any], tmp_p
     assert code == 2 and "no such directory" in err
 
 
+def _altered(source: Path, where: Path, change: Any) -> Path:
+    """A copy of a shard's directory with its report.json's ``extra.gpuconf`` changed by ``change``
+    (its manifest.json dropped, so the merge reads it as found)."""
+    shutil.copytree(source, where)
+    (where / "manifest.json").unlink()
+    doc = json.loads((where / "report.json").read_text())
+    change(doc["extra"]["gpuconf"])
+    (where / "report.json").write_text(json.dumps(doc))
+    return where
+
+
+def test_shards_that_selected_differently_are_refused(runs: dict[str, Any], tmp_path: Path) -> None:
+    """Shard 1 ran -m security while the others ran every suite: its nodes' lost GPU would be reported
+    nowhere, so the merge refuses, naming the difference, and writes nothing."""
+    base = runs["base"]
+    assert _gpuconf(base / "s0")["scope"]["selection"] == _gpuconf(base / "s1")["scope"]["selection"]
+    narrow = _altered(base / "s1", tmp_path / "narrow", lambda g: g["scope"]["selection"].update(markexpr="security"))
+    code, out, err = _merge(base / "s0", narrow, base / "s2", "--out", tmp_path / "refused")
+    assert code == 2 and out == "" and err == (
+        f"gpuconf report merge: shard 1 ran markexpr security, shard 0 ran no markexpr ({narrow}, {base / 's0'}): "
+        "shards that selected different checks do not merge into one sign-off; run every shard with the same "
+        "suites and options\n")
+    assert not (tmp_path / "refused").exists()
+    old = _altered(base / "s1", tmp_path / "old", lambda g: g.pop("scope"))
+    code, _, err = _merge(base / "s0", old, base / "s2", "--out", tmp_path / "mixed")
+    assert code == 2 and f"{old} (shard 1) does not record what it selected (a report from an older gpuconf)" in err
+    assert not (tmp_path / "mixed").exists()
+    olds = [_altered(base / f"s{i}", tmp_path / f"old{i}", lambda g: g.pop("scope")) for i in (0, 2)]
+    code, out, err = _merge(olds[0], old, olds[1], "--out", tmp_path / "unchecked")
+    assert code == 1 and "none of the shards records what it selected (reports from an older gpuconf)" in err, err
+
+
+def test_a_missing_shards_cluster_wide_checks_are_named_not_tested(runs: dict[str, Any], tmp_path: Path) -> None:
+    """Merged without shard 0 (--allow-missing): the cluster-wide checks it was home to are NOT TESTED,
+    "in missing shard 0", beside its nodes; none is silently absent."""
+    base = runs["base"]
+    homes = _gpuconf(base / "s1")["shard"]["homes"]
+    assert homes == _gpuconf(base / "s2")["shard"]["homes"]  # every shard records every cluster-wide check's shard
+    ran = {(t["extra"]["check"], t["name"]) for t in json.loads((base / "s0" / "report.json").read_text())[
+        "results"]["tests"] if not t["extra"]["node"]}
+    assert ran and ran == {(h["check"], test) for test, h in homes.items() if h["shard"] == 0}
+    code, out, _ = _merge(base / "s1", base / "s2", "--out", tmp_path / "partial", "--allow-missing")
+    assert code == 1 and out.endswith("; 3 in a missing shard\n"), out
+    tests = json.loads((tmp_path / "partial" / "report.json").read_text())["results"]["tests"]
+    cluster_wide = {(t["extra"]["check"], t["name"]): (t["extra"]["outcome"], t.get("message")) for t in tests
+                    if not t["extra"]["node"]}
+    assert cluster_wide == {k: ("not-tested", "in missing shard 0 of 3 (its reports were not given to the merge)")
+                            for k in ran}
+
+
 def test_a_shard_given_no_node_runs_nothing_and_exits_0(tmp_path: Path) -> None:
     result = run_suites_simulated(tmp_path, "--shard", "7/8")
     assert result.returncode == 0, result.stdout[-3000:]
@@ -382,6 +428,99 @@ def run_suites_simulated(tmp_path: Path, *options: str) -> Any:
     return forked.run_pytest([*NO_HYPOTHESIS, "suites/test_inventory.py", "suites/test_scheduling.py", "-p",
                               "gpuconf.plugin", "--simulate", "multi-pool", "--report-dir", str(tmp_path / "r"), "-q",
                               "-p", "no:cacheprovider", *options], cwd=ROOT, timeout=300)
+
+
+# --- a pool is never judged from part of itself --------------------------------------------------
+
+
+def _verdicts(directory: Path) -> dict[tuple[str, str, str], str]:
+    """Each result's outcome by (check, node, test name), the node "" for a cluster-wide check."""
+    tests = json.loads((directory / "report.json").read_text())["results"]["tests"]
+    return {(t["extra"]["check"], t["extra"]["node"] or "", t["name"]): t["extra"]["outcome"] for t in tests}
+
+
+def _unsharded_then_shards(base: Path, profile: str | Path, count: int, suites: list[str],
+                           run: str = "prop") -> dict[str, Any]:
+    """The suites against one served cluster of ``profile``: unsharded (``all``), then as ``count``
+    shards side by side (``s0``...) of run ``run``; the unsharded run first, so that no run's probes
+    hold GPUs of a node another run is about to probe (it would be NOT TESTED there, busy)."""
+    with serve(base / "serve", profile) as served:
+        runs = {"all": run_suites(served.kubeconfig, base / "all", suites=suites, timeout=600)}
+        runs.update(in_parallel({f"s{i}": (lambda i=i: run_suites(
+            served.kubeconfig, base / f"s{i}", "--shard", f"{i}/{count}", "--shard-run", run, suites=suites,
+            timeout=600)) for i in range(count)}))
+    return runs
+
+
+def _assert_merge_is_unsharded(base: Path, runs: dict[str, Any], count: int) -> tuple[int, str]:
+    given = [base / f"s{i}" for i in range(count) if (base / f"s{i}" / "report.json").exists()]
+    code, out, err = _merge(*given, "--out", base / "merged")
+    assert code != 2, err
+    whole, joined = _gpuconf(base / "all"), _gpuconf(base / "merged")
+    assert _verdicts(base / "merged") == _verdicts(base / "all"), {k: r.stdout[-1500:] for k, r in runs.items()}
+    assert joined["nodes"] == whole["nodes"] and joined["verdict"] == whole["verdict"]
+    assert (code, joined["exit_status"]) == (runs["all"].returncode, runs["all"].returncode) == (
+        whole["exit_status"], whole["exit_status"])
+    return code, out
+
+
+def test_a_pool_cut_across_shards_is_judged_whole(tmp_path: Path) -> None:
+    """healthy-h100 with driver-skew on h100-1, as 2 shards: its pool of two is one shard's, so h100-1
+    is DEGRADED against the pool's other node as unsharded (cut in two, each half passed alone: the
+    merge said PASS, exit 0), and the merge exits as the unsharded run."""
+    text = (ROOT / "gpuconf" / "data" / "sim_profiles" / "healthy-h100.yaml").read_text()
+    profile = tmp_path / "skew.yaml"
+    profile.write_text(text.replace("faults: []", "faults:\n  - {id: driver-skew, pool: h100, node: 1}"))
+    runs = _unsharded_then_shards(tmp_path, profile, 2, ["suites/test_inventory.py"])
+    code, out = _assert_merge_is_unsharded(tmp_path, runs, 2)
+    assert _gpuconf(tmp_path / "merged")["nodes"] == {"h100-0": "pass", "h100-1": "degraded"}
+    assert out.endswith(": DEGRADED; 2 of 2 GPU nodes tested\n"), out
+    skew = {k: v for k, v in _verdicts(tmp_path / "merged").items() if k[0] == "driver.version-uniform-in-pool"}
+    assert sorted(skew.values()) == ["degraded", "pass"]
+    assert _gpuconf(tmp_path / "s0")["shard"]["assignment"] == {"h100-0": 0, "h100-1": 0}
+    # Shard 1 was given no node and no cluster-wide check: merged without it, nothing is missing.
+    code, out, err = _merge(tmp_path / "s0", "--out", tmp_path / "alone")
+    assert (code, err) == (runs["all"].returncode, "") and "merged 1 of 2 shards" in out, (out, err)
+    alone = _gpuconf(tmp_path / "alone")["shard"]
+    assert alone["idle"] == [1] and alone["missing"] == []
+
+
+#: Pools a random fleet is made of (gpuconf/sim/profile.py's pool fields), and node faults the
+#: inventory and smoke suites catch.
+_LEGACY = {"driver": "580.159.03", "toolkit": {"version": "1.19.1", "mode": "legacy"}}
+POOLS = {"h100": {"gpu": "H100", "gpus_per_node": 8, **_LEGACY}, "l40s": {"gpu": "L40S", "gpus_per_node": 4, **_LEGACY},
+         "a100": {"gpu": "A100-SXM4-80GB", "gpus_per_node": 8, **_LEGACY}}
+PROPERTY_FAULTS = ["driver-skew", "gpu-lost", "uvm-missing", "plugin-not-registered", "node-cordoned"]
+
+
+@st.composite
+def fleets(draw: st.DrawFn) -> tuple[dict[str, Any], int]:
+    """A profile of 1-3 pools of 1-3 nodes, 0-2 faults on random nodes, and a shard count of 1-5."""
+    names = draw(st.lists(st.sampled_from(sorted(POOLS)), min_size=1, max_size=3, unique=True))
+    counts = {name: draw(st.integers(1, 3)) for name in names}
+    faults = draw(st.lists(st.tuples(st.sampled_from(PROPERTY_FAULTS), st.sampled_from(names), st.integers(0, 2)),
+                           max_size=2, unique_by=lambda f: (f[1], f[2] % counts[f[1]])))
+    profile = {"schema": 1, "name": "prop", "description": "a random fleet (tests/test_shards.py)",
+               "kubernetes": "1.34", "operator": {"present": True},
+               "runtime_classes": [{"name": "nvidia", "handler": "nvidia"}],
+               "pools": [{"name": n, "count": counts[n], **POOLS[n]} for n in names],
+               "faults": [{"id": f, "pool": p, "node": i % counts[p]} for f, p, i in faults]}
+    return profile, draw(st.integers(1, 5))
+
+
+@settings(max_examples=5, deadline=None, derandomize=True)
+@given(fleets())
+def test_the_merge_of_the_shards_is_the_unsharded_run(tmp_path_factory: pytest.TempPathFactory,
+                                                      example: tuple[dict[str, Any], int]) -> None:
+    """Random multi-pool fleets, random catalog faults, 1-5 shards: the merged verdicts, per node and
+    check, the cluster verdict and the exit status are the unsharded run's."""
+    import yaml
+
+    profile, count = example
+    base = tmp_path_factory.mktemp("prop")
+    (base / "prop.yaml").write_text(yaml.safe_dump(profile, sort_keys=False))
+    runs = _unsharded_then_shards(base, base / "prop.yaml", count, ["suites/test_inventory.py", "suites/test_smoke.py"])
+    _assert_merge_is_unsharded(base, runs, count)
 
 
 def test_the_merge_keeps_a_simulated_runs_faults_and_says_its_verdict_in_junit(tmp_path: Path) -> None:

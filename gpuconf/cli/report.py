@@ -80,16 +80,18 @@ def add_report_parser(sub: Any) -> None:
         description="Merge the report directories of a sharded run (each shard run with --shard I/N, e.g. the pods "
         "of manifests/runner/job-sharded.yaml) into one sign-off in --out: report.json, report.md, report.html, "
         "junit.xml and manifest.json, and the CNCF evidence with --cncf-evidence. Refused with one line (exit 2, "
-        "nothing written): a directory that is not a shard's, shards of different runs, clusters or node lists, a "
-        "shard given twice, a shard that no longer matches its manifest.json, and a missing shard unless "
-        "--allow-missing (its nodes are then NOT TESTED, in a missing shard). Exit 0 when the merged sign-off "
-        "passes, 1 when it does not (FAIL, DEGRADED, INCOMPLETE, NOT TESTED: the reports say why), 2 on bad input.")
+        "nothing written): a directory that is not a shard's, shards of different runs, clusters or node lists, "
+        "shards that selected differently (other suites, -m, -k, tiers or judgement options), a shard given twice, a "
+        "shard that no longer matches its manifest.json, and a missing shard unless --allow-missing (its nodes and "
+        "the cluster-wide checks it was home to are then NOT TESTED, in a missing shard). Exits as the suite would "
+        "have: 0 PASS, 1 FAIL, 17 DEGRADED, 15 INCOMPLETE, 18 PARTIAL; 2 on bad input.")
     m.add_argument("shards", metavar="DIR", nargs="+", help="a shard's report directory (its --report-dir)")
     m.add_argument("--out", metavar="DIR", required=True, help="where the merged reports go (new or empty)")
     m.add_argument("--cncf-evidence", metavar="DIR", default=None,
                    help="also write the merged CNCF AI conformance evidence into DIR (as a run's --cncf-evidence)")
     m.add_argument("--allow-missing", action="store_true",
-                   help="merge although some shards are missing: their nodes count as not tested")
+                   help="merge although some shards are missing: their nodes and the cluster-wide checks they "
+                   "were home to count as not tested")
     m.set_defaults(func=_cmd_merge)
 
 
@@ -146,8 +148,8 @@ def _empty_or_new(path: str, what: str) -> None:
 def _cmd_merge(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from pathlib import Path
 
-    from gpuconf.report.merge import load_shard, merge_shards, write_merged
-    from gpuconf.report.model import PASS, cluster_verdict
+    from gpuconf.report.merge import load_shard, merge_shards, selection_warning, write_merged
+    from gpuconf.report.model import cluster_verdict
 
     _empty_or_new(args.out, "--out")
     if args.cncf_evidence:
@@ -172,4 +174,6 @@ def _cmd_merge(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     unverified = [str(s.directory) for s in shards if not s.verified]
     if unverified:
         stderr.write(f"gpuconf: no manifest.json to check in {', '.join(unverified)}: merged as found\n")
-    return EXIT_OK if verdict == PASS else EXIT_REJECTED
+    if (warning := selection_warning(shards)) is not None:
+        stderr.write(f"gpuconf: {warning}\n")
+    return run.exit_status  # the merged run's, as the suite's exit status table (0, 1, 15, 17, 18)

@@ -38,11 +38,11 @@ from gpuconf.report.model import (
 
 __all__ = ["Shard", "load_shard", "merge_shards", "read_run", "write_merged"]
 
-#: pytest's exit statuses a merged run takes from its shards: a failure first, then an interrupted
-#: shard, then any other (10-14, 16: a shard could not start), then 17 (degraded, nothing failed; a
-#: shard of a gpuconf that ended such a run with 1 is caught as a failure), then 15 (nodes not
-#: tested), then 18 (the shards' selection narrower than the sign-off's scope).
-_FAILED, _INTERRUPTED, _UNTESTED, _DEGRADED, _PARTIAL = 1, 2, 15, 17, 18
+#: The merged run's exit statuses, as the suite's (docs/exit-statuses.md): 1 a check failed (or a shard
+#: of a gpuconf that ended a degraded run with 1 says so), else 17 degraded, else 15 when nodes went
+#: untested, a shard was interrupted or could not start (10-14, 16: its nodes are not tested), else 18
+#: when the shards selected less than the sign-off's scope, else 0.
+_FAILED, _UNTESTED, _DEGRADED, _PARTIAL = 1, 15, 17, 18
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def read_run(doc: Any, *, source: str) -> tuple[RunRecord, list[CheckResult]]:
                     meta.get("interrupted") is True, _text(meta.get("run_id")), _text(meta.get("error")),
                     Coverage.from_json(meta.get("coverage")), shard if isinstance(shard, Mapping) else None,
                     options if isinstance(options, Mapping) else {},
-                    meta["scope"] if isinstance(meta.get("scope"), Mapping) else None,
+                    scope=meta["scope"] if isinstance(meta.get("scope"), Mapping) else None,
                     faults=tuple(f for f in meta.get("faults") or () if isinstance(f, str)))
     return run, results
 
@@ -246,7 +246,8 @@ def merge_shards(shards: Sequence[Shard], *, allow_missing: bool = False) -> tup
     count = shards[0].count
     planned = next((s for s in shards if s.assignment is not None), None)
     given = {s.index for s in shards}
-    missing = [i for i in range(count) if i not in given]
+    idle = _idle(planned, [i for i in range(count) if i not in given])
+    missing = [i for i in range(count) if i not in given and i not in idle]
     if missing and not allow_missing:
         names = ", ".join(str(i) for i in missing)
         nodes = "" if planned is None or planned.assignment is None else (
@@ -264,15 +265,38 @@ def merge_shards(shards: Sequence[Shard], *, allow_missing: bool = False) -> tup
     error = errors[0].run.error if len(errors) == len(shards) else None
     interrupted = any(r.interrupted for r in runs)
     status = _status(runs, results, coverage)
-    plan = {"merged": [s.index for s in shards], "count": count, "run": run_name, "missing": missing,
+    plan = {"merged": [s.index for s in shards], "count": count, "run": run_name, "missing": missing, "idle": idle,
             "fingerprint": planned.plan.get("fingerprint") if planned is not None else None,
             "shards": [{"index": s.index, "directory": str(s.directory), "run_id": s.run.run_id,
                         "exit_status": s.run.exit_status, "verified": s.verified, "error": s.run.error}
                        for s in shards]}
     record = RunRecord(runs[0].provenance, min(r.started for r in runs), max(r.finished for r in runs), status,
                        interrupted, run_name, error, coverage, plan, dict(shards[0].run.options),
-                       faults=shards[0].run.faults)
+                       faults=shards[0].run.faults,
+                       scope=_scope(runs))
     return record, results
+
+
+def _scope(runs: Sequence[RunRecord]) -> dict[str, Any] | None:
+    """The merged run's scope: the shards' selection (one, or the merge refused them), full only when
+    every shard's was (a shard stopped by -x narrows the whole run); None when no shard records one."""
+    scopes = [r.scope for r in runs if r.scope is not None]
+    if not scopes:
+        return None
+    narrowed = list(dict.fromkeys(str(why) for s in scopes for why in s.get("narrowed") or ()))
+    return {**scopes[0], "full": all(s.get("full") is not False for s in scopes), "narrowed": narrowed}
+
+
+def _idle(planned: Shard | None, absent: Sequence[int]) -> list[int]:
+    """The absent shards the plan gave nothing: no GPU node and no cluster-wide check (its ``homes``,
+    recorded by every shard). Such a shard tested nothing, so a merge without it misses nothing (a
+    shard left with nothing to test may write no report)."""
+    homes = planned.plan.get("homes") if planned is not None else None
+    if planned is None or planned.assignment is None or not isinstance(homes, Mapping):
+        return []
+    busy = {int(v) for v in planned.assignment.values()} | {
+        h.get("shard") for h in homes.values() if isinstance(h, Mapping)}
+    return [i for i in absent if i not in busy]
 
 
 def _absent_homes(shards: Sequence[Shard], missing: Sequence[int], count: int) -> list[CheckResult]:
@@ -319,14 +343,10 @@ def _status(runs: Sequence[RunRecord], results: Sequence[CheckResult], coverage:
     statuses = [r.exit_status for r in runs]
     if _FAILED in statuses or any(r.outcome == FAIL for r in results):
         return _FAILED
-    if any(r.interrupted for r in runs):
-        return _INTERRUPTED
-    other = [s for s in statuses if s not in (0, _UNTESTED, _DEGRADED, _PARTIAL)]
-    if other:
-        return other[0]
     if any(r.outcome == DEGRADED for r in results):
         return _DEGRADED
-    if (coverage is not None and coverage.missing()) or _UNTESTED in statuses:
+    if any(r.interrupted for r in runs) or any(s not in (0, _PARTIAL) for s in statuses) or (
+            coverage is not None and coverage.missing()):
         return _UNTESTED
     return _PARTIAL if _PARTIAL in statuses else 0
 
