@@ -215,15 +215,20 @@ class ReportCollector:
             sys.stderr.write(f"{exc}\n")
 
     def _intended(self) -> str | None:
-        simulate, kubeconfig = self.config.getoption("--simulate"), self.config.getoption("--kubeconfig")
-        return f"simulated:{simulate}" if simulate else f"kubeconfig:{kubeconfig}" if kubeconfig else None
+        from gpuconf.kit.state import cluster_source
+
+        source = cluster_source(self.config)
+        context = self.config.getoption("--context")
+        if source is None or source.provenance.startswith("simulated:"):
+            return source.provenance if source is not None else None
+        return source.provenance + (f"@{context}" if context else "")
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         """Write the reports, also after Ctrl-C (exit status 2): what was collected so far, marked interrupted."""
         import time
 
-        from gpuconf.report.model import RunRecord, from_test_report
+        from gpuconf.report.model import RunRecord, from_test_report, resolve_blocked
         from gpuconf.report.writers import write_reports
 
         state = self.config.stash.get(SESSION, None)
@@ -238,6 +243,7 @@ class ReportCollector:
             exitstatus = pytest.ExitCode.OK  # a shard the partition gave no node: nothing of its own to test
         by_nodeid = {nodeid: from_test_report(nodeid, t["outcome"], t["duration"], t["properties"], t["longrepr"])
                      for nodeid, t in self.tests.items()}
+        by_nodeid = dict(zip(by_nodeid, resolve_blocked(list(by_nodeid.values())), strict=True))
         results = list(by_nodeid.values())
         scope = self._scope()
         exitstatus = verdict_exit_status(RunRecord(
@@ -284,15 +290,28 @@ def verdict_exit_status(run: RunRecord, results: list[Any], exitstatus: int) -> 
 
 
 def configure_reports(config: pytest.Config) -> None:
-    """Reports are written for runs against a cluster, or wherever --report-dir says; JUnit comes from
-    pytest itself (--junitxml), pointed at <report-dir>/junit.xml unless the user gave one."""
+    """Reports are written for runs against a cluster, or wherever --report-dir says: without it into
+    the run's own directory under reports/, which reports/latest then points at (gpuconf.plugin.rundir,
+    which also keeps a run of no suite check, or a --collect-only preview, from writing any). JUnit
+    comes from pytest itself (--junitxml), pointed at junit.xml in that directory unless the user gave one."""
+    from gpuconf.kit.state import cluster_source
+    from gpuconf.plugin.rundir import ReportPlace, reserve_run_directory
+
     given = config.getoption("--report-dir")
-    if not (given or config.getoption("--simulate") or config.getoption("--kubeconfig")
-            or config.getoption("--cncf-evidence")):
+    if not (given or cluster_source(config) is not None or config.getoption("--cncf-evidence")):
         return
     if hasattr(config, "workerinput"):  # an xdist worker: the controller writes the reports
         return
-    directory = Path(config.invocation_params.dir, given or "reports")
-    config.pluginmanager.register(ReportCollector(config, directory), "gpuconf-reports")
-    if not getattr(config.option, "xmlpath", None):
-        config.option.xmlpath = str(directory / "junit.xml")
+    base = None if given else Path(config.invocation_params.dir, "reports")
+    made_base = base is not None and not base.exists()
+    try:
+        directory = reserve_run_directory(base) if base is not None else Path(config.invocation_params.dir, given)
+    except OSError as exc:
+        raise pytest.UsageError(f"cannot make the run's report directory under {base}: {exc}") from exc
+    collector = ReportCollector(config, directory)
+    junit = not getattr(config.option, "xmlpath", None)
+    if junit:
+        config.option.xmlpath = str(collector.report_dir / "junit.xml")
+    config.pluginmanager.register(ReportPlace(config, collector, base, junit=junit, made_base=made_base),
+                                  "gpuconf-report-place")
+    config.pluginmanager.register(collector, "gpuconf-reports")

@@ -77,7 +77,14 @@ def _module(nodeid: str) -> str:
 
 
 def _is_suite(item: pytest.Item) -> bool:
-    return Path(str(item.path)).resolve().parent == _suites_dir()
+    """A test of a gpuconf suite: a module of suites/ (or a copy of one in a directory named suites)."""
+    path = Path(str(item.path))
+    return path.parent.name == "suites" and path.stem in _suite_names()
+
+
+@functools.cache
+def _suite_names() -> frozenset[str]:
+    return frozenset(suite_modules())
 
 
 def tiers(config: pytest.Config) -> list[str]:

@@ -13,7 +13,8 @@ __all__ = ["BLOCKED", "BUSY", "CLUSTER", "CORDONED", "COULD_NOT_RUN", "CheckResu
            "NOT_SELECTED", "NOT_STARTED", "NOT_TESTED", "NOT_TESTED_KINDS", "OUTCOMES", "PARTIAL", "PASS", "Record",
            "RunRecord", "SERIES_PREFIX", "STATE_WORDS", "Series", "TAINTED", "UNKNOWN_HARDWARE", "UNPLACEABLE",
            "UNTESTED_STATES", "UntestedNode", "cluster_verdict", "format_metric", "from_test_report", "node_verdicts",
-           "not_tested_kind", "parse_metrics", "parse_series", "remediation", "result_remediation", "worst"]
+           "not_tested_kind", "parse_metrics", "parse_series", "remediation", "resolve_blocked", "result_remediation",
+           "worst"]
 
 from gpuconf.outcomes import (  # one vocabulary (gpuconf.outcomes), re-exported for the report readers
     BLOCKED,
@@ -299,6 +300,25 @@ class CheckResult:
     @property
     def node_key(self) -> str:
         return self.node or CLUSTER
+
+
+def resolve_blocked(results: Sequence[CheckResult]) -> list[CheckResult]:
+    """A NOT TESTED "blocked" result whose owner (record.blocked_by) did not fail on its node is not
+    blocked by a failure: it takes the owner's own NOT TESTED kind and state there (a node that took no
+    probes: node unavailable), else could-not-run. One root cause, one failure: "blocked" is said only
+    where the failure it names is in the run."""
+    from dataclasses import replace
+
+    by_key = {(r.check, r.node): r for r in results}
+    out = []
+    for r in results:
+        owner = by_key.get((r.record.blocked_by, r.node)) if r.kind == BLOCKED else None
+        if r.kind == BLOCKED and (owner is None or owner.outcome not in (FAIL, DEGRADED)):
+            kind, state = ((owner.kind, owner.record.state) if owner is not None and owner.outcome == NOT_TESTED
+                           and owner.kind != BLOCKED else (COULD_NOT_RUN, None))
+            r = replace(r, record=replace(r.record, kind=kind, state=state or r.record.state))
+        out.append(r)
+    return out
 
 
 def worst(outcomes: Iterable[str]) -> str:

@@ -1,0 +1,208 @@
+"""The sign-off contract: for each shape a run can take, the exit status, the terminal's closing
+block, report.json's verdict, junit.xml's, report.md's and report.html's headline and the node labels
+all say the same thing, and never more than the run saw (issue 36).
+
+Each shape is a whole run as a user makes it (a subprocess of `python -m pytest`, forked: tests/
+forked.py) against a simulated cluster; the sharded shapes are in tests/test_shards.py, which pins
+the merge's verdicts against the unsharded run's with the same `signoff_views` reader.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from serving import pytest_subprocess
+
+pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.xdist_group("signoff-contract")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Patches the simulated cluster's nodes before the run (SIGNOFF_BEFORE) and dumps them after the
+#: sign-off (nodes.json): the node labels a run leaves are part of the contract.
+RECORDER = '''
+import json, os
+import pytest
+from gpuconf.kit.state import SESSION
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    state = session.config.stash[SESSION]
+    if state.sim is not None:
+        for name, patch in json.loads(os.environ.get("SIGNOFF_BEFORE", "{}")).items():
+            state.sim.server.store.patch("nodes", name, patch)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_unconfigure(config):
+    state = config.stash[SESSION]
+    if state.sim is not None:
+        nodes = {n["metadata"]["name"]: n for n in state.sim.server.store.list("nodes").items}
+        with open("nodes.json", "w") as out:
+            json.dump(nodes, out)
+'''
+
+
+@dataclass(frozen=True)
+class Views:
+    """What each view of one run says."""
+
+    exit_status: int
+    terminal: str | None  # the closing block's verdict word
+    terminal_exit: int | None  # the closing block's "exit status N"
+    last_line: str
+    json_verdict: str | None
+    json_exit: int | None
+    junit: str | None  # the testsuite property gpuconf.verdict
+    md: str | None  # report.md's bold verdict word
+    html: str | None  # report.html's verdict word
+    md_headline: str | None
+    html_headline: str | None
+    labels: dict[str, str | None]  # gpuconf.io/verdict by node (None: unlabelled)
+
+
+_WORD = {"pass": "PASS", "fail": "FAIL", "degraded": "DEGRADED", "incomplete": "INCOMPLETE", "partial": "PARTIAL",
+         "not-tested": "NOT TESTED", "not-started": "NOT STARTED"}
+
+
+def signoff_views(exit_status: int, output: str, report_dir: Path, nodes: dict[str, Any] | None = None) -> Views:
+    """Read every view of a run's sign-off (terminal output, reports, node objects)."""
+    block = output.split("gpuconf sign-off", 1)[1] if "gpuconf sign-off" in output else ""
+    verdict = re.search(r"^gpuconf: ([A-Z][A-Z ]+): ", block, re.M)
+    status = re.search(r"^gpuconf: exit status (\d+): ", block, re.M)
+    doc = json.loads((report_dir / "report.json").read_text()) if (report_dir / "report.json").exists() else {}
+    meta = (doc.get("extra") or {}).get("gpuconf") or {}
+    junit = None
+    if (report_dir / "junit.xml").exists():
+        root = ET.parse(report_dir / "junit.xml").getroot()
+        junit = next((p.get("value") for p in root.iter("property") if p.get("name") == "gpuconf.verdict"), None)
+    md = (report_dir / "report.md").read_text() if (report_dir / "report.md").exists() else ""
+    md_match = re.search(r"^\*\*([A-Z ]+)\*\*: (.*)$", md, re.M)
+    html = (report_dir / "report.html").read_text() if (report_dir / "report.html").exists() else ""
+    html_word = re.search(r'<div class="word">([^<]+)</div>', html)
+    html_headline = re.search(r'<div class="headline">([^<]*)</div>', html)
+    labels = {name: ((n["metadata"].get("labels") or {}).get("gpuconf.io/verdict"))
+              for name, n in (nodes or {}).items()}
+    lines = [line for line in output.splitlines() if line.strip()]
+    return Views(exit_status, verdict.group(1) if verdict else None, int(status.group(1)) if status else None,
+                 lines[-1] if lines else "", _WORD.get(meta.get("verdict", ""), meta.get("verdict")),
+                 meta.get("exit_status"), junit, md_match.group(1) if md_match else None,
+                 html_word.group(1) if html_word else None, md_match.group(2) if md_match else None,
+                 _unescape(html_headline.group(1)) if html_headline else None, labels)
+
+
+def _unescape(text: str) -> str:
+    import html
+
+    return html.unescape(text)
+
+
+def assert_agree(views: Views, word: str, status: int) -> None:
+    """Every view says ``word`` and the run exits ``status``; the terminal's last line is the exit
+    status with its meaning, and the headlines are one text."""
+    assert views.exit_status == status, views
+    assert (views.terminal, views.json_verdict, views.junit, views.md, views.html) == (word,) * 5, views
+    assert views.terminal_exit == views.json_exit == status, views
+    assert views.last_line.startswith(f"gpuconf: exit status {status}: "), views.last_line
+    assert views.md_headline == views.html_headline, views
+
+
+def _profile(where: Path, faults: str) -> Path:
+    text = (ROOT / "gpuconf" / "data" / "sim_profiles" / "healthy-h100.yaml").read_text()
+    assert "\nfaults: []\n" in text
+    path = where / "profile.yaml"
+    path.write_text(text.replace("\nfaults: []\n", f"\nfaults: {faults}\n"))
+    return path
+
+
+def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, profile: str | Path, *args: str,
+        before: dict[str, Any] | None = None) -> tuple[Views, pytest.RunResult]:
+    """Every suite (copied as suites/, so the run's scope is the whole default set) against ``profile``."""
+    shutil.copytree(ROOT / "suites", pytester.path / "suites", ignore=shutil.ignore_patterns("__pycache__"))
+    pytester.makeini("[pytest]\njunit_family = xunit1\naddopts = -ra\n")  # as the project's pyproject.toml
+    pytester.makeconftest(RECORDER)
+    monkeypatch.setenv("SIGNOFF_BEFORE", json.dumps(before or {}))
+    reports = pytester.path / "reports"
+    result = pytest_subprocess(pytester, "suites", "-p", "gpuconf.plugin", "--simulate", str(profile),
+                               "--report-dir", str(reports), "-p", "no:cacheprovider", *args)
+    nodes_file = pytester.path / "nodes.json"
+    nodes = json.loads(nodes_file.read_text()) if nodes_file.exists() else None
+    output = result.stdout.str() + "\n" + result.stderr.str()
+    return signoff_views(result.ret, output, reports, nodes), result
+
+
+def test_a_healthy_full_run_is_a_pass_everywhere(pytester, monkeypatch):
+    views, _ = run(pytester, monkeypatch, "healthy-h100", "--label-nodes")
+    assert_agree(views, "PASS", 0)
+    assert views.md_headline.endswith("they can be handed over")
+    assert views.labels == {"h100-0": "pass", "h100-1": "pass"}
+
+
+def test_a_failure_is_a_fail_everywhere(pytester, monkeypatch):
+    views, result = run(pytester, monkeypatch, _profile(pytester.path, "[{id: gpu-lost, pool: h100, node: 0, gpu: 3}]"),
+                        "--label-nodes")
+    assert_agree(views, "FAIL", 1)
+    result.stdout.re_match_lines([r"gpuconf:   FAIL h100-0 inventory\.gpu-count-matches-expected: .*"])
+    assert views.labels == {"h100-0": "fail", "h100-1": "pass"}
+
+
+def test_degraded_only_is_told_from_a_failure(pytester, monkeypatch):
+    views, result = run(pytester, monkeypatch, _profile(pytester.path, "[{id: driver-skew, pool: h100, node: 1}]"),
+                        "--label-nodes")
+    assert_agree(views, "DEGRADED", 17)
+    result.stdout.re_match_lines([r"gpuconf:   DEGRADED h100-1 driver\.version-uniform-in-pool: .*",
+                                  r"gpuconf: exit status 17: nothing failed, but something works below .*"])
+    assert views.labels == {"h100-0": "pass", "h100-1": "degraded"}
+
+
+def test_a_cordoned_node_leaves_the_run_incomplete(pytester, monkeypatch):
+    views, result = run(pytester, monkeypatch, _profile(pytester.path, "[{id: node-cordoned, pool: h100, node: 1}]"),
+                        "--label-nodes")
+    assert_agree(views, "INCOMPLETE", 15)
+    result.stdout.re_match_lines([r"gpuconf: 1 of 2 GPU nodes tested; 1 cordoned",
+                                  r"gpuconf:   h100-1 not tested: h100-1 is cordoned .*"])
+    # the skip lines fold the node's probe checks into one, naming it
+    result.stdout.re_match_lines([r"SKIPPED \[\d+\] every probe check on h100-1: h100-1 is cordoned .*"])
+    assert views.labels["h100-0"] == "pass" and views.labels["h100-1"] != "pass"
+
+
+@pytest.mark.parametrize("selection, narrowed", [
+    (("-m", "smoke"), r"-m 'smoke' deselected \d+ of \d+ checks"),
+    (("-k", "vector_add"), r"-k 'vector_add' deselected \d+ of \d+ checks"),
+], ids=["-m smoke", "-k"])
+def test_a_narrowed_run_is_partial_and_signs_nothing_off(pytester, monkeypatch, selection, narrowed):
+    views, result = run(pytester, monkeypatch, "healthy-h100", "--label-nodes", *selection)
+    assert_agree(views, "PARTIAL", 18)
+    assert views.md_headline.startswith("Not a sign-off: the run selected part of the sign-off's scope")
+    assert "handed over" not in views.md_headline
+    result.stdout.re_match_lines([r"gpuconf: not labelled: h100-0, h100-1: a partial run .*",
+                                  rf"gpuconf: scope: {narrowed}"])
+    assert views.labels == {"h100-0": None, "h100-1": None}
+    doc = json.loads((pytester.path / "reports" / "report.json").read_text())
+    scope = doc["extra"]["gpuconf"]["scope"]
+    assert scope["full"] is False and re.fullmatch(narrowed, scope["narrowed"][0])
+
+
+def test_a_partial_run_labels_the_nodes_it_saw_fail(pytester, monkeypatch):
+    views, _ = run(pytester, monkeypatch, _profile(pytester.path, "[{id: gpu-lost, pool: h100, node: 0, gpu: 3}]"),
+                   "--label-nodes", "-m", "inventory")
+    assert_agree(views, "FAIL", 1)
+    assert views.labels == {"h100-0": "fail", "h100-1": None}
+
+
+def test_a_suite_subset_is_partial(pytester, monkeypatch):
+    shutil.copytree(ROOT / "suites", pytester.path / "suites", ignore=shutil.ignore_patterns("__pycache__"))
+    reports = pytester.path / "reports"
+    result = pytest_subprocess(pytester, "suites/test_smoke.py", "suites/test_inventory.py", "-p", "gpuconf.plugin",
+                               "--simulate", "healthy-h100", "--report-dir", str(reports), "-p", "no:cacheprovider")
+    views = signoff_views(result.ret, result.stdout.str(), reports)
+    assert_agree(views, "PARTIAL", 18)
+    result.stdout.re_match_lines([r"gpuconf: scope: 13 of 15 suites not collected: bandwidth, compat, .*"])
