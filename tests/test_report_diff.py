@@ -89,6 +89,9 @@ def test_a_new_failure_and_a_20_percent_busbw_drop_are_named_one_per_line_and_ex
         f"  PASS h100-0 {NVML} (was DEGRADED)",
         "still failing (1):",
         f"  FAIL h100-1 {SMOKE}: 1 of 8 GPUs failed the vector-add kernel",
+        "lost coverage (1 check no longer tested):",
+        "  h100-0: 1 check no longer tested",
+        f"    ABSENT {GFD} (was PASS): the new run has no result of this check on any node",
         "checks appeared (1):",
         f"  {TRANSPORT}: 2 pass",
         "checks disappeared (1):",
@@ -97,7 +100,8 @@ def test_a_new_failure_and_a_20_percent_busbw_drop_are_named_one_per_line_and_ex
         "  h100-0: DEGRADED -> FAIL",
         "metric regressions (tolerance 10%) (1):",
         f"  h100-0 {BUSBW}: busbw >= 1 GiB 365.0 -> 292.0 GB/s (-20.0%)",
-        "summary: 1 new failure, 1 fixed, 1 still failing, 1 metric regression (2 compared)",
+        "summary: 1 new failure, 1 fixed, 1 still failing, 1 metric regression (2 compared), 1 check no longer "
+        "tested",
     ]
 
 
@@ -109,7 +113,8 @@ def test_the_same_run_twice_has_nothing_to_say_and_exits_0(reports: Pair) -> Non
         "still failing (2):",
         f"  DEGRADED h100-0 {NVML}: DEGRADED: NVML slow to initialise",
         f"  FAIL h100-1 {SMOKE}: 1 of 8 GPUs failed the vector-add kernel",
-        "summary: 0 new failures, 0 fixed, 2 still failing, 0 metric regressions (2 compared)",
+        "summary: 0 new failures, 0 fixed, 2 still failing, 0 metric regressions (2 compared), 0 checks no longer "
+        "tested",
     ]
 
 
@@ -138,23 +143,26 @@ def test_a_check_that_was_not_tested_and_now_fails_is_a_new_failure(tmp_path: Pa
     new = write_json(record("b"), [result(ALLOC, "h100-0", "degraded", "DEGRADED: slow")], tmp_path / "b.json")
     status, out, _ = cli(old, new, "--fail-on", "failures")
     assert status == 1 and f"  DEGRADED h100-0 {ALLOC} (was NOT-TESTED): DEGRADED: slow" in out.splitlines()
-    status, out, _ = cli(new, old)
-    assert status == 0 and f"  NOT-TESTED h100-0 {ALLOC} (was DEGRADED)" in out.splitlines()
-    assert "no longer tested (1):" in out.splitlines()
+    status, out, _ = cli(new, old)  # the other way round, the degraded node is no longer tested: lost coverage
+    assert status == 15 and out.splitlines()[2:5] == [
+        "lost coverage (1 node untested, 1 check no longer tested):", "  h100-0: not tested (was DEGRADED)",
+        f"    NOT-TESTED {ALLOC} (was DEGRADED)"]
 
 
-def test_a_check_that_passed_and_is_now_skipped_is_no_longer_tested_with_the_reason(tmp_path: Path) -> None:
+def test_a_check_that_passed_and_is_now_skipped_is_lost_coverage_with_the_reason(tmp_path: Path) -> None:
     old = write_json(record("a"), [result(BUSBW, "h100-0", "pass", curve=CURVE)], tmp_path / "a.json")
     new = write_json(record("b"), [result(BUSBW, "h100-0", "not-tested", "not run: h100-0 has 7/8 GPUs allocatable")],
                      tmp_path / "b.json")
     status, out, _ = cli(old, new)
-    assert status == 0
+    assert status == 15
     assert out.splitlines()[2:] == [
-        "no longer tested (1):",
-        f"  NOT-TESTED h100-0 {BUSBW} (was PASS): not run: h100-0 has 7/8 GPUs allocatable",
+        "lost coverage (1 node untested, 1 check no longer tested):",
+        "  h100-0: not tested (was PASS)",
+        f"    NOT-TESTED {BUSBW} (was PASS): not run: h100-0 has 7/8 GPUs allocatable",
         "node verdicts changed (1):",
         "  h100-0: PASS -> NOT-TESTED",
-        "summary: 0 new failures, 0 fixed, 0 still failing, 0 metric regressions (0 compared)",
+        "summary: 0 new failures, 0 fixed, 0 still failing, 0 metric regressions (0 compared), 1 check no longer "
+        "tested (1 node untested)",
     ]
 
 
@@ -178,7 +186,11 @@ def test_markdown_has_a_section_per_group_for_a_job_summary(reports: Pair) -> No
     assert status == 1
     lines = out.splitlines()
     assert lines[0] == "## gpuconf report diff"
-    assert "**1 new failure, 1 fixed, 1 still failing, 1 metric regression (2 compared)**" in lines
+    assert ("**1 new failure, 1 fixed, 1 still failing, 1 metric regression (2 compared), 1 check no longer "
+            "tested**") in lines
+    assert lines[lines.index("### Lost coverage (1 check no longer tested)") + 2:][:2] == [
+        "- h100-0: 1 check no longer tested",
+        f"  - ABSENT {GFD} (was PASS): the new run has no result of this check on any node"]
     assert "### New failures (1)" in lines and "### Metric regressions (tolerance 10%) (1)" in lines
     assert f"- FAIL h100-0 {ALLOC} (was PASS): h100-0 allocatable nvidia.com/gpu is 7, capacity 8" in lines
 
@@ -188,11 +200,17 @@ def test_a_run_that_could_not_start_says_so_in_its_line(tmp_path: Path) -> None:
                        run_id="r", error="cluster unreachable:\n  connection refused")
     old = write_json(record("a"), [result(ALLOC, "h100-0", "pass")], tmp_path / "a.json")
     new = write_json(broken, [], tmp_path / "b.json")
-    status, out, _ = cli(old, new)
-    assert status == 0  # nothing newly fails: CI gates on the suite's own exit status (11) for this
+    status, out, err = cli(old, new)
+    assert status == 15  # nothing newly fails, but nothing the old run tested was tested: lost coverage
     assert out.splitlines()[1] == (f"new: {new}, run r, kubeconfig:/k, 2023-11-14T22:13:20Z, "
                                    "NOT STARTED: cluster unreachable: connection refused")
+    assert out.splitlines()[2:5] == [
+        "lost coverage (1 node untested, 1 check no longer tested):",
+        "  h100-0: not tested (was PASS): the run did not start: cluster unreachable: connection refused",
+        f"    ABSENT {ALLOC} (was PASS)"]
     assert f"  {ALLOC}: was 1 pass" in out.splitlines()
+    assert err.startswith("gpuconf report diff: warning: OLD and NEW are runs of different clusters "
+                          "(simulated:healthy-h100 vs kubeconfig:/k): ")
 
 
 def test_a_node_the_new_run_left_untested_is_named_with_its_reason(tmp_path: Path) -> None:
@@ -208,9 +226,10 @@ def test_a_node_the_new_run_left_untested_is_named_with_its_reason(tmp_path: Pat
     new = write_json(replace(record("b"), coverage=coverage), both[:1], tmp_path / "b.json")
     status, out, _ = cli(old, new)
     lines = out.splitlines()
-    assert status == 0 and lines[0] == f"old: {old}, run a, simulated:healthy-h100, 2023-11-14T22:13:20Z"
+    assert status == 15 and lines[0] == f"old: {old}, run a, simulated:healthy-h100, 2023-11-14T22:13:20Z"
     assert lines[1] == f"new: {new}, run b, simulated:healthy-h100, 2023-11-14T22:13:20Z, " + coverage.line()
-    assert f"  ABSENT h100-1 {ALLOC} (was PASS): {why}" in lines
+    assert lines[2:5] == ["lost coverage (1 node untested, 1 check no longer tested):",
+                          f"  h100-1: not tested (was PASS): {why}", f"    ABSENT {ALLOC} (was PASS)"]
     assert f"  h100-1: PASS -> NOT-TESTED ({why})" in lines
     doc = json.loads(cli(old, new, "--json")[1])
     assert doc["new"]["coverage"] == coverage.as_json() and doc["old"]["coverage"]["line"] == "2 of 2 GPU nodes tested"
@@ -223,6 +242,266 @@ def test_a_run_directory_is_read_as_its_report_json(reports: Pair) -> None:
     old, new = reports
     assert cli(old.parent, new.parent)[0] == 1
     assert load_report(old.parent).source == str(old)
+
+
+# -- lost coverage: exit 15 when it is all that is worse (issue 36) -------------------------------------
+
+WHY = "h100-1 is cordoned (spec.unschedulable): give --include-cordoned to test it"
+BOTH = ("h100-0", "h100-1")
+
+
+def covered(run_id: str, *untested: tuple[str, str]) -> RunRecord:
+    """A run of both nodes whose coverage leaves ``untested`` (node, reason) out, as cordoned."""
+    from dataclasses import replace
+
+    from gpuconf.report.model import CORDONED, Coverage, UntestedNode
+
+    left_out = tuple(UntestedNode(node, CORDONED, why) for node, why in untested)
+    return replace(record(run_id), coverage=Coverage(BOTH, left_out))
+
+
+def healthy_pair() -> list[CheckResult]:
+    return [result(check, node, "pass") for node in BOTH for check in (ALLOC, GFD, SMOKE)]
+
+
+def test_a_node_tested_before_and_not_tested_now_is_lost_coverage_and_exits_15(tmp_path: Path) -> None:
+    """The cordoned-node run: h100-1 PASS -> NOT-TESTED, its checks NOT TESTED with the coverage's reason
+    or not run at all; each named under the node, which carries the new run's reason once."""
+    new_results = healthy_pair()[:3] + [result(ALLOC, "h100-1", "not-tested", WHY),
+                                        result(GFD, "h100-1", "not-tested", WHY)]
+    old = write_json(covered("a"), healthy_pair(), tmp_path / "a" / "report.json")
+    new = write_json(covered("b", ("h100-1", WHY)), new_results, tmp_path / "b" / "report.json")
+    status, out, err = cli(old, new)
+    assert (status, err) == (15, "")
+    assert out.splitlines()[2:] == [
+        "lost coverage (1 node untested, 3 checks no longer tested):",
+        f"  h100-1: not tested (was PASS): {WHY}",
+        f"    NOT-TESTED {ALLOC} (was PASS)",
+        f"    NOT-TESTED {GFD} (was PASS)",
+        f"    ABSENT {SMOKE} (was PASS)",
+        "node verdicts changed (1):",
+        f"  h100-1: PASS -> NOT-TESTED ({WHY})",
+        "summary: 0 new failures, 0 fixed, 0 still failing, 0 metric regressions (0 compared), 3 checks no longer "
+        "tested (1 node untested)",
+    ]
+    doc = json.loads(cli(old, new, "--json")[1])
+    assert doc["exit_status"] == 15 and doc["fail_on"] == ["failures", "regressions", "coverage"]
+    assert [(n["node"], n["old"], n["new"], n["untested"], n["reason"]) for n in doc["lost_coverage"]] == [
+        ("h100-1", "pass", "not-tested", True, WHY)]
+    assert [(c["check"], c["new"]) for c in doc["no_longer_tested"]] == [(ALLOC, "not-tested"), (GFD, "not-tested"),
+                                                                         (SMOKE, "absent")]
+    assert cli(new, new)[0] == 0  # the same untested node in both runs: nothing lost
+
+
+def test_a_check_no_longer_tested_on_a_node_still_tested_is_lost_coverage_and_exits_15(tmp_path: Path) -> None:
+    skipped = "not run: h100-0 has 7/8 GPUs allocatable\n  the probe needs all 8"
+    old = write_json(covered("a"), [*healthy_pair(), result(BUSBW, "h100-0", "pass", curve=CURVE)],
+                     tmp_path / "a.json")
+    new = write_json(covered("b"), [*healthy_pair(), result(BUSBW, "h100-0", "not-tested", skipped)],
+                     tmp_path / "b.json")
+    status, out, _ = cli(old, new)
+    *lost, summary = out.splitlines()[2:]
+    assert (status, lost) == (15, ["lost coverage (1 check no longer tested):", "  h100-0: 1 check no longer tested",
+                                   f"    NOT-TESTED {BUSBW} (was PASS): not run: h100-0 has 7/8 GPUs allocatable"])
+    assert summary.endswith("(0 compared), 1 check no longer tested")  # h100-0 is still tested: no node untested
+
+
+def test_a_failing_check_no_longer_tested_is_lost_coverage_not_a_fix(tmp_path: Path) -> None:
+    old = write_json(covered("a"), [*healthy_pair(), result(BUSBW, "h100-0", "fail", "busbw 12 GB/s")],
+                     tmp_path / "a.json")
+    new = write_json(covered("b"), healthy_pair(), tmp_path / "b.json")
+    status, out, _ = cli(old, new)
+    assert status == 15 and "fixed (" not in out
+    assert out.splitlines()[2:5] == ["lost coverage (1 check no longer tested):", "  h100-0: 1 check no longer tested",
+                                     f"    ABSENT {BUSBW} (was FAIL): the new run has no result of this check on any "
+                                     "node"]
+
+
+def test_checks_a_narrower_new_run_did_not_select_are_lost_coverage_named_with_its_selection(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    smoke_only = replace(covered("b"), scope={"selection": {"markexpr": "smoke"}, "full": False, "tiers": [],
+                                              "narrowed": ["-m 'smoke' deselected 2 of 3 checks"]})
+    old = write_json(covered("a"), healthy_pair(), tmp_path / "a.json")
+    new = write_json(smoke_only, [r for r in healthy_pair() if r.check == SMOKE], tmp_path / "b.json")
+    status, out, _ = cli(old, new)
+    lines = out.splitlines()
+    assert status == 15 and lines[1].endswith(", PARTIAL: -m 'smoke' deselected 2 of 3 checks")
+    assert lines[2:5] == ["lost coverage (4 checks no longer tested):", "  h100-0: 2 checks no longer tested",
+                          f"    ABSENT {ALLOC} (was PASS): not selected by the new run (-m 'smoke' deselected 2 of 3 "
+                          "checks)"]
+
+
+@pytest.fixture
+def regressed_and_lost(tmp_path: Path) -> Pair:
+    """h100-0's allocatable check newly fails and h100-1 is newly cordoned."""
+    new_results = [result(ALLOC, "h100-0", "fail", "h100-0 allocatable nvidia.com/gpu is 7, capacity 8"),
+                   *healthy_pair()[1:3]]
+    return (write_json(covered("a"), healthy_pair(), tmp_path / "a.json"),
+            write_json(covered("b", ("h100-1", WHY)), new_results, tmp_path / "b.json"))
+
+
+def test_a_regression_with_lost_coverage_exits_1_and_prints_both(regressed_and_lost: Pair) -> None:
+    status, out, _ = cli(*regressed_and_lost)
+    assert status == 1
+    assert out.splitlines()[2:10] == [
+        "new failures (1):",
+        f"  FAIL h100-0 {ALLOC} (was PASS): h100-0 allocatable nvidia.com/gpu is 7, capacity 8",
+        "lost coverage (1 node untested, 3 checks no longer tested):",
+        f"  h100-1: not tested (was PASS): {WHY}",
+        f"    ABSENT {ALLOC} (was PASS)",
+        f"    ABSENT {GFD} (was PASS)",
+        f"    ABSENT {SMOKE} (was PASS)",
+        "node verdicts changed (2):",
+    ]
+    assert out.splitlines()[-1] == ("summary: 1 new failure, 0 fixed, 0 still failing, 0 metric regressions "
+                                    "(0 compared), 3 checks no longer tested (1 node untested)")
+
+
+@pytest.mark.parametrize(("fail_on", "expected"), [
+    pytest.param("any", 1, id="any: the new failure exits 1, lost coverage or not"),
+    pytest.param("failures", 1, id="failures: the new failure exits 1"),
+    pytest.param("coverage", 15, id="coverage: the lost node exits 15, the new failure does not gate"),
+    pytest.param("regressions", 0, id="regressions: no metric regressed, the rest does not gate"),
+    pytest.param("regressions,coverage", 15, id="regressions and coverage: the lost node exits 15"),
+    pytest.param("failures, coverage", 1, id="failures and coverage: the new failure exits 1"),
+])
+def test_fail_on_names_what_gates_and_coverage_exits_15_only_when_nothing_else_gates(
+        regressed_and_lost: Pair, fail_on: str, expected: int) -> None:
+    status, out, _ = cli(*regressed_and_lost, "--fail-on", fail_on)
+    assert status == expected and "lost coverage (1 node untested, 3 checks no longer tested):" in out.splitlines()
+
+
+def test_degraded_to_fail_is_a_new_failure_and_exits_1(tmp_path: Path) -> None:
+    old = write_json(covered("a"), [*healthy_pair(), result(NVML, "h100-0", "degraded", "DEGRADED: NVML slow")],
+                     tmp_path / "a.json")
+    new = write_json(covered("b"), [*healthy_pair(), result(NVML, "h100-0", "fail", "NVML does not initialise")],
+                     tmp_path / "b.json")
+    status, out, _ = cli(old, new)
+    assert status == 1 and out.splitlines()[2:4] == ["new failures (1):",
+                                                     f"  FAIL h100-0 {NVML} (was DEGRADED): NVML does not initialise"]
+    status, out, _ = cli(new, old)  # better, still failing: nothing gates
+    assert status == 0 and f"  DEGRADED h100-0 {NVML} (was FAIL): DEGRADED: NVML slow" in out.splitlines()
+
+
+def test_a_node_gone_from_the_new_runs_selection_is_a_verdict_change_not_lost_coverage(tmp_path: Path) -> None:
+    """A node removed from the cluster (the new run's coverage does not select it, no result names it)."""
+    from dataclasses import replace
+
+    from gpuconf.report.model import Coverage
+
+    old = write_json(covered("a"), healthy_pair(), tmp_path / "a.json")
+    new = write_json(replace(record("b"), coverage=Coverage(BOTH[:1])), healthy_pair()[:3], tmp_path / "b.json")
+    status, out, _ = cli(old, new)
+    assert status == 0 and out.splitlines()[2:] == [
+        "node verdicts changed (1):",
+        "  h100-1: PASS -> ABSENT (not among the new run's GPU nodes)",
+        "summary: 0 new failures, 0 fixed, 0 still failing, 0 metric regressions (0 compared), 0 checks no longer "
+        "tested",
+    ]
+    # a run that recorded no selection cannot tell a node gone from one left out: lost coverage
+    bare = write_json(record("c"), healthy_pair()[:3], tmp_path / "c.json")
+    assert cli(old, bare)[0] == 15
+
+
+# -- which cluster: the manifest's kube-system UID, else the provenance ----------------------------------
+
+
+def run_dir(where: Path, run_id: str, results: list[CheckResult], *, provenance: str = "kubeconfig:/k",
+            uid: str | None = None) -> Path:
+    """A run's report directory as a run leaves it: report.json and, with ``uid``, its manifest.json."""
+    from dataclasses import replace
+
+    from gpuconf.report.manifest import manifest_document, write_manifest
+
+    write_json(replace(covered(run_id), provenance=provenance), results, where / "report.json")
+    if uid is not None:
+        write_manifest(where, manifest_document(where, ["report.json"], run_id=run_id, provenance=provenance,
+                                                simulated=provenance.startswith("simulated:"), cluster_uid=uid,
+                                                started=1_700_000_000.0, finished=1_700_000_010.0, exit_status=0))
+    return where
+
+
+def test_identical_runs_of_one_cluster_exit_0_without_a_warning(tmp_path: Path) -> None:
+    old = run_dir(tmp_path / "a", "a", healthy_pair(), provenance="kubeconfig:/home/ci/kc", uid="uid-1")
+    new = run_dir(tmp_path / "b", "b", healthy_pair(), provenance="kubeconfig:/runner/kc", uid="uid-1")
+    status, out, err = cli(old, new)
+    assert (status, err) == (0, "")  # one kube-system UID: one cluster, whichever kubeconfig reached it
+    assert out.splitlines()[2:] == [
+        "summary: 0 new failures, 0 fixed, 0 still failing, 0 metric regressions (0 compared), 0 checks no longer "
+        "tested"]
+    assert json.loads(cli(old, new, "--json")[1])["different_clusters"] is None
+
+
+def test_runs_of_clusters_with_different_uids_warn_on_stderr_and_still_diff(tmp_path: Path) -> None:
+    broken = [result(ALLOC, "h100-0", "fail", "h100-0 allocatable nvidia.com/gpu is 7, capacity 8"),
+              *healthy_pair()[1:]]
+    old = run_dir(tmp_path / "a", "a", healthy_pair(), uid="4f1c0d2e-aaaa")
+    new = run_dir(tmp_path / "b", "b", broken, uid="9b7e3c11-bbbb")
+    status, out, err = cli(old, new)
+    assert status == 1 and out.splitlines()[2:4] == [
+        "new failures (1):", f"  FAIL h100-0 {ALLOC} (was PASS): h100-0 allocatable nvidia.com/gpu is 7, capacity 8"]
+    assert err == ("gpuconf report diff: warning: OLD and NEW are runs of different clusters (kube-system uid "
+                   "4f1c0d2e-aaaa vs 9b7e3c11-bbbb): compared anyway; a change listed may be the clusters' "
+                   "difference, not the new run's\n")
+    doc = json.loads(cli(old, new, "--json")[1])
+    assert doc["different_clusters"] == "kube-system uid 4f1c0d2e-aaaa vs 9b7e3c11-bbbb"
+    markdown = cli(old, new, "--markdown")[1].splitlines()
+    assert "> **Warning**: OLD and NEW are runs of different clusters (kube-system uid 4f1c0d2e-aaaa vs " \
+           "9b7e3c11-bbbb)" in markdown
+
+
+@pytest.mark.parametrize(("old", "new", "warning"), [
+    pytest.param(("kubeconfig:/k", None), ("kubeconfig:/other", None), "kubeconfig:/k vs kubeconfig:/other",
+                 id="no manifests: different provenances warn"),
+    pytest.param(("kubeconfig:/k", "uid-1"), ("kubeconfig:/other", None), "kubeconfig:/k vs kubeconfig:/other",
+                 id="one manifest: the provenances decide"),
+    pytest.param(("kubeconfig:/k", None), ("kubeconfig:/k", None), None, id="no manifests, one provenance: no warning"),
+    pytest.param(("simulated:healthy-h100", "uid-1"), ("simulated:healthy-h100", "uid-2"), None,
+                 id="two runs of one simulated profile: each has its own UID, no warning"),
+    pytest.param(("simulated:healthy-h100", "uid-1"), ("simulated:multi-pool", "uid-1"),
+                 "simulated:healthy-h100 vs simulated:multi-pool", id="simulated profiles differ: warn"),
+    pytest.param(("simulated:healthy-h100", "uid-1"), ("kubeconfig:/k", "uid-2"),
+                 "simulated:healthy-h100 vs kubeconfig:/k", id="a simulated run against a real one: warn"),
+])
+def test_without_two_real_uids_the_provenances_tell_the_clusters_apart(
+        tmp_path: Path, old: tuple[str, str | None], new: tuple[str, str | None], warning: str | None) -> None:
+    a = run_dir(tmp_path / "a", "a", healthy_pair(), provenance=old[0], uid=old[1])
+    b = run_dir(tmp_path / "b", "b", healthy_pair(), provenance=new[0], uid=new[1])
+    status, _, err = cli(a, b)
+    assert status == 0
+    assert err == ("" if warning is None else f"gpuconf report diff: warning: OLD and NEW are runs of different "
+                   f"clusters ({warning}): compared anyway; a change listed may be the clusters' difference, not the "
+                   "new run's\n")
+
+
+def test_a_manifest_of_another_run_does_not_name_the_cluster(tmp_path: Path) -> None:
+    old = run_dir(tmp_path / "a", "a", healthy_pair(), uid="uid-1")
+    new = run_dir(tmp_path / "b", "b", healthy_pair(), uid="uid-2")
+    run_dir(new, "c", healthy_pair())  # another run's report.json copied over
+    assert load_report(new).cluster_uid is None and load_report(old).cluster_uid == "uid-1"
+    assert cli(old, new) == (0, cli(old, new)[1], "")  # the provenances, both kubeconfig:/k, agree
+
+
+# -- where the runs are: a run directory, report.json, or a link such as reports/latest --------------
+
+
+def test_a_latest_link_names_the_run(tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    old = run_dir(reports / "20261207-101500-aaaa", "a", healthy_pair())
+    new = run_dir(reports / "20261208-101500-bbbb", "b", healthy_pair()[:3])
+    (reports / "latest").symlink_to(new.name)
+    for given in (reports / "latest", reports / "latest" / "report.json", reports):
+        status, out, _ = cli(old, given)
+        assert status == 15 and out.splitlines()[1].startswith(f"new: {reports / 'latest' / 'report.json'}, run b, ")
+    (reports / "latest").unlink()
+    (reports / "LATEST").write_text(f"{new.name}\n")  # where links cannot be made, the run's name in a file
+    status, out, _ = cli(old, reports)
+    assert status == 15 and out.splitlines()[1].startswith(f"new: {new / 'report.json'}, run b, ")
+    (reports / "latest").symlink_to("20261209-gone")
+    status, out, err = cli(old, reports / "latest")
+    assert (status, out) == (2, "")
+    assert err == f"gpuconf report diff: {reports / 'latest'}: a link to 20261209-gone, which does not exist\n"
 
 
 def test_the_large_message_figure_is_the_mean_above_1_gib_else_the_largest_message() -> None:
@@ -290,18 +569,22 @@ def test_two_simulated_runs_diff_to_the_injected_fault(pytester: pytest.Pytester
                                                         "gpu: 3}\n"))
     runs: dict[str, Path] = {}
     strict = strict_expect(pytester.path)  # one unhealthy GPU FAILs the node
-    for name, simulate, expected in (("old", "healthy-h100", 0), ("new", str(faulty), 1)):
+    for name, simulate, expected in (("old", "healthy-h100", 18), ("new", str(faulty), 1)):  # 18: one suite, PARTIAL
         runs[name] = tmp_path / name
         res = pytest_subprocess(pytester, "suites/test_inventory.py", "-p", "gpuconf.plugin", "--simulate",
                                 simulate, "--report-dir", str(runs[name]), "-p", "no:cacheprovider",
                                 "--expect", str(strict))
         assert res.ret == expected, res.outlines[-20:]
     status, out, err = cli(runs["old"], runs["new"])
-    assert (status, err) == (1, "")
+    # a profile with a fault injected is another simulated cluster than the profile: compared, with a warning
+    assert status == 1 and len(err.splitlines()) == 1
+    assert err.startswith("gpuconf report diff: warning: OLD and NEW are runs of different clusters "
+                          "(simulated:healthy-h100 vs simulated:")
     lines = out.splitlines()
     groups = [line for line in lines if not line.startswith(" ")][2:]
     assert groups == ["new failures (1):", "node verdicts changed (1):",
-                      "summary: 1 new failure, 0 fixed, 0 still failing, 0 metric regressions (0 compared)"]
+                      "summary: 1 new failure, 0 fixed, 0 still failing, 0 metric regressions (0 compared), 0 checks "
+                      "no longer tested"]
     assert lines[3].startswith(f"  FAIL h100-0 {ALLOC} (was PASS): ")
     assert lines[5] == "  h100-0: PASS -> FAIL"
     assert cli(runs["new"], runs["old"])[1].splitlines()[2:4] == ["fixed (1):", f"  PASS h100-0 {ALLOC} (was FAIL)"]
@@ -376,7 +659,8 @@ def test_slower_kernels_pulls_and_starts_are_regression_lines_and_gate(tmp_path:
         f"  h100-0 {SMOKE}: kernel_ms 0.040 -> 0.052 (+30.0%)",
         f"  h100-0 {SMOKE}: pull_s 20.00 -> 26.00 (+30.0%)",
         f"  h100-0 {SMOKE}: to_running_s 30.00 -> 45.50 (+51.7%)",
-        "summary: 0 new failures, 0 fixed, 0 still failing, 3 metric regressions (6 compared)",
+        "summary: 0 new failures, 0 fixed, 0 still failing, 3 metric regressions (6 compared), 0 checks no longer "
+        "tested",
     ]
     assert cli(old, new, "--fail-on", "failures")[0] == 0
     doc = json.loads(cli(old, new, "--json")[1])
@@ -442,7 +726,7 @@ def test_a_smoke_run_records_the_figures_and_diffs_against_itself_with_nothing_r
     (suites / "test_smoke.py").write_text((ROOT / "suites" / "test_smoke.py").read_text())
     res = pytest_subprocess(pytester, "suites/test_smoke.py", "-p", "gpuconf.plugin", "--simulate", "healthy-h100",
                             "--report-dir", str(tmp_path / "run"), "-p", "no:cacheprovider")
-    assert res.ret == 0, res.outlines[-20:]
+    assert res.ret == 18, res.outlines[-20:]  # one suite of the sign-off's scope: PARTIAL
     doc = json.loads((tmp_path / "run" / "report.json").read_text())
     metrics = {t["extra"]["node"]: t["extra"]["metrics"] for t in doc["results"]["tests"]}
     assert set(metrics) == {"h100-0", "h100-1"}
@@ -453,4 +737,5 @@ def test_a_smoke_run_records_the_figures_and_diffs_against_itself_with_nothing_r
     assert 'name="gpuconf.metric.kernel_ms"' in junit
     status, out, _ = cli(tmp_path / "run", tmp_path / "run")
     assert status == 0 and out.splitlines()[-1] == (
-        "summary: 0 new failures, 0 fixed, 0 still failing, 0 metric regressions (6 compared)")
+        "summary: 0 new failures, 0 fixed, 0 still failing, 0 metric regressions (6 compared), 0 checks no longer "
+        "tested")

@@ -1,11 +1,14 @@
 """``gpuconf report diff OLD NEW``: what changed between two runs (a nightly's regression gate);
 ``gpuconf report verify DIR``: whether a report directory still holds what its run wrote.
 
-diff's exit statuses: 0 nothing newly failing and no metric regression, 1 new failures or
-regressions (as ``--fail-on`` selects), 2 bad input (a missing or unreadable file, not JSON, not a
-gpuconf report). verify's: 0 every file the manifest lists is there with its size and SHA-256 and no
-other file is, 1 a file missing, altered or unlisted (one line naming them), 2 bad input (no such
-directory, no manifest.json, not JSON, not a gpuconf manifest, a listed path outside the directory).
+diff's exit statuses: 0 nothing worse, 1 new failures or metric regressions (with lost coverage or
+without), 15 lost coverage only (a node or check the old run tested that the new one did not), each as
+``--fail-on`` selects, 2 bad input (a missing or unreadable file, not JSON, not a gpuconf report).
+Runs of different clusters are compared with one warning line on stderr.
+
+verify's: 0 every file the manifest lists is there with its size and SHA-256 and no other file is, 1 a
+file missing, altered or unlisted (one line naming them), 2 bad input (no such directory, no
+manifest.json, not JSON, not a gpuconf manifest, a listed path outside the directory).
 """
 
 from __future__ import annotations
@@ -16,13 +19,14 @@ from typing import Any, TextIO
 
 from gpuconf.errors import EXIT_OK, EXIT_REJECTED, UsageError
 from gpuconf.report.diff import (
-    FAIL_ON,
     diff_reports,
     exit_status,
+    fail_on_gates,
     load_report,
     render_json,
     render_markdown,
     render_text,
+    warning_line,
 )
 
 __all__ = ["add_report_parser"]
@@ -38,6 +42,14 @@ def _tolerance(text: str) -> float:
     return value
 
 
+def _fail_on(text: str) -> str:
+    try:
+        fail_on_gates(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--fail-on ")) from None
+    return text
+
+
 def add_report_parser(sub: Any) -> None:
     report = sub.add_parser("report", help="work with the reports a suite run writes",
                             description="Work with the reports a suite run writes: compare two runs (diff), check a "
@@ -46,20 +58,27 @@ def add_report_parser(sub: Any) -> None:
     actions = report.add_subparsers(dest="report_command", required=True, metavar="{diff,verify,merge}",
                                     parser_class=type(report))
     p = actions.add_parser(
-        "diff", help="compare two runs: new failures, fixes, node verdicts, metric regressions",
-        description="Compare two suite runs' report.json (a file, or the run directory holding it): new "
-        "failures (a check failing or degraded on a node where it passed, was not tested or did not run), "
-        "fixed ones, those still failing, checks that appeared or disappeared, node verdict changes, and "
-        "metric regressions: NCCL busbw (the mean over messages >= 1 GiB) lower, and the smoke check's "
-        "kernel_ms, pull_s and to_running_s higher, by more than the tolerance and an absolute floor "
-        "(0.01 ms, 1 s). "
-        "Exit 0 when nothing gates, 1 on new failures or regressions (see --fail-on), 2 on bad input.")
+        "diff", help="compare two runs: new failures, fixes, lost coverage, node verdicts, metric regressions",
+        description="Compare two suite runs' report.json (a file, the run directory holding it, or a report "
+        "directory whose 'latest' link names the run): new failures (a check failing or degraded on a node where "
+        "it passed, was not tested or did not run, or failing where it was degraded), fixed ones, those still "
+        "failing, lost coverage (node by node, with the new run's reason: a node the old run tested that the new "
+        "one did not, a check that ran on a node and is now not tested or absent there), checks that appeared "
+        "or disappeared, node verdict changes, and metric regressions: NCCL busbw (the mean over messages >= 1 "
+        "GiB) lower, and the smoke check's kernel_ms, pull_s and to_running_s higher, by more than the "
+        "tolerance and an absolute floor (0.01 ms, 1 s). Runs of different clusters (the kube-system UIDs in "
+        "their manifest.json, else their provenance) are compared with a warning on stderr. "
+        "Exit 0 when nothing gates, 1 on new failures or metric regressions (lost coverage or not), 15 on lost "
+        "coverage alone (see --fail-on), 2 on bad input.")
     p.add_argument("old", metavar="OLD", help="the baseline: report.json or its run directory")
-    p.add_argument("new", metavar="NEW", help="the run to judge: report.json or its run directory")
+    p.add_argument("new", metavar="NEW", help="the run to judge: report.json or its run directory (reports/latest)")
     p.add_argument("--tolerance", type=_tolerance, default=0.1, metavar="FRACTION",
                    help="how much worse a measured figure may get before it is a regression (default 0.1 = 10%%)")
-    p.add_argument("--fail-on", choices=FAIL_ON, default="any",
-                   help="what exits 1: new failures, metric regressions, or any of them (default any)")
+    p.add_argument("--fail-on", type=_fail_on, default="any", metavar="GATES",
+                   help="what gates, comma-separated: failures (new failures exit 1), regressions (metric "
+                   "regressions exit 1), coverage (lost coverage exits 15 when nothing else gates); default any, "
+                   "all three. What is not named is listed but exits 0: --fail-on failures ignores metrics and "
+                   "lost coverage")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
     fmt.add_argument("--markdown", action="store_true", help="print Markdown (for CI job summaries)")
@@ -101,6 +120,8 @@ def _cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except UsageError as exc:
         raise UsageError(f"gpuconf report diff: {exc}") from exc
     diff = diff_reports(old, new, tolerance=args.tolerance)
+    if (warning := warning_line(diff)) is not None:
+        stderr.write(warning + "\n")
     if args.json:
         stdout.write(json.dumps(render_json(diff, fail_on=args.fail_on), ensure_ascii=False) + "\n")
     elif args.markdown:
