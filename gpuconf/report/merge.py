@@ -374,15 +374,15 @@ def junit_document(run: RunRecord, results: Sequence[CheckResult]) -> bytes:
         classname, name = case_id(r.nodeid)
         message = (r.message or "").strip()
         first = message.splitlines()[0] if message else ""
-        props = tuple((k, v) for k, v in (("gpuconf.check", r.check), ("gpuconf.node", r.node),
-                                          ("gpuconf.outcome", r.outcome)) if v is not None)
+        said = tuple((k, v) for k, v in (("gpuconf.check", r.check), ("gpuconf.node", r.node),
+                                         ("gpuconf.outcome", r.outcome)) if v is not None)
         if r.outcome in (FAIL, DEGRADED):
             cases.append(Case(name, classname, r.duration, "failure", failure_message(r.outcome, first),
-                              failure_type(r.outcome), detail=message, properties=props))
+                              failure_type(r.outcome), detail=message, properties=said))
         elif r.outcome == NOT_TESTED:
-            cases.append(Case(name, classname, r.duration, "skipped", first, properties=props))
+            cases.append(Case(name, classname, r.duration, "skipped", first, properties=said))
         else:
-            cases.append(Case(name, classname, r.duration, properties=props))
+            cases.append(Case(name, classname, r.duration, properties=said))
     shard = run.shard or {}
     props = run_properties(run, cluster_verdict(run, results)) + [
         ("gpuconf.shards", f"merged {len(shard.get('merged', []))} of {shard.get('count')} shards of run "
