@@ -206,3 +206,30 @@ def test_a_suite_subset_is_partial(pytester, monkeypatch):
     views = signoff_views(result.ret, result.stdout.str(), reports)
     assert_agree(views, "PARTIAL", 18)
     result.stdout.re_match_lines([r"gpuconf: scope: 13 of 15 suites not collected: bandwidth, compat, .*"])
+
+
+def test_the_record_survives_report_json_and_the_merge_reader():
+    """What a check knows travels as data: report.json written and read back (as `report merge` and
+    `report diff` read it) gives the same record, the run's scope and the cluster's version."""
+    from gpuconf.report.merge import read_run
+    from gpuconf.report.model import CheckResult, Record, RunRecord
+    from gpuconf.report.writers import ctrf_document
+
+    results = [
+        CheckResult("expect.node-matches-pool", "h100-0", "pass", "suites/test_expect.py::t[h100-0]",
+                    record=Record("matches pool 'h100' on 3 declared fields", ("runtime.mode: not observed",))),
+        CheckResult("smoke.vector-add-every-gpu", "h100-1", "fail", "suites/test_smoke.py::t[h100-1]",
+                    message="smoke... on h100-1: CUDA could not start", record=Record(
+                        "CUDA could not start", (), ("cudaErrorUnknown (999)",), "load nvidia_uvm")),
+        CheckResult("mig.layout-matches-config", "h100-0", "not-tested", "suites/test_mig.py::t[h100-0]",
+                    record=Record("h100-0 has no GPU with MIG enabled", kind="not-applicable")),
+        CheckResult("sharing.replicas-match-config", "h100-1", "not-tested", "suites/test_sharing.py::t[h100-1]",
+                    record=Record("blocked by smoke", kind="blocked", blocked_by="smoke.vector-add-every-gpu")),
+    ]
+    scope = {"selection": {"suites": ["test_smoke"], "markexpr": "smoke"}, "full": False,
+             "narrowed": ["-m 'smoke' deselected 121 of 123 checks"], "tiers": []}
+    run = RunRecord("simulated:healthy-h100", 1.0, 2.0, 1, scope=scope, server_version="v1.34.0")
+    back_run, back = read_run(json.loads(json.dumps(ctrf_document(run, results))), source="report.json")
+    assert [r.record for r in back] == [r.record for r in results]
+    assert [r.kind for r in back] == [None, None, "not-applicable", "blocked"]
+    assert back_run.scope == scope and back_run.partial and back_run.server_version == "v1.34.0"

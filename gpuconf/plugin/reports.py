@@ -96,6 +96,12 @@ class ReportCollector:
             return None
         return scope.as_json(self.config, sum(1 for n in scope.collected if n in self.tests))
 
+    def _server_version(self) -> str | None:
+        """The cluster's Kubernetes version, read with the inventory (the CNCF evidence and a merge's)."""
+        state = self.config.stash.get(SESSION, None)
+        inventory = (state.fleet or state.inventory) if state is not None else None
+        return getattr(inventory, "server_version", None)
+
     def _options(self) -> dict[str, Any]:
         """The options the CNCF evidence depends on, as given (a merge of shards writes the same evidence)."""
         queue = self.config.getoption("--kueue-queue")
@@ -258,7 +264,7 @@ class ReportCollector:
                         interrupted=int(exitstatus) == int(pytest.ExitCode.INTERRUPTED),
                         run_id=state.run.run_id if state is not None and state.run is not None else None,
                         coverage=coverage, shard=self._shard(), options=self._options(), scope=scope,
-                        faults=simulated_faults(self.config))
+                        faults=simulated_faults(self.config), server_version=self._server_version())
         self.record = run
         self.results = results
         self._read_cluster_uid()  # before the cluster closes (at unconfigure)

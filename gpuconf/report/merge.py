@@ -4,10 +4,12 @@
 Each shard's report.json (CTRF, gpuconf's data in ``extra.gpuconf``) holds its results and its plan:
 the sharded run's name, the shard count, its index and every selected GPU node's shard. The merge
 refuses, with one line, what would make a false sign-off: a directory that is not a shard's, shards of
-different runs or clusters or of different fleets (a node joined between their starts), one shard
-given twice, a shard whose manifest.json no longer matches it, and a missing shard unless
-``--allow-missing`` (then each of its nodes is NOT TESTED, "in a missing shard", and the sign-off
-cannot PASS). The merged reports are what a single run writes: report.json, report.md, report.html,
+different runs or clusters or of different fleets (a node joined between their starts), shards that
+selected differently (report.json's ``extra.gpuconf.scope.selection``), one shard given twice, a shard
+whose manifest.json no longer matches it, and a missing shard unless ``--allow-missing`` (then each of
+its nodes and each cluster-wide check it was home to is NOT TESTED, "in a missing shard", and the
+sign-off cannot PASS); a shard the plan gave nothing (no node, no cluster-wide check) may be absent.
+The merged reports are what a single run writes: report.json, report.md, report.html,
 junit.xml, the CNCF evidence (``--cncf-evidence DIR``) and manifest.json.
 """
 
@@ -124,7 +126,8 @@ def read_run(doc: Any, *, source: str) -> tuple[RunRecord, list[CheckResult]]:
                     Coverage.from_json(meta.get("coverage")), shard if isinstance(shard, Mapping) else None,
                     options if isinstance(options, Mapping) else {},
                     scope=meta["scope"] if isinstance(meta.get("scope"), Mapping) else None,
-                    faults=tuple(f for f in meta.get("faults") or () if isinstance(f, str)))
+                    faults=tuple(f for f in meta.get("faults") or () if isinstance(f, str)),
+                    server_version=_text(meta.get("server_version")))
     return run, results
 
 
@@ -272,7 +275,8 @@ def merge_shards(shards: Sequence[Shard], *, allow_missing: bool = False) -> tup
                        for s in shards]}
     record = RunRecord(runs[0].provenance, min(r.started for r in runs), max(r.finished for r in runs), status,
                        interrupted, run_name, error, coverage, plan, dict(shards[0].run.options),
-                       faults=shards[0].run.faults,
+                       faults=shards[0].run.faults, server_version=next(
+                           (r.server_version for r in runs if r.server_version), None),
                        scope=_scope(runs))
     return record, results
 

@@ -159,7 +159,8 @@ def ctrf_document(run: RunRecord, results: Sequence[CheckResult]) -> dict[str, A
                               "coverage": run.coverage.as_json() if run.coverage is not None else None,
                               **({"shard": dict(run.shard)} if run.shard is not None else {}),
                               **({"options": dict(run.options)} if run.options else {}),
-                              **({"scope": dict(run.scope)} if run.scope is not None else {})}},
+                              **({"scope": dict(run.scope)} if run.scope is not None else {}),
+                              **({"server_version": run.server_version} if run.server_version else {})}},
     }
 
 
