@@ -23,6 +23,7 @@ from gpuconf.sim.profile import (
     expand,
     expand_nodes,
     fault_catalog,
+    fault_words,
     load_profile,
     shipped_profiles,
     with_faults,
@@ -241,6 +242,20 @@ def test_fault_on_every_node(fault):
     pool = faulty.faults[-1].pool
     got = changed(expand(profile), expand(faulty))
     assert sorted(got) == sorted(n.name for n in expand_nodes(profile) if n.pool.name == pool)
+
+
+@pytest.mark.parametrize("fault, words", [
+    ({"id": "gpu-lost", "pool": "h100", "node": 1, "gpu": 3}, "gpu-lost on h100-1 GPU 3"),
+    ({"id": "gpu-lost", "pool": "h100", "node": "all", "gpu": 2}, "gpu-lost on every node of pool h100, GPU 2"),
+    ({"id": "driver-skew", "pool": "h100", "node": 1}, "driver-skew on h100-1"),
+    ({"id": "driver-skew", "pool": "h100", "node": "all"}, "driver-skew on every node of pool h100"),
+    ({"id": "no-runtimeclass"}, "no-runtimeclass (cluster-wide)"),
+], ids=["a GPU of a node", "a GPU of every node", "a node", "every node of a pool", "the cluster"])
+def test_the_reports_name_each_fault_where_the_profile_put_it(fault, words):
+    profile = load_profile("healthy-h100")
+    assert fault_words(profile) == ()  # a shipped healthy profile injects none
+    assert fault_words(with_faults(profile, [fault])) == (words,)
+    assert expand(with_faults(profile, [fault])).nodes[0].name == "h100-0"  # the names the cluster gives
 
 
 def test_gpu_lost_targets_the_named_gpu():
