@@ -7,7 +7,16 @@ per run; every other test goes to whichever worker is free. Without xdist the ma
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# A run of the suites takes its cluster from $KUBECONFIG, ~/.kube/config or a pod's service account
+# (gpuconf.kit.state.cluster_source): the cluster of the machine running the tests never leaks into
+# them, nor into the runs they start. Tests of that lookup set these themselves (pytester's runs get
+# an empty HOME from pytester).
+for _name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+    os.environ.pop(_name, None)
 
 #: Fixture scopes that outlive a test, broadest first.
 SHARED = ("session", "package", "module")

@@ -187,8 +187,34 @@ def test_a_suite_run_started_wrong_says_why_in_one_line(pytester: pytest.Pyteste
     said = _said(output)
     assert len(said) == 1 and fragment in said[0], said
     if status >= 10 or case == "--namespace that does not exist":  # started, then stopped: the reports say why
-        doc = json.loads((pytester.path / "reports" / "report.json").read_text())["extra"]["gpuconf"]
+        doc = json.loads((pytester.path / "reports" / "latest" / "report.json").read_text())["extra"]["gpuconf"]
         assert doc["exit_status"] == status and fragment in doc["error"]
+
+
+@pytest.mark.parametrize("kubeconfig_env,fragment", [
+    (None, "gpuconf: no cluster to test: give --kubeconfig PATH or --simulate PROFILE (neither $KUBECONFIG nor "
+     "~/.kube/config names a kubeconfig, and this is not a pod with a service account token)"),
+    ("gone", "kubeconfig {d}/gone: no such file"),
+    ("gone:also-gone", "kubeconfig:$KUBECONFIG={d}/gone:{d}/also-gone: none of its files exists"),
+], ids=["nothing names a cluster", "$KUBECONFIG names a missing file", "$KUBECONFIG names missing files"])
+def test_a_run_of_the_suites_without_a_cluster_says_so_in_one_line_and_exits_10(
+        pytester: pytest.Pytester, monkeypatch, kubeconfig_env: str | None, fragment: str) -> None:
+    """Never a green run of skips: a CI job that lost its kubeconfig fails. $KUBECONFIG is taken as set,
+    as kubectl takes it (no falling back to ~/.kube/config). HOME is pytester's empty directory."""
+    suites = pytester.mkdir("suites")
+    (suites / "test_suite.py").write_text("def test_node(gpu_node):\n    pass\n")
+    if kubeconfig_env is None:
+        monkeypatch.delenv("KUBECONFIG", raising=False)
+    else:
+        monkeypatch.setenv("KUBECONFIG", ":".join(str(pytester.path / name) for name in kubeconfig_env.split(":")))
+    result = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "-q", "-p", "no:cacheprovider", "suites",
+                               "--report-dir", "out", timeout=120)
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == 10, output
+    said = _said(output)
+    assert len(said) == 1 and fragment.format(d=pytester.path) in said[0], said
+    doc = json.loads((pytester.path / "out" / "report.json").read_text())["extra"]["gpuconf"]
+    assert doc["exit_status"] == 10 and fragment.format(d=pytester.path).removeprefix("gpuconf: ") in doc["error"]
 
 
 def _cli(argv: list[str]) -> tuple[int, str, str]:
@@ -254,7 +280,7 @@ def test_a_shared_namespace_with_a_live_run_refuses_a_second_run(pytester: pytes
                                    str(served.kubeconfig), "--namespace", "shared", timeout=120)
     output = result.stdout.str() + result.stderr.str()
     assert result.ret == status, output
-    doc = json.loads((pytester.path / "reports" / "report.json").read_text())["extra"]["gpuconf"]
+    doc = json.loads((pytester.path / "reports" / "latest" / "report.json").read_text())["extra"]["gpuconf"]
     assert doc["exit_status"] == status
     if status:
         said = _said(output)

@@ -92,6 +92,41 @@ def test_connect_without_a_kubeconfig_uses_KUBECONFIG(h100: tuple[SimulatedClust
     assert connect().host == h100[0].server.url
 
 
+@pytest.mark.parametrize("have,provenance", [
+    ({"option", "env", "home", "pod"}, "kubeconfig:{d}/given"),
+    ({"env", "home", "pod"}, "kubeconfig:$KUBECONFIG={d}/env-a:{d}/env-b"),
+    ({"home", "pod"}, "kubeconfig:~/.kube/config"),
+    ({"pod"}, "in-cluster"),
+    ({"pod-without-token"}, None),
+    (set(), None),
+], ids=["--kubeconfig first", "then $KUBECONFIG, every file", "then ~/.kube/config",
+        "then the pod's service account", "a pod without a token is no source", "none"])
+def test_a_cluster_is_found_where_kubectl_looks_for_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       have: set[str], provenance: str | None) -> None:
+    """One resolver for the suite run and `gpuconf results`: its provenance says which source it took."""
+    from gpuconf.cluster import access, cluster_source
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setattr(access, "SERVICE_ACCOUNT_TOKEN", tmp_path / "token")
+    if "env" in have:
+        monkeypatch.setenv("KUBECONFIG", f"{tmp_path}/env-a:{tmp_path}/env-b")
+    if "home" in have:
+        (tmp_path / ".kube").mkdir()
+        (tmp_path / ".kube" / "config").write_text(_GOOD)
+    if have & {"pod", "pod-without-token"}:
+        monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    if "pod" in have:
+        (tmp_path / "token").write_text("t")
+    found = cluster_source(str(tmp_path / "given") if "option" in have else None)
+    assert (found.provenance if found is not None else None) == (provenance and provenance.format(d=tmp_path))
+    if found is None:
+        with pytest.raises(KubeconfigError, match=r"no kubeconfig: give one \(--kubeconfig\); neither \$KUBECONFIG "
+                           "nor ~/.kube/config names a kubeconfig, and this is not a pod with a service account token"):
+            connect()
+
+
 _GOOD = json.dumps({"apiVersion": "v1", "kind": "Config", "current-context": "c",
                     "clusters": [{"name": "c", "cluster": {"server": "http://127.0.0.1:1"}}],
                     "users": [{"name": "c", "user": {}}],

@@ -28,11 +28,64 @@ def test_simulate_runs_a_suite_against_a_simulated_cluster(pytester: pytest.Pyte
     result.assert_outcomes(passed=1)
 
 
-def test_without_a_cluster_the_suite_skips_with_the_reason(pytester: pytest.Pytester):
+NO_CLUSTER = "gpuconf: no cluster to test: give --kubeconfig PATH or --simulate PROFILE"
+
+
+def test_a_suite_without_a_cluster_ends_with_exit_status_10_not_a_green_run_of_skips(pytester: pytest.Pytester,
+                                                                                      monkeypatch):
+    """A test that asks for the cluster, outside suites/: the run ends once it is collected (HOME is
+    pytester's empty directory)."""
+    monkeypatch.delenv("KUBECONFIG", raising=False)
     pytester.makepyfile(test_suite=SUITE)
     result = pytester.runpytest("-p", "gpuconf.plugin", "-rs")
-    result.assert_outcomes(skipped=1)
-    result.stdout.fnmatch_lines(["*no cluster to test: give --kubeconfig PATH or --simulate PROFILE*"])
+    assert result.ret == 10
+    result.stderr.fnmatch_lines([f"{NO_CLUSTER} (neither $KUBECONFIG nor ~/.kube/config names a kubeconfig, and "
+                                 "this is not a pod with a service account token)"])
+    result.assert_outcomes()
+
+
+def test_the_projects_own_tests_never_open_the_cluster_the_environment_names(pytester: pytest.Pytester,
+                                                                             monkeypatch):
+    """$KUBECONFIG names a cluster that does not answer: a run of tests outside suites/ that ask for no
+    cluster passes, connects nowhere and writes no reports; one that asks for the cluster is told that
+    only a run of suites/ takes it from the environment."""
+    _kubeconfig(pytester.path / "kc", "http://127.0.0.1:9")
+    monkeypatch.setenv("KUBECONFIG", str(pytester.path / "kc"))
+    pytester.makepyfile(test_own="def test_own():\n    pass\n")
+    result = pytester.runpytest("-p", "gpuconf.plugin")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    assert not (pytester.path / "reports").exists()
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest("-p", "gpuconf.plugin", "test_suite.py")
+    assert result.ret == 10
+    result.stderr.fnmatch_lines([f"{NO_CLUSTER} (the run's test paths are not in a suites/ directory*"])
+
+
+@pytest.fixture(scope="module")
+def served_h100(tmp_path_factory: pytest.TempPathFactory):
+    from serving import serve
+
+    with serve(tmp_path_factory.mktemp("served"), "healthy-h100") as served:
+        yield served
+
+
+def test_a_run_of_suites_finds_its_cluster_as_kubectl_does(pytester: pytest.Pytester, monkeypatch, served_h100):
+    """No --kubeconfig: $KUBECONFIG, else ~/.kube/config; the reports say which (HOME: pytester's
+    directory)."""
+    suites = pytester.mkdir("suites")
+    (suites / "test_suite.py").write_text("def test_node(gpu_node):\n    pass\n")
+    monkeypatch.setenv("KUBECONFIG", str(served_h100.kubeconfig))
+    result = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "suites", "-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=2)
+    doc = json.loads((pytester.path / "reports" / "latest" / "report.json").read_text())["extra"]["gpuconf"]
+    assert doc["provenance"] == f"kubeconfig:$KUBECONFIG={served_h100.kubeconfig}"
+    monkeypatch.delenv("KUBECONFIG")
+    (pytester.path / ".kube").mkdir()
+    (pytester.path / ".kube" / "config").write_bytes(served_h100.kubeconfig.read_bytes())
+    result = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "suites", "-p", "no:cacheprovider", timeout=120)
+    result.assert_outcomes(passed=2)
+    doc = json.loads((pytester.path / "reports" / "latest" / "report.json").read_text())["extra"]["gpuconf"]
+    assert doc["provenance"] == "kubeconfig:~/.kube/config"
 
 
 def test_an_unknown_profile_is_a_usage_error_naming_the_shipped_ones(pytester: pytest.Pytester):
@@ -61,7 +114,7 @@ def test_a_run_that_cannot_start_writes_every_report_saying_why(pytester: pytest
     result = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--kubeconfig", str(kubeconfig))
     fragment, status = "cannot reach the API server", 11
     assert result.ret == status, result.stdout.str() + result.stderr.str()
-    reports = pytester.path / "reports"
+    reports = pytester.path / "reports" / "latest"  # the run's own directory (no --report-dir)
     doc = json.loads((reports / "report.json").read_text())["extra"]["gpuconf"]
     assert fragment in doc["error"] and doc["exit_status"] == status and doc["provenance"] == f"kubeconfig:{kubeconfig}"
     for name in ("report.md", "report.html"):

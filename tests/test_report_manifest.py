@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -353,3 +354,86 @@ def test_a_run_stopped_while_it_connects_still_gets_a_manifest_that_verifies(tmp
     assert [f["path"] for f in doc["files"]] == REPORTS and doc["exit_status"] == 2
     assert _cli(str(out))[:2] == (0, f"4 files verified in {out} against its manifest.json (run without a run id, "
                                      f"gpuconf {doc['gpuconf_version']})\n")
+
+
+def _tree(directory: Path) -> dict[str, bytes | str]:
+    """Everything under ``directory``: each file's bytes, each link's target."""
+    return {p.relative_to(directory).as_posix(): os.readlink(p) if p.is_symlink() else p.read_bytes()
+            for p in sorted(directory.rglob("*")) if p.is_symlink() or p.is_file()}
+
+
+#: A toy suite that opens the run's context (its namespace), so the run has a run id.
+RUN_ID_SUITE = ("from gpuconf.kit import run_context\n\n\n"
+                "def test_node(request, gpu_node):\n    run_context(request.config)\n")
+
+
+def test_each_run_keeps_its_own_directory_and_reports_latest_points_at_the_newest(tmp_path: Path) -> None:
+    """Without --report-dir: reports/<UTC start>-<run id>/ with junit.xml and a manifest that verifies
+    (nothing unlisted), reports/latest a relative link to it; a second run leaves the first's directory
+    byte-identical; `gpuconf report verify`, `diff` and `merge` take reports/latest."""
+    (tmp_path / "test_suite.py").write_text(RUN_ID_SUITE)
+    reports, link = tmp_path / "reports", tmp_path / "reports" / "latest"
+    first = _run(tmp_path, "--simulate", "healthy-h100")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert link.is_symlink() and not os.path.isabs(os.readlink(link))
+    one = link.resolve()
+    run_id = json.loads((one / "report.json").read_text())["extra"]["gpuconf"]["run_id"]
+    assert run_id and re.fullmatch(rf"\d{{8}}T\d{{6}}Z-{re.escape(run_id)}", one.name), one.name
+    assert _files(one) == REPORTS and f"gpuconf: reports in {one} " in first.stdout
+    assert _cli(str(link))[0] == 0
+    kept = _tree(one)
+    second = _run(tmp_path, "--simulate", "healthy-h100")
+    assert second.returncode == 0, second.stdout + second.stderr
+    two = link.resolve()
+    assert two != one and _tree(one) == kept
+    assert sorted(p.name for p in reports.iterdir()) == sorted([one.name, two.name, "latest"])
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["report", "diff", str(one), str(link)], stdout=out, stderr=err) == 0, err.getvalue()
+    assert f"new: {link / 'report.json'}, run " in out.getvalue()
+    shard = _run(tmp_path, "--simulate", "healthy-h100", "--shard", "0/1", "--shard-run", "one")
+    assert shard.returncode == 0, shard.stdout + shard.stderr
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["report", "merge", str(link), "--out", str(tmp_path / "merged")], stdout=out, stderr=err) == 0, \
+        err.getvalue()
+    assert (tmp_path / "merged" / "report.json").is_file()
+
+
+def test_a_preview_or_a_run_of_no_suite_check_writes_no_report(tmp_path: Path) -> None:
+    """--collect-only, or tests that judge no cluster: the last sign-off stays byte-identical (the
+    default directory and its latest link, or a --report-dir), and one line says why."""
+    (tmp_path / "test_suite.py").write_text(RUN_ID_SUITE)
+    (tmp_path / "test_own.py").write_text("def test_own():\n    pass\n")
+    assert _run(tmp_path, "--simulate", "healthy-h100", "test_suite.py").returncode == 0
+    assert _run(tmp_path, "--simulate", "healthy-h100", "test_suite.py", "--report-dir", "given").returncode == 0
+    last = (tmp_path / "reports" / "latest").resolve()
+    before = {d: _tree(tmp_path / d) for d in ("reports", "given")}
+    for args, why in [(("test_suite.py", "--collect-only"), "--collect-only previews a run, it is not one"),
+                      (("test_suite.py", "--collect-only", "--report-dir", "given"),
+                       "--collect-only previews a run, it is not one"),
+                      (("test_own.py",), "the run collected no suite check"),
+                      (("test_own.py", "--report-dir", "given"), "the run collected no suite check"),
+                      (("test_suite.py", "-k", "nothing"), "the run collected no suite check")]:
+        run = _run(tmp_path, "--simulate", "healthy-h100", *args)
+        assert run.returncode in (0, 5), run.stdout + run.stderr
+        line = f"gpuconf: no reports written: {why}"
+        assert (line + f" ({last} holds the last run's)" if "given" not in args else line) in run.stdout.splitlines(), \
+            run.stdout
+        assert {d: _tree(tmp_path / d) for d in ("reports", "given")} == before, args
+
+
+@pytest.mark.parametrize("symlinks", [True, False], ids=["a relative link", "no symlinks: a LATEST file"])
+def test_the_latest_pointer_is_replaced_in_one_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                    symlinks: bool) -> None:
+    from gpuconf.plugin.rundir import LATEST_FILE, latest_run, point_latest
+
+    if not symlinks:
+        def refuse(*_: object, **__: object) -> None:
+            raise OSError("symbolic links are not supported here")
+        monkeypatch.setattr(Path, "symlink_to", refuse)
+    for name in ("20261207T100000Z-norun", "20261207T110000Z-20261207-110001-beef"):
+        (tmp_path / name).mkdir()
+        pointer = point_latest(tmp_path, tmp_path / name)
+        assert latest_run(tmp_path) is not None and latest_run(tmp_path).resolve() == (tmp_path / name).resolve()
+    assert pointer.name == ("latest" if symlinks else LATEST_FILE)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["20261207T100000Z-norun", "20261207T110000Z-20261207-110001-beef", pointer.name])

@@ -390,7 +390,7 @@ def test_a_junit_that_cannot_be_finished_is_one_line(tmp_path):
 
 def test_an_interrupted_run_writes_what_it_collected_and_says_so(pytester: pytest.Pytester, tmp_path):
     pytester.makepyfile(test_stop="""
-def test_first():
+def test_first(gpu_cluster):
     pass
 
 def test_ctrl_c():
@@ -400,7 +400,7 @@ def test_never():
     pass
 """)
     out = tmp_path / "reports"
-    res = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--report-dir", str(out))
+    res = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--simulate", "healthy-h100", "--report-dir", str(out))
     assert res.ret == pytest.ExitCode.INTERRUPTED
     doc = json.loads((out / "report.json").read_text())
     assert doc["extra"]["gpuconf"]["interrupted"] is True and doc["extra"]["gpuconf"]["exit_status"] == 2
@@ -410,9 +410,10 @@ def test_never():
 
 
 def test_a_junitxml_given_by_the_user_is_kept(pytester: pytest.Pytester, tmp_path):
-    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    pytester.makepyfile(test_one="def test_one(gpu_cluster):\n    pass\n")
     out, mine = tmp_path / "reports", tmp_path / "mine.xml"
-    res = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--report-dir", str(out), f"--junitxml={mine}")
+    res = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--simulate", "healthy-h100", "--report-dir", str(out),
+                            f"--junitxml={mine}")
     assert res.ret == 0
     assert mine.exists() and not (out / "junit.xml").exists() and (out / "report.json").exists()
 
@@ -424,9 +425,13 @@ def test_without_a_cluster_or_report_dir_nothing_is_written(pytester: pytest.Pyt
 
 
 def test_a_run_against_a_cluster_writes_to_reports_in_the_invocation_dir_by_default(pytester: pytest.Pytester):
+    """Into the run's own directory there, which reports/latest points at (tests/test_report_manifest.py:
+    one directory per run)."""
     pytester.makepyfile(test_one="def test_one(gpu_node):\n    pass\n")
     assert pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--simulate", "healthy-h100").ret == 0
-    assert sorted(p.name for p in (pytester.path / "reports").iterdir()) == [
+    (run,) = [p for p in (pytester.path / "reports").iterdir() if p.name != "latest"]
+    assert run.name.endswith("Z-norun") and (pytester.path / "reports" / "latest").resolve() == run
+    assert sorted(p.name for p in run.iterdir()) == [
         "junit.xml", "manifest.json", "report.html", "report.json", "report.md"]
 
 

@@ -4,7 +4,7 @@ Everything above this package (plugin, suites) sees our frozen dataclasses and o
 (:mod:`gpuconf.cluster.errors`), never the client's models or ``ApiException``.
 """
 
-from gpuconf.cluster.access import Cluster, Discovery, RetryPolicy, connect
+from gpuconf.cluster.access import Cluster, ClusterSource, Discovery, RetryPolicy, cluster_source, connect
 from gpuconf.cluster.campaign import RunContext, collect_leftovers, run_campaign
 from gpuconf.cluster.errors import (
     AdmissionDeniedError,
@@ -20,8 +20,9 @@ from gpuconf.cluster.errors import (
 from gpuconf.cluster.inventory import GpuNode, Inventory, build_inventory, list_active_pods, load_inventory
 from gpuconf.cluster.outcomes import ContainerOutcome, PodEvent, PodOutcome, PodTimings
 
-__all__ = ["AdmissionDeniedError", "ApiCallError", "Cluster", "ClusterError", "ConflictError", "ContainerOutcome",
+__all__ = ["AdmissionDeniedError", "ApiCallError", "Cluster", "ClusterError", "ClusterSource", "ConflictError",
+           "ContainerOutcome",
            "Discovery", "ForbiddenError", "GpuNode", "Inventory", "KubeconfigError", "NotFoundError", "OverloadedError",
            "PodEvent",
            "PodOutcome", "PodTimings", "RetryPolicy", "RunContext", "UnreachableError", "build_inventory",
-           "collect_leftovers", "connect", "list_active_pods", "load_inventory", "run_campaign"]
+           "cluster_source", "collect_leftovers", "connect", "list_active_pods", "load_inventory", "run_campaign"]

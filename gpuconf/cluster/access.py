@@ -36,7 +36,8 @@ from gpuconf.cluster.errors import (
     UnreachableError,
 )
 
-__all__ = ["Cluster", "Discovery", "RetryPolicy", "connect", "make_discovery", "stream_lines", "wrap_error"]
+__all__ = ["NO_CLUSTER", "Cluster", "ClusterSource", "Discovery", "RetryPolicy", "cluster_source", "connect",
+           "make_discovery", "stream_lines", "wrap_error"]
 
 T = TypeVar("T")
 
@@ -335,23 +336,59 @@ def _check_kubeconfig_file(path: Path, context: str | None) -> None:
         raise KubeconfigError(f"kubeconfig {path}: unknown context {wanted!r} (it has: {', '.join(names) or 'none'})")
 
 
-def _load(kubeconfig: str | Path | None, context: str | None) -> tuple[client.ApiClient, str]:
+#: The token every pod's service account gets mounted (unless its spec opts out): with
+#: KUBERNETES_SERVICE_HOST, what tells a process that it runs in a pod that may reach its cluster.
+SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+#: Where a cluster comes from when none is given: the line a command says when none does.
+NO_CLUSTER = ("neither $KUBECONFIG nor ~/.kube/config names a kubeconfig, and this is not a pod with a service "
+              "account token")
+
+
+@dataclass(frozen=True)
+class ClusterSource:
+    """Where a cluster's credentials come from, as kubectl looks for them: ``provenance`` says which
+    ("kubeconfig:<path>", "kubeconfig:$KUBECONFIG=<value>", "kubeconfig:~/.kube/config", "in-cluster");
+    ``paths`` are the kubeconfig files (none for the in-cluster service account)."""
+
+    provenance: str
+    paths: tuple[Path, ...]
+    given: bool  # named on the command line (--kubeconfig), not found in the environment
+
+
+def cluster_source(kubeconfig: str | Path | None = None) -> ClusterSource | None:
+    """``kubeconfig``, else $KUBECONFIG, else ~/.kube/config, else the pod's service account; None
+    where there is none. $KUBECONFIG is taken as set, like kubectl: its files are merged by the
+    client (first file wins per entry), and where none of them exists :func:`connect` says so, it
+    does not fall back to ~/.kube/config (a job whose kubeconfig went missing must not test another
+    cluster)."""
     env = os.environ.get("KUBECONFIG", "")
+    home = Path("~/.kube/config")
     if kubeconfig is not None:
-        paths, source = [Path(kubeconfig).expanduser()], f"kubeconfig:{kubeconfig}"
-    elif env:
-        paths, source = [Path(p).expanduser() for p in env.split(os.pathsep) if p], f"KUBECONFIG={env}"
-    elif Path("~/.kube/config").expanduser().is_file():
-        paths, source = [Path("~/.kube/config").expanduser()], "kubeconfig:~/.kube/config"
-    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        return ClusterSource(f"kubeconfig:{kubeconfig}", (Path(kubeconfig).expanduser(),), given=True)
+    if env.strip(os.pathsep):
+        return ClusterSource(f"kubeconfig:$KUBECONFIG={env}",
+                             tuple(Path(p).expanduser() for p in env.split(os.pathsep) if p), given=False)
+    if home.expanduser().is_file():
+        return ClusterSource(f"kubeconfig:{home}", (home.expanduser(),), given=False)
+    if os.environ.get("KUBERNETES_SERVICE_HOST") and SERVICE_ACCOUNT_TOKEN.is_file():
+        return ClusterSource("in-cluster", (), given=False)
+    return None
+
+
+def _load(kubeconfig: str | Path | None, context: str | None) -> tuple[client.ApiClient, str]:
+    found = cluster_source(kubeconfig)
+    if found is None:
+        raise KubeconfigError(f"no kubeconfig: give one (--kubeconfig); {NO_CLUSTER}")
+    if not found.paths:
         configuration = client.Configuration()
         try:
             kconfig.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         except kconfig.ConfigException as e:
             raise KubeconfigError(f"in-cluster config: {e}") from e
-        return client.ApiClient(configuration), "in-cluster"
-    else:
-        raise KubeconfigError("no kubeconfig: give one (--kubeconfig), set KUBECONFIG or create ~/.kube/config")
+        return client.ApiClient(configuration), found.provenance
+    paths, source = list(found.paths), found.provenance
+    if len(paths) > 1 and not any(p.is_file() for p in paths):
+        raise KubeconfigError(f"{source}: none of its files exists")
     if len(paths) == 1:
         _check_kubeconfig_file(paths[0], context)
     try:

@@ -15,6 +15,7 @@ from kubernetes import client
 from gpuconf.cluster import (
     Cluster,
     ClusterError,
+    ClusterSource,
     Inventory,
     PodOutcome,
     RetryPolicy,
@@ -22,13 +23,14 @@ from gpuconf.cluster import (
     connect,
     load_inventory,
 )
+from gpuconf.cluster import cluster_source as find_cluster
 
 if TYPE_CHECKING:
     from gpuconf.nodes import NodeView
 
-__all__ = ["DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "compat_cudas", "fleet_inventory",
-           "fleet_views", "inventory", "node_views", "pool_key", "probe_tolerations", "run_context", "session",
-           "simulated_faults"]
+__all__ = ["DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "aims_at_suites", "cluster_source",
+           "compat_cudas", "fleet_inventory", "fleet_views", "inventory", "node_views", "pool_key", "probe_tolerations",
+           "run_context", "session", "simulated_faults"]
 
 #: The CUDA of the probe every suite uses unless it tests a matrix (the current major's baseline).
 DEFAULT_PROBE_CUDA = "13.0.2"
@@ -40,7 +42,7 @@ class ClusterHandle:
 
     cluster: Cluster
     kubeconfig: Path | None
-    provenance: str  # "simulated:<profile>" or "kubeconfig:<path>[@context]"
+    provenance: str  # "simulated:<profile>", "kubeconfig:<path>[@context]" (gpuconf.cluster.access.ClusterSource)
 
     @property
     def api_client(self) -> client.ApiClient:
@@ -99,14 +101,43 @@ def session(config: pytest.Config) -> Session:
         # the profile as given (a file's path, a shipped profile's name): a file is often a shipped profile
         # with faults added, under the shipped profile's own name (README: Try a broken cluster)
         state.handle = ClusterHandle(connect(str(path), retry=retry), path, f"simulated:{simulate}")
-    elif kubeconfig:
-        context = config.getoption("--context")
-        cluster = connect(kubeconfig, context, retry=retry)  # ClusterError: pytest_sessionstart ends the run with it
-        state.handle = ClusterHandle(cluster, Path(kubeconfig), f"kubeconfig:{kubeconfig}"
-                                     + (f"@{context}" if context else ""))
+    elif (source := cluster_source(config)) is not None:
+        # ClusterError: pytest_sessionstart ends the run with it
+        cluster = connect(kubeconfig, config.getoption("--context"), retry=retry)
+        state.handle = ClusterHandle(cluster, source.paths[0] if source.paths else None, cluster.source)
     else:
         state.skip_reason = "no cluster to test: give --kubeconfig PATH or --simulate PROFILE"
     return state
+
+
+def cluster_source(config: pytest.Config) -> ClusterSource | None:
+    """Where the run's cluster comes from, the one answer to "is there a cluster" (session start,
+    the reports, the SIGTERM guard): --simulate (it wins), --kubeconfig, else, for a run of the suites
+    only (:func:`aims_at_suites`), $KUBECONFIG, ~/.kube/config or the pod's service account, as
+    kubectl finds them (gpuconf.cluster.access.cluster_source, which `gpuconf results` uses too).
+    None: no cluster to test."""
+    simulate = config.getoption("--simulate")
+    if simulate:
+        return ClusterSource(f"simulated:{simulate}", (), given=True)
+    found = find_cluster(config.getoption("--kubeconfig"))
+    return found if found is not None and (found.given or aims_at_suites(config)) else None
+
+
+def aims_at_suites(config: pytest.Config) -> bool:
+    """Whether the run's test paths reach a ``suites`` directory (``pytest suites/``, a suite file,
+    ``pytest .`` in the checkout). Only such a run takes its cluster from the environment: the project's
+    own tests (``pytest tests/``) never open the cluster a developer's kubeconfig names. Decided from the
+    arguments, before collection: the suites parametrize over the cluster's GPU nodes."""
+    cwd = config.invocation_params.dir
+    for arg in config.args:
+        path = Path(cwd, arg.split("::", 1)[0]).resolve()
+        try:
+            parts = path.relative_to(cwd.resolve()).parts
+        except ValueError:
+            parts = path.parts
+        if "suites" in parts or (path / "suites").is_dir():
+            return True
+    return False
 
 
 def simulated_faults(config: pytest.Config) -> tuple[str, ...]:

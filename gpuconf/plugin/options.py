@@ -21,7 +21,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--simulate", metavar="PROFILE", default=None,
                     help="run against a simulated GPU cluster started for this run (a shipped profile name, "
                     "see `gpuconf sim profiles`, or a profile YAML file)")
-    group.addoption("--kubeconfig", metavar="PATH", default=None, help="kubeconfig of the cluster under test")
+    group.addoption("--kubeconfig", metavar="PATH", default=None,
+                    help="kubeconfig of the cluster under test (default for a run of suites/: $KUBECONFIG, else "
+                    "~/.kube/config, else the pod's service account; none of them: exit status 10)")
     group.addoption("--context", metavar="NAME", default=None, help="kubeconfig context to use")
     group.addoption("--timeout", "--probe-timeout", dest="gpuconf_timeout", metavar="SECONDS", type=float,
                     default=900.0, help="budget for each probe campaign, image pulls and the probe's compile "

@@ -10,7 +10,8 @@ from typing import NoReturn
 import pytest
 
 from gpuconf.cluster import Cluster, ClusterError
-from gpuconf.kit.state import SESSION, Session, inventory
+from gpuconf.cluster.errors import EXIT_BAD_KUBECONFIG
+from gpuconf.kit.state import SESSION, Session, aims_at_suites, cluster_source, inventory
 from gpuconf.plugin.collection import register_markers
 from gpuconf.plugin.guards import interrupt_on_sigterm, register_guards
 from gpuconf.plugin.options import validate_options
@@ -40,7 +41,7 @@ def pytest_configure(config: pytest.Config) -> None:
     register_guards(config)
     configure_reports(config)
     validate_options(config)
-    if config.getoption("--simulate") or config.getoption("--kubeconfig"):
+    if cluster_source(config) is not None:
         interrupt_on_sigterm(config)
 
 
@@ -67,8 +68,10 @@ def _start(config: pytest.Config) -> None:
             config.stash[SESSION].expect = load_expect(expect)
         except ExpectError as exc:  # before connecting: a typo in the file costs no cluster round trip
             _cannot_start(config, f"gpuconf: --expect: {exc}", EXIT_BAD_EXPECT)
-    if not (config.getoption("--simulate") or config.getoption("--kubeconfig")):
-        return
+    if cluster_source(config) is None:
+        if aims_at_suites(config) and not config.option.collectonly:
+            _cannot_start(config, _no_cluster(), EXIT_BAD_KUBECONFIG)
+        return  # suite checks collected from elsewhere end the run then (pytest_collection_modifyitems)
     try:
         inv = inventory(config)
     except ClusterError as exc:
@@ -121,13 +124,49 @@ def _refuse_a_busy_namespace(config: pytest.Config, c: Cluster, namespace: str) 
                       "run its own --namespace, or start it after that run ends", EXIT_NAMESPACE_BUSY)
 
 
-def _cannot_start(config: pytest.Config, message: str, status: int) -> NoReturn:
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session: pytest.Session, items: list[pytest.Item]) -> None:
+    """A run that collected suite checks (gpuconf.plugin.rundir.is_suite_check) from outside suites/ but
+    has no cluster to test ends here, with one line and exit status 10, as a run of suites/ does at its
+    start: never a green run of skips (a CI job that lost its kubeconfig). A --collect-only preview is
+    not refused: it runs nothing (and writes no reports, gpuconf.plugin.rundir). Last of the collection
+    hooks: after a bad check marker's usage error, and after -m and -k deselected."""
+    from gpuconf.plugin.rundir import is_suite_check
+
+    config = session.config
+    if config.option.collectonly or cluster_source(config) is not None \
+            or not any(is_suite_check(item) for item in items):
+        return
+    _cannot_start(config, _no_cluster(), EXIT_BAD_KUBECONFIG, collected=True)
+
+
+def _no_cluster() -> str:
+    from gpuconf.cluster import cluster_source as find_cluster
+    from gpuconf.cluster.access import NO_CLUSTER
+
+    why = NO_CLUSTER if find_cluster() is None else (
+        "the run's test paths are not in a suites/ directory: it takes no cluster from $KUBECONFIG, "
+        "~/.kube/config or the pod's service account")
+    return f"gpuconf: no cluster to test: give --kubeconfig PATH or --simulate PROFILE ({why})"
+
+
+def _cannot_start(config: pytest.Config, message: str, status: int, *, collected: bool = False) -> NoReturn:
     """End the run before any test with one line and its exit status, leaving reports that say why
-    (pytest does not run pytest_sessionfinish for a session that did not start)."""
+    (pytest does not run pytest_sessionfinish for a session that did not start). Once ``collected``,
+    pytest finishes the session: its report writers are stopped, the manifest kept, and the line is
+    written here (pytest prints an exit during collection only as the terminal's closing banner)."""
     collector = config.pluginmanager.get_plugin("gpuconf-reports")
     if isinstance(collector, ReportCollector):
         collector.write_not_started(message.removeprefix("gpuconf: "), status)
+        if collected:
+            from gpuconf.plugin.rundir import stop_writers
+
+            stop_writers(config, collector, junit=True, manifest=True)
     config.stash[SESSION].cannot_start = True
+    if collected:
+        import sys
+
+        sys.stderr.write(f"{message}\n")
     pytest.exit(message, returncode=status)
 
 
