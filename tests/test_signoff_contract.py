@@ -233,3 +233,44 @@ def test_the_record_survives_report_json_and_the_merge_reader():
     assert [r.record for r in back] == [r.record for r in results]
     assert [r.kind for r in back] == [None, None, "not-applicable", "blocked"]
     assert back_run.scope == scope and back_run.partial and back_run.server_version == "v1.34.0"
+
+
+def _in_a_terminal(args: list[str], cwd: Path) -> str:
+    """`python -m pytest ARGS` with a pseudo-terminal as its stdout and stderr: what a user at a
+    terminal sees, carriage returns included."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "pytest", *args], cwd=cwd, stdin=subprocess.DEVNULL,
+                               stdout=follower, stderr=follower, env={**os.environ, "COLUMNS": "120"})
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed: the run ended
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    process.wait(timeout=300)
+    os.close(leader)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_a_terminal_shows_a_waiting_campaign_and_a_log_does_not(tmp_path):
+    args = ["suites/test_smoke.py", "-p", "no:hypothesispytest", "--simulate", "healthy-h100", "--report-dir",
+            str(tmp_path / "r"), "-p", "no:cacheprovider"]
+    shown = _in_a_terminal(args, ROOT)
+    waiting = r"\r\S*suites/test_smoke.py  \[2 probe pods: \d pending, \d running, \d done; \d+ s\]"
+    assert re.search(waiting, shown), shown
+    assert "gpuconf sign-off" in shown  # the closing block is there as without a terminal
+    quiet = _in_a_terminal([*args, "-q"], ROOT)
+    assert "probe pods:" not in quiet and "gpuconf: exit status 18: " in quiet
+    import forked
+
+    logged = forked.run_pytest(args, cwd=ROOT, timeout=300)
+    assert "probe pods:" not in logged.stdout + logged.stderr and "gpuconf: exit status 18: " in logged.stdout

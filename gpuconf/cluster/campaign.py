@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from types import FrameType, TracebackType
 from typing import Any
@@ -175,6 +175,9 @@ class RunContext:
         #: What this run deleted of killed runs at its start, and why a collection could not be made.
         self.collected: list[str] = []
         self.collect_error: str | None = None
+        #: Told how a campaign's pods stand while it waits (gpuconf.plugin.terminal's live line on a
+        #: terminal): a CampaignProgress at most every PROGRESS_EVERY_S seconds, and None when it ends.
+        self.on_progress: Callable[[CampaignProgress | None], None] | None = None
 
     # Cleanup -------------------------------------------------------------------------------------
 
@@ -526,6 +529,25 @@ def _budget(pod: Obj, default: float) -> float:
 # Campaigns: following the pods with one watch
 
 
+@dataclass(frozen=True)
+class CampaignProgress:
+    """How a campaign's pods stand: scheduled or not yet (pending), running, done; seconds it has waited."""
+
+    pods: int
+    pending: int
+    running: int
+    done: int
+    elapsed_s: float
+
+    def line(self) -> str:
+        return (f"[{self.pods} probe pod{'' if self.pods == 1 else 's'}: {self.pending} pending, {self.running} "
+                f"running, {self.done} done; {self.elapsed_s:.0f} s]")
+
+
+#: How often a waiting campaign tells RunContext.on_progress, at most.
+PROGRESS_EVERY_S = 1.0
+
+
 class _Follower:
     """The last state of each pod and why following it stopped; fed by a list, then by watch events.
 
@@ -594,6 +616,11 @@ class _Follower:
         return min([*(self.created[n] + self.budgets[n] for n in self._unschedulable),
                     *self._unprepared.values()], default=math.inf)
 
+    def progress(self, elapsed_s: float) -> CampaignProgress:
+        running = sum(1 for n in self._pending if ((self.pods.get(n) or {}).get("status") or {}).get("phase")
+                      == "Running")
+        return CampaignProgress(len(self.names), len(self._pending) - running, running, len(self.done), elapsed_s)
+
     @property
     def has_pending(self) -> bool:
         return bool(self._pending)
@@ -644,12 +671,35 @@ def _check_prepares(cluster: Cluster, ctx: RunContext, follower: _Follower) -> N
 def _follow(cluster: Cluster, ctx: RunContext, selector: str, follower: _Follower, deadline: float) -> None:
     """One watch on the namespace until every pod is done or the deadline passes: relist on start
     and after 410 Gone; resume from the last resourceVersion when a stream ends or breaks."""
+    tell = _progress_teller(ctx, follower)
+    try:
+        _watch(cluster, ctx, selector, follower, deadline, tell)
+    finally:
+        if ctx.on_progress is not None:
+            ctx.on_progress(None)
+
+
+def _progress_teller(ctx: RunContext, follower: _Follower) -> Callable[[], None]:
+    """What tells ctx.on_progress how the campaign stands, at most every PROGRESS_EVERY_S seconds."""
+    started, last = time.monotonic(), [-math.inf]
+
+    def tell() -> None:
+        now = time.monotonic()
+        if ctx.on_progress is not None and now - last[0] >= PROGRESS_EVERY_S:
+            last[0] = now
+            ctx.on_progress(follower.progress(now - started))
+    return tell
+
+
+def _watch(cluster: Cluster, ctx: RunContext, selector: str, follower: _Follower, deadline: float,
+           tell: Callable[[], None]) -> None:
     core, rv = cluster.core, None
     while follower.has_pending and time.monotonic() < deadline:
         if rv is None:
             listing = cluster.call_json("list pods", core.list_namespaced_pod, ctx.namespace, label_selector=selector)
             for item in listing.get("items") or []:
                 follower.see("ADDED", item)
+            tell()
             rv = str((listing.get("metadata") or {}).get("resourceVersion") or "")
             follower.check_budgets(time.monotonic())
             _check_prepares(cluster, ctx, follower)
@@ -679,6 +729,7 @@ def _follow(cluster: Cluster, ctx: RunContext, selector: str, follower: _Followe
                 rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
                 if kind != "BOOKMARK":
                     follower.see(str(kind), obj)
+                    tell()
                 follower.check_budgets(time.monotonic())
                 _check_prepares(cluster, ctx, follower)
                 # A pod that turned unschedulable in this event may end its budget before the

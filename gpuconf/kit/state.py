@@ -254,4 +254,7 @@ def run_context(config: pytest.Config) -> RunContext:
                                liveness_interval_s=config.getoption("--liveness-interval"),
                                prepare_budget_s=config.getoption("prepare_timeout"),
                                tolerations=probe_tolerations(config)).__enter__()
+        from gpuconf.plugin.terminal import live_progress
+
+        state.run.on_progress = live_progress(config)
     return state.run

@@ -115,6 +115,35 @@ def write_closing_block(config: pytest.Config, run: Any, results: Sequence[Any],
         reporter.write_line(text, **markup)
 
 
+def live_progress(config: pytest.Config) -> Any:
+    """On a terminal, and not under -q: a callback that shows a waiting campaign's pods (pending,
+    running, done; elapsed) after the test line, and restores the line when the campaign ends. None
+    (nothing extra) without a TTY or under -q."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or not reporter.isatty() or config.get_verbosity() < 0:
+        return None
+    import contextlib
+
+    shown: list[str] = []  # the line as pytest left it, while a progress note follows it
+    capture = config.pluginmanager.getplugin("capturemanager")
+
+    def show(progress: Any) -> None:
+        # a campaign waits inside a test's setup or call, where pytest captures the output: the note
+        # goes to the terminal itself, as pytest's live logging does
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            if progress is None:
+                if shown:  # blank the note, then the line as it was, the cursor where pytest left it
+                    line, width = shown.pop(), shown.pop()
+                    reporter._tw.write("\r" + " " * len(width) + "\r" + line)
+                return
+            if not shown:
+                shown[:] = ["", getattr(reporter._tw, "_current_line", "")]
+            note = f"{shown[1]} {progress.line()}"
+            reporter._tw.write("\r" + note + " " * max(0, len(shown[0]) - len(note)))
+            shown[0] = note if len(note) > len(shown[0]) else shown[0]
+    return show
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """A skip's short-summary line names the check (and the node, where the reason does not), not the
