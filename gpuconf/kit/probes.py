@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gpuconf.cluster import PodOutcome
+from gpuconf.kit.evidence import skip_not_tested
 from gpuconf.kit.state import DEFAULT_PROBE_CUDA, inventory, node_views, run_context, session
+from gpuconf.outcomes import BLOCKED, COULD_NOT_RUN
 
 if TYPE_CHECKING:
     from gpuconf.nodes import GpuRequest, NodeView
@@ -21,7 +23,8 @@ __all__ = ["WholeNodeProbes", "blocked", "claim_template", "cuda_probe_pod", "gp
 
 class WholeNodeProbes(dict[str, PodOutcome]):
     """The whole-node probes by node, and for each GPU node without one the node view's reason why
-    (``why``: the NOT TESTED line of every check that reads it); ``selected``: the check ids this run
+    (``why``: the NOT TESTED line of every check that reads it; ``kinds``: its NOT TESTED kind,
+    gpuconf.nodes.Unavailable.kind); ``selected``: the check ids this run
     selected (None: unknown), so a check blocked by another that does not run fails instead;
     ``runtime_missing``: scheduling.runtimeclass-present's failure where the cluster has no
     RuntimeClass for the NVIDIA runtime (gpuconf.checks.probe_start.whole_node_block); ``extended``: by
@@ -29,9 +32,10 @@ class WholeNodeProbes(dict[str, PodOutcome]):
 
     def __init__(self, outcomes: Mapping[str, PodOutcome] | None = None, why: Mapping[str, str] | None = None,
                  selected: frozenset[str] | None = None, runtime_missing: str | None = None,
-                 extended: Mapping[str, str] | None = None) -> None:
+                 extended: Mapping[str, str] | None = None, kinds: Mapping[str, str] | None = None) -> None:
         super().__init__(outcomes or {})
         self.why: dict[str, str] = dict(why or {})
+        self.kinds: dict[str, str] = dict(kinds or {})
         self.selected = selected
         self.runtime_missing = runtime_missing
         self.extended: dict[str, str] = dict(extended or {})
@@ -139,7 +143,7 @@ def blocked(probes: Mapping[str, PodOutcome], node: str, check: str | None) -> N
     if selected is not None and block.owner not in selected:
         pytest.fail(f"{block.cause} (the check that reports this, {block.owner}, is not part of this run)",
                     pytrace=False)
-    pytest.skip(block.reason)
+    skip_not_tested(block.reason, BLOCKED, blocked_by=block.owner)
 
 
 def probe_report(probes: dict[str, PodOutcome], node: str) -> Any:
@@ -149,7 +153,8 @@ def probe_report(probes: dict[str, PodOutcome], node: str) -> Any:
 
     outcome = probes.get(node)
     if outcome is None:
-        pytest.skip(getattr(probes, "why", {}).get(node) or f"no probe ran on {node}")
+        skip_not_tested(getattr(probes, "why", {}).get(node) or f"no probe ran on {node}",
+                        getattr(probes, "kinds", {}).get(node) or COULD_NOT_RUN)
     blocked(probes, node, None)
     if not outcome.logs.get("probe"):  # whole_node_block names every such case; never judge an absent report
         pytest.fail(f"the probe pod on {node} printed no report", pytrace=False)

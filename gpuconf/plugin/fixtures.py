@@ -21,7 +21,10 @@ def gpu_cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHandle]:
     """The cluster under test for the whole session."""
     state = session(request.config)
     if state.handle is None:
-        pytest.skip(state.skip_reason or "no cluster")
+        from gpuconf.kit.evidence import skip_not_tested
+        from gpuconf.outcomes import COULD_NOT_RUN
+
+        skip_not_tested(state.skip_reason or "no cluster", COULD_NOT_RUN)
     yield state.handle
 
 
@@ -70,7 +73,8 @@ def whole_node_probes(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeV
     state.probes = WholeNodeProbes({o.node or name.removeprefix("inventory-"): o for name, o in outcomes.items()},
                                    {name: ask.reason for name, ask in asks.items() if isinstance(ask, Unavailable)},
                                    selected_checks(request.session), runtime_missing(inventory(request.config)),
-                                   {n.name: n.extended for n in gpu_nodes.values() if n.extended})
+                                   {n.name: n.extended for n in gpu_nodes.values() if n.extended},
+                                   {name: ask.kind for name, ask in asks.items() if isinstance(ask, Unavailable)})
     return state.probes
 
 
