@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from gpuconf.checks import health
-from gpuconf.kit import judge, probe_report
+from gpuconf.kit import judge, probe_report, skip_not_tested
+from gpuconf.outcomes import COULD_NOT_RUN
 
 pytestmark = pytest.mark.health
 
@@ -34,7 +35,7 @@ def test_no_pending_memory_repair(gpu_node, whole_node_probes, record_property):
 def test_no_critical_xid(gpu_node, exporter_scrapes, record_property):
     scrape = exporter_scrapes.get(gpu_node)
     if scrape is None:
-        pytest.skip(f"no exporter scrape for {gpu_node}")
+        skip_not_tested(f"no exporter scrape for {gpu_node}", COULD_NOT_RUN)
     rows, unavailable = health.last_xids(scrape)
     judge(health.evaluate_no_critical_xid(gpu_node, rows, source=f"DCGM exporter pod {scrape.pod}",
                                           unavailable=unavailable), record_property)

@@ -29,10 +29,11 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from gpuconf.checks.inventory import nvml_blocked
+from gpuconf.checks.inventory import NVML_CHECK, nvml_blocked
 from gpuconf.compat import tables
 from gpuconf.compat.links import TABLE as _TABLE
 from gpuconf.compat.links import HostLink, Link, host_link, link_for
+from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.probes.cuda import CudaProbeReport, DeviceReport, NvmlGpu, PcieLink
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
@@ -98,9 +99,9 @@ def evaluate_pcie_link_at_max(node: str, probe: CudaProbeReport, *,
     in the table, no GPU maximum from NVML) or whose link NVML could not read is not judged: the
     node is NOT TESTED naming it, unless another GPU already fails."""
     if (blocked := nvml_blocked(probe)) is not None:
-        return not_tested(LINK_CHECK, node, blocked)
+        return not_tested(LINK_CHECK, node, blocked, blocked_by=NVML_CHECK)
     if not probe.nvml_gpus:
-        return not_tested(LINK_CHECK, node, f"NVML lists no GPU in the probe on {node}")
+        return not_tested(LINK_CHECK, node, f"NVML lists no GPU in the probe on {node}", kind=COULD_NOT_RUN)
     evidence: list[str] = []
     problems: list[str] = []
     unjudged: list[str] = []
@@ -142,7 +143,8 @@ def evaluate_pcie_link_at_max(node: str, probe: CudaProbeReport, *,
     if not checked:
         whys = {line.split(": not tested, ", 1)[-1] for line in evidence}
         detail = f"all {len(evidence)} GPU(s): {whys.pop()}" if len(whys) == 1 else "; ".join(evidence)
-        return not_tested(LINK_CHECK, node, f"no GPU on {node} has a PCIe link to judge: {detail}")
+        return not_tested(LINK_CHECK, node, f"no GPU on {node} has a PCIe link to judge: {detail}",
+                          kind=COULD_NOT_RUN if unjudged else NOT_APPLICABLE)
     expected = "every GPU's PCIe link at its model's generation and width under load, replays within DCGM's limit"
     if problems:
         return failed(LINK_CHECK, node, f"{len(problems)} PCIe link problem(s) on {node}: " + "; ".join(problems)
@@ -151,7 +153,7 @@ def evaluate_pcie_link_at_max(node: str, probe: CudaProbeReport, *,
     if unjudged:
         return not_tested(LINK_CHECK, node, f"the PCIe link of {len(unjudged)} of {len(unjudged) + checked} GPU(s) on "
                           f"{node} is not judged: {'; '.join(unjudged)}"
-                          + (f" ({checked} other GPU(s) at their link)" if checked else ""))
+                          + (f" ({checked} other GPU(s) at their link)" if checked else ""), kind=COULD_NOT_RUN)
     return passed(LINK_CHECK, node, f"{checked} GPU(s) on {node} run their PCIe link at its maximum",
                   expected=expected, observed=f"{checked} GPU(s) at their link", evidence=tuple(evidence))
 
@@ -203,9 +205,10 @@ def evaluate_host_device_floor(node: str, probe: CudaProbeReport, *,
         if bw is not None and not bw.ok:
             evidence.append(f"{label}: copies did not complete: {bw.result}")
         measured[d.index] = (d, figures)
-    if not measured:
+    if not measured:  # every device a MIG instance: not measured by design
         return not_tested(FLOOR_CHECK, node, f"no host-device copy was measured on {node}: " + "; ".join(evidence)
-                          if evidence else f"the probe on {node} lists no CUDA device")
+                          if evidence else f"the probe on {node} lists no CUDA device",
+                          kind=NOT_APPLICABLE if evidence and not unmeasured else COULD_NOT_RUN)
     degraded: list[str] = []
     failing: list[str] = []
     no_floor: list[str] = []
@@ -242,7 +245,7 @@ def evaluate_host_device_floor(node: str, probe: CudaProbeReport, *,
         siblings = (f"its {len(no_floor)} GPU(s) agree with each other" if len(no_floor) > 1
                     else f"no sibling GPU on {node} to compare with")
         return not_tested(FLOOR_CHECK, node, f"no bandwidth floor for {models} in gpuconf/data/host_bandwidth.yaml "
-                          f"(add the model there): {siblings}")
+                          f"(add the model there): {siblings}", kind=COULD_NOT_RUN)
     expected = ("every GPU's pinned copies at or above its link's floor (gpuconf/data/host_bandwidth.yaml) and "
                 "within reach of its siblings")
     facts: dict[str, Any] = {"series": series(probe)}
@@ -254,7 +257,8 @@ def evaluate_host_device_floor(node: str, probe: CudaProbeReport, *,
                        evidence=tuple(evidence), facts=facts)
     if unmeasured:
         return not_tested(FLOOR_CHECK, node, f"{len(unmeasured)} GPU(s) on {node} were not measured, so they are not "
-                          f"judged: {'; '.join(unmeasured)} ({len(measured)} other GPU(s) reach their floor)")
+                          f"judged: {'; '.join(unmeasured)} ({len(measured)} other GPU(s) reach their floor)",
+                          kind=COULD_NOT_RUN)
     return Verdict(FLOOR_CHECK, node, Outcome.PASS, f"{len(measured)} GPU(s) on {node} reach their host-device "
                    "floor", expected=expected, observed=f"{len(measured)} GPU(s) measured",
                    evidence=tuple(evidence), facts=facts)

@@ -25,8 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gpuconf.checks.inventory import nvml_blocked
+from gpuconf.checks.inventory import NVML_CHECK, nvml_blocked
 from gpuconf.compat import tables
+from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.probes.cuda import CudaProbeReport, NvmlGpu
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
@@ -131,9 +132,9 @@ def _judge(check: str, node: str, probe: CudaProbeReport, limits: Sequence[Thres
     so the node is NOT TESTED naming it (unless another GPU already fails); a PASS names the GPUs
     left out by design and the counters it could not read."""
     if (blocked := nvml_blocked(probe)) is not None:
-        return not_tested(check, node, blocked)
+        return not_tested(check, node, blocked, blocked_by=NVML_CHECK)
     if not probe.nvml_gpus:
-        return not_tested(check, node, f"NVML lists no GPU in the probe on {node}")
+        return not_tested(check, node, f"NVML lists no GPU in the probe on {node}", kind=COULD_NOT_RUN)
     evidence: list[str] = []
     over: list[tuple[Threshold, str]] = []
     skipped: list[str] = []  # not applicable by design (the GPU has no such counter)
@@ -163,7 +164,7 @@ def _judge(check: str, node: str, probe: CudaProbeReport, limits: Sequence[Thres
     if not checked and not unjudged:
         whys = {line.split(": not tested, ", 1)[-1] for line in evidence}
         detail = f"all {len(evidence)} GPU(s): {whys.pop()}" if len(whys) == 1 else "; ".join(evidence)
-        return not_tested(check, node, f"no GPU on {node} {none}: {detail}")
+        return not_tested(check, node, f"no GPU on {node} {none}: {detail}", kind=NOT_APPLICABLE)
     expected = f"every {what} counter " + ", ".join(f"{t.metric} not {t.rule}" for t in limits)
     if over:
         lines = [line for _, line in over]
@@ -175,7 +176,8 @@ def _judge(check: str, node: str, probe: CudaProbeReport, limits: Sequence[Thres
     if unjudged:
         return not_tested(check, node, f"the {what} counters of {len(unjudged)} of {len(unjudged) + checked} GPU(s) "
                           f"on {node} could not be read, so they are not judged: {'; '.join(unjudged)}"
-                          + (f" ({checked} other GPU(s) read, none over threshold)" if checked else ""))
+                          + (f" ({checked} other GPU(s) read, none over threshold)" if checked else ""),
+                          kind=COULD_NOT_RUN)
     gaps = ([f"not read: {'; '.join(partial)}"] if partial else []) + (
         [f"not tested by design: {'; '.join(skipped)}"] if skipped else [])
     return passed(check, node, f"{checked} GPU(s) on {node} report no {what} over threshold"
@@ -246,9 +248,10 @@ def evaluate_no_critical_xid(node: str, last_xids: Sequence[tuple[str, int | Non
     (0: none; None: the metric is missing for it) as ``source`` reports them; ``unavailable`` is why
     nothing could be read (not tested)."""
     if unavailable is not None:
-        return not_tested(XID_CHECK, node, f"the GPUs' last Xid is not readable on {node}: {unavailable}")
+        return not_tested(XID_CHECK, node, f"the GPUs' last Xid is not readable on {node}: {unavailable}",
+                          kind=COULD_NOT_RUN)
     if not last_xids:
-        return not_tested(XID_CHECK, node, f"{source} lists no GPU on {node}")
+        return not_tested(XID_CHECK, node, f"{source} lists no GPU on {node}", kind=COULD_NOT_RUN)
     table = xid_table() if table is None else table
     evidence: list[str] = []
     critical: list[str] = []
@@ -270,7 +273,8 @@ def evaluate_no_critical_xid(node: str, last_xids: Sequence[tuple[str, int | Non
                 actions.append(f"Xid {value}: {row.action}")
     read = len(last_xids) - len(unread)
     if not read:
-        return not_tested(XID_CHECK, node, f"{source} has no DCGM_FI_DEV_XID_ERRORS for any GPU on {node}")
+        return not_tested(XID_CHECK, node, f"{source} has no DCGM_FI_DEV_XID_ERRORS for any GPU on {node}",
+                          kind=COULD_NOT_RUN)
     expected = "no GPU's last Xid needs a reset or isolation (gpuconf/data/xid_codes.yaml)"
     if critical:
         summary = f"{len(critical)} GPU(s) on {node} raised a critical Xid: " + "; ".join(critical) + (
@@ -280,7 +284,7 @@ def evaluate_no_critical_xid(node: str, last_xids: Sequence[tuple[str, int | Non
     if unread:  # a GPU without the metric may be the one that raised an Xid: no PASS on the others alone
         return not_tested(XID_CHECK, node, f"{source} has no {XID_METRIC} for {len(unread)} of {len(last_xids)} "
                           f"GPU(s) on {node}, so they are not judged: {', '.join(unread)} ({read} other GPU(s) read, "
-                          "no critical Xid)")
+                          "no critical Xid)", kind=COULD_NOT_RUN)
     return passed(XID_CHECK, node, f"no critical Xid on {read} GPU(s) of {node}",
                   expected=expected, observed=f"{read} GPU(s) read", evidence=(f"source: {source}", *evidence))
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from gpuconf.compat import tables
 from gpuconf.nodes import NodeView
 from gpuconf.nodes.facts import label_cuda_version, label_driver_version
+from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.probes.cuda import CudaProbeReport, DeviceReport
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
@@ -62,7 +63,7 @@ def evaluate_gpu_resource_advertised(node: NodeView) -> Verdict:
         return passed(cid, node.name, f"GPUs advertised ({how})")
     declared = node.label("gpu.count") or ("some" if node.label("gpu.present") == "true" else None)
     if declared is None:
-        return not_tested(cid, node.name, "the node is not labelled as having NVIDIA GPUs")
+        return not_tested(cid, node.name, "the node is not labelled as having NVIDIA GPUs", kind=NOT_APPLICABLE)
     return failed(cid, node.name, "the node is labelled as a GPU node but advertises no GPU resource",
                   expected=f"{declared} GPUs as nvidia.com/gpu (or a DRA ResourceSlice)",
                   observed="no nvidia.com/gpu or nvidia.com/mig-* in capacity, no ResourceSlice",
@@ -80,8 +81,9 @@ def evaluate_allocatable_matches_capacity(node: NodeView, *, enumerated: Mapping
     or when nothing is left allocatable."""
     cid = "inventory.allocatable-matches-capacity"
     capacity, allocatable = gpu_resources(node.capacity), gpu_resources(node.allocatable)
-    if not capacity:
-        return not_tested(cid, node.name, "no GPU resource advertised")
+    if not capacity:  # a node whose GPUs DRA publishes advertises none by design
+        return not_tested(cid, node.name, "no GPU resource advertised",
+                          kind=NOT_APPLICABLE if node.dra_devices else COULD_NOT_RUN)
     short = {r: (c, allocatable.get(r, 0)) for r, c in capacity.items() if allocatable.get(r, 0) < c}
     if not short:
         return passed(cid, node.name, ", ".join(f"{r} {c}/{c} allocatable" for r, c in sorted(capacity.items())))
@@ -218,7 +220,7 @@ def evaluate_gpu_count(node: NodeView, *, probe: CudaProbeReport | None = None, 
         if len(views) == 1 and pool is not None:
             (what, count), = views.items()
             return passed(cid, node.name, f"{count} GPUs ({what}); {pool[1]} have {pool[0]}")
-        return not_tested(cid, node.name, "fewer than two views of the GPU count to compare")
+        return not_tested(cid, node.name, "fewer than two views of the GPU count to compare", kind=COULD_NOT_RUN)
     counts = set(views.values())
     described = "; ".join(f"{k}: {v}" for k, v in views.items())
     if len(counts) == 1:
@@ -340,7 +342,8 @@ def evaluate_labels_match_hardware(node: NodeView, probe: CudaProbeReport, *,
     if all(v is None for v in labelled.values()):
         return _no_gfd_labels(cid, node, gfd, list(labelled))
     if not probe.devices:
-        return not_tested(cid, node.name, "the probe saw no GPU, so there is no hardware to compare with")
+        return not_tested(cid, node.name, "the probe saw no GPU, so there is no hardware to compare with",
+                          kind=COULD_NOT_RUN)
     mixed = _mixed_models(node, probe, product)
     if mixed is not None:
         return mixed
@@ -365,7 +368,7 @@ def evaluate_labels_match_hardware(node: NodeView, probe: CudaProbeReport, *,
         judged = [k for k, (a, b) in seen.items() if a is not None and b is not None]
         if not judged:
             return not_tested(cid, node.name, f"no GFD label on {node.name} has a probe reading to compare with "
-                              f"(the probe could not read: {', '.join(unread)})")
+                              f"(the probe could not read: {', '.join(unread)})", kind=COULD_NOT_RUN)
         gaps = ([f"not labelled: {', '.join(unlabelled)}"] if unlabelled else []) + (
             [f"not read by the probe, so not judged: {', '.join(unread)}"] if unread else [])
         return passed(cid, node.name, f"GFD labels match the hardware ({product}"
@@ -382,9 +385,10 @@ def _no_gfd_labels(cid: str, node: NodeView, gfd: GfdDeployment | None, keys: Se
     which = ", ".join(keys)
     if gfd is None:
         return not_tested(cid, node.name, f"{node.name} carries no GFD label ({which}), and whether GFD should run "
-                          "there is unknown")
+                          "there is unknown", kind=COULD_NOT_RUN)
     if not gfd.expected:
-        return not_tested(cid, node.name, f"not applicable: {gfd.why}, and {node.name} carries no GFD label")
+        return not_tested(cid, node.name, f"not applicable: {gfd.why}, and {node.name} carries no GFD label",
+                          kind=NOT_APPLICABLE)
     return failed(cid, node.name, f"{gfd.why} but node {node.name} carries no nvidia.com/gpu.* labels ({which}): "
                   "GFD is not running there or cannot read the GPUs",
                   expected="GFD's labels on the node", observed="none of " + which,
@@ -493,7 +497,7 @@ def evaluate_driver_uniform(nodes: Sequence[NodeView],
             version, source = versions[n.name]
             declared = policy.get(n.name)
             if version is None:
-                out.append(not_tested(cid, n.name, source))
+                out.append(not_tested(cid, n.name, source, kind=COULD_NOT_RUN))
                 continue
             shown = version if source.startswith("nvidia.com/") else f"{version} ({source})"
             if declared is not None and declared.version is not None:
@@ -552,7 +556,7 @@ def evaluate_nvml_initializes(node: str, probe: CudaProbeReport) -> Verdict:
         return passed(NVML_CHECK, node, f"NVML driver {probe.nvml_driver_version}")
     if reason == NVML_NOT_REACHED:  # the probe stopped before its NVML step: smoke reports why, once
         return not_tested(NVML_CHECK, node, f"the probe on {node} stopped before it loaded NVML (exit "
-                          f"{probe.exit_code}: {probe.exit_reason})")
+                          f"{probe.exit_code}: {probe.exit_reason})", kind=COULD_NOT_RUN)
     cause, remedy = nvml_failure(reason)
     return failed(NVML_CHECK, node, f"NVML does not initialise in a pod given the GPUs of {node}: {reason} ({cause})",
                   expected="NVML initialises", observed=reason, evidence=(reason,), remedy=remedy)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from functools import cache
 
 from gpuconf.compat import tables
+from gpuconf.outcomes import COULD_NOT_RUN
 from gpuconf.probes.cuda import CudaProbeReport
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
@@ -203,7 +204,7 @@ def evaluate_gpu_metrics_present(node: str, scrape: ExporterScrape, probe: Probe
     table = table or metrics_table()
     required = table.level("required")
     if scrape.not_tested is not None:
-        return not_tested(PRESENT_CHECK, node, scrape.not_tested)
+        return not_tested(PRESENT_CHECK, node, scrape.not_tested, kind=COULD_NOT_RUN)
     expected = (f"the DCGM exporter on {node} publishes {', '.join(f.describe() for f in required)} "
                 "for every GPU, under the UUIDs the probe saw")
     if scrape.error is not None:
@@ -233,7 +234,7 @@ def evaluate_gpu_metrics_present(node: str, scrape: ExporterScrape, probe: Probe
     if probe is None or not probe.uuids:
         why = probe_reason or "the probe reported no GPU UUID"
         return not_tested(PRESENT_CHECK, node, f"{where} publishes the required metrics for {len(published)} GPU(s), "
-                          f"but their UUIDs are not compared: {why}")
+                          f"but their UUIDs are not compared: {why}", kind=COULD_NOT_RUN)
     how = "the same GPUs as" if probe.complete else "every GPU of"
     return passed(PRESENT_CHECK, node, f"{where} publishes the required metrics for {len(published)} GPU(s), "
                   f"{how} the whole-node probe", expected=expected, observed=observed)
@@ -248,10 +249,10 @@ def evaluate_recommended_metrics_present(node: str, scrape: ExporterScrape, *,
     table = table or metrics_table()
     recommended = table.level("recommended")
     if scrape.not_tested is not None:
-        return not_tested(RECOMMENDED_CHECK, node, scrape.not_tested)
+        return not_tested(RECOMMENDED_CHECK, node, scrape.not_tested, kind=COULD_NOT_RUN)
     if scrape.error is not None or not scrape.gpus:
         return not_tested(RECOMMENDED_CHECK, node, f"no exporter metrics to read on {node} "
-                          f"({scrape.error or 'no GPU series'}; {PRESENT_CHECK} reports it)")
+                          f"({scrape.error or 'no GPU series'}; {PRESENT_CHECK} reports it)", kind=COULD_NOT_RUN)
     link_metrics = {m for f in recommended if f.when == "nvlink" for m in f.metrics}
     node_has_nvlink = any(link_metrics & set(g.values) for g in scrape.gpus.values())
     problems: list[str] = []
