@@ -13,6 +13,7 @@ from gpuconf.checks.probe_start import blocked_by
 from gpuconf.cluster import run_campaign
 from gpuconf.kit import DEFAULT_PROBE_CUDA, compat_cudas, cuda_probe_pod, judge, parsed_probe, run_context
 from gpuconf.nodes import Via
+from gpuconf.outcomes import COULD_NOT_RUN
 from gpuconf.probes import ProbeParseError
 from gpuconf.verdict import Verdict, not_tested
 
@@ -42,13 +43,15 @@ def compat_run(request, gpu_inventory, gpu_nodes) -> compat.CompatRun:
     # Pods on a node with few GPUs wait for one another: waiting for a free GPU is not unschedulable.
     budget = config.getoption("--probe-timeout")
     outcomes = run_campaign(run_context(config), pods, timeout=budget, schedule_budget=budget) if pods else {}
-    return compat.assemble(targets, plan, outcomes, skipped)
+    return compat.assemble(targets, plan, outcomes, skipped,
+                           skipped_kinds={name: ask.kind for name, ask in asks.items() if not ask})
 
 
 def skip_unprobed(run: compat.CompatRun, check: str, node: str, record_property) -> None:
     """A node the campaign did not probe: NOT_TESTED with the reason (judge skips the test)."""
     if node in run.skipped:
-        judge(not_tested(check, node, run.skipped[node]), record_property)
+        judge(not_tested(check, node, run.skipped[node], kind=run.skipped_kinds.get(node, COULD_NOT_RUN)),
+              record_property)
 
 
 def labels_owner(request, node: str) -> Verdict | None:

@@ -60,6 +60,7 @@ from gpuconf.compat.rules import Mode
 from gpuconf.compat.versions import VersionError, parse_cuda, parse_driver
 from gpuconf.diagnose import diagnose
 from gpuconf.nodes.facts import NodeFacts, Source
+from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.probes import ProbeParseError
 from gpuconf.probes.cuda import CudaProbeReport, parse_cuda_probe
 from gpuconf.verdict import Verdict, failed, not_tested, passed
@@ -498,7 +499,8 @@ class MatrixRow:
 
 @dataclass(frozen=True)
 class CompatRun:
-    """Everything the checks need, per node; ``skipped`` nodes are not probed, with the reason."""
+    """Everything the checks need, per node; ``skipped`` nodes are not probed, with the reason (and
+    its NOT TESTED kind in ``skipped_kinds``: gpuconf.nodes.Unavailable.kind)."""
 
     targets: Mapping[str, Target]
     canaries: Mapping[str, Canary]
@@ -509,10 +511,12 @@ class CompatRun:
     unpredictable: Mapping[str, str] = field(default_factory=dict)
     #: The nodes whose probes got their GPUs through DRA (injected through CDI by the DRA driver).
     dra: frozenset[str] = frozenset()
+    skipped_kinds: Mapping[str, str] = field(default_factory=dict)
 
 
 def assemble(targets: Sequence[Target], plan: Sequence[PlannedPod], outcomes: Mapping[str, PodOutcome],
-             skipped: Mapping[str, str] | None = None) -> CompatRun:
+             skipped: Mapping[str, str] | None = None, *,
+             skipped_kinds: Mapping[str, str] | None = None) -> CompatRun:
     """The canaries classified, and each matrix pod's observation next to its prediction for the
     mode its node's canary showed."""
     by_node = {t.node: t for t in targets}
@@ -539,7 +543,7 @@ def assemble(targets: Sequence[Target], plan: Sequence[PlannedPod], outcomes: Ma
         rows[p.node].append(MatrixRow(p.name, p.cuda, image.ref or p.cuda, p.env, predicted, observed))
     return CompatRun(by_node, canaries, {n: tuple(r) for n, r in rows.items()},
                      {t.node: pool_of(t.product) for t in targets}, dict(skipped or {}), unpredictable,
-                     frozenset(t.node for t in targets if t.dra))
+                     frozenset(t.node for t in targets if t.dra), dict(skipped_kinds or {}))
 
 
 # --- runtime.require-cuda-enforced ---------------------------------------------------------------
@@ -558,11 +562,12 @@ def evaluate_require_enforced(node: str, canaries: Mapping[str, Canary], pools: 
     cid = "runtime.require-cuda-enforced"
     canary = canaries.get(node)
     if node in dra:
-        return not_tested(cid, node, f"not applicable: {DRA_REQUIRE_NA}")
+        return not_tested(cid, node, f"not applicable: {DRA_REQUIRE_NA}", kind=NOT_APPLICABLE)
     if canary is None:
-        return not_tested(cid, node, f"no canary ran on {node}")
+        return not_tested(cid, node, f"no canary ran on {node}", kind=COULD_NOT_RUN)
     if canary.enforcing is None:
-        return not_tested(cid, node, f"requirement enforcement on {node} is unknown: {canary.detail}")
+        return not_tested(cid, node, f"requirement enforcement on {node} is unknown: {canary.detail}",
+                          kind=COULD_NOT_RUN)
     observed = f"{_enforcement(canary.enforcing)}: {canary.detail}"
     if declared is not None:
         if declared not in ("legacy", "cdi", "jit-cdi"):
@@ -610,9 +615,9 @@ def evaluate_outcome_matches(node: str, rows: Sequence[MatrixRow], *, unpredicta
     """Every matrix pod did one of the things the engine predicts (result; the code of a CUDA error)."""
     cid = "compat.outcome-matches-prediction"
     if not rows:
-        return not_tested(cid, node, f"no matrix pod ran on {node}")
+        return not_tested(cid, node, f"no matrix pod ran on {node}", kind=COULD_NOT_RUN)
     if unpredictable is not None:
-        return not_tested(cid, node, f"no prediction for {node}: {unpredictable}")
+        return not_tested(cid, node, f"no prediction for {node}: {unpredictable}", kind=COULD_NOT_RUN)
     unobserved = [r for r in rows if r.observed.result == "other"]
     wrong = [r for r in rows if r.observed.result != "other" and not r.matches()]
     if wrong:
@@ -627,7 +632,7 @@ def evaluate_outcome_matches(node: str, rows: Sequence[MatrixRow], *, unpredicta
     if unobserved:
         return not_tested(cid, node, f"{len(unobserved)} of {len(rows)} matrix pods on {node} show no compatibility "
                           "outcome, so the comparison is incomplete: " + "; ".join(
-                              f"{r.label}: {r.observed.detail}" for r in unobserved))
+                              f"{r.label}: {r.observed.detail}" for r in unobserved), kind=COULD_NOT_RUN)
     return passed(cid, node, f"all {len(rows)} matrix pods on {node} did what gpuconf predict says: "
                   + "; ".join(f"{r.label}: {r.observed.describe()}" for r in rows),
                   evidence=tuple(e for r in rows for e in _row_evidence(r)))
@@ -642,13 +647,15 @@ def evaluate_forward_compat(node: str, target: Target | None, rows: Sequence[Mat
     cid = "compat.forward-compat-runs"
     if target is None or target.model is None:
         return not_tested(cid, node, f"no prediction for {node}: "
-                          + (target.problem if target is not None and target.problem else "its facts are unknown"))
+                          + (target.problem if target is not None and target.problem else "its facts are unknown"),
+                          kind=COULD_NOT_RUN)
     model = target.model
     classes = tables.load("forward_compat").get("gpu_classes", ["data-center"])
     gpu = model.gpu_name or "the GPU"
     if model.gpu_class not in classes:
         return not_tested(cid, node, f"forward compatibility is supported on {' and '.join(classes)} GPUs only; "
-                          f"{gpu} on {node} is " + (model.gpu_class or "of an unknown class"))
+                          f"{gpu} on {node} is " + (model.gpu_class or "of an unknown class"),
+                          kind=NOT_APPLICABLE if model.gpu_class else COULD_NOT_RUN)
     native = rules.native_cuda(model)
     assert native is not None  # make_target only models branches in the table
     branch = model.driver.branch
@@ -657,12 +664,12 @@ def evaluate_forward_compat(node: str, target: Target | None, rows: Sequence[Mat
     facts = f"{gpu}, driver {model.driver}, native CUDA {native}"
     if not newer:
         return not_tested(cid, node, f"no matrix image is newer than the native CUDA {native} of {node} ({facts}; "
-                          f"matrix: {', '.join(r.cuda for r in plain)})")
+                          f"matrix: {', '.join(r.cuda for r in plain)})", kind=NOT_APPLICABLE)
     candidates = [r for r in newer if _supported(r, branch)]
     if not candidates:
         return not_tested(cid, node, f"no matrix image newer than CUDA {native} pairs with driver branch {branch} "
                           "in gpuconf/data/forward_compat.yaml ("
-                          + ", ".join(r.cuda for r in newer) + f" on {facts})")
+                          + ", ".join(r.cuda for r in newer) + f" on {facts})", kind=NOT_APPLICABLE)
     seen = [(r, *_runtime_outcome(r, rows)) for r in candidates]
     bad = [(r, o, note) for r, o, note in seen if o.result != "other" and not (o.result == "runs" and o.libcuda_compat)]
     lines = tuple(f"{r.label}: {o.describe()}{note}" for r, o, note in seen)
@@ -676,7 +683,7 @@ def evaluate_forward_compat(node: str, target: Target | None, rows: Sequence[Mat
     unobserved = [(r, o) for r, o, _ in seen if o.result == "other"]
     if unobserved:
         return not_tested(cid, node, "forward compatibility could not be observed on "
-                          f"{node}: " + "; ".join(f"{r.image}: {o.detail}" for r, o in unobserved))
+                          f"{node}: " + "; ".join(f"{r.image}: {o.detail}" for r, o in unobserved), kind=COULD_NOT_RUN)
     return passed(cid, node, f"forward compatibility works on {node} ({facts}): " + "; ".join(lines),
                   evidence=evidence)
 
@@ -689,7 +696,7 @@ def evaluate_current_major_runs(node: str, target: Target | None, rows: Sequence
     cid = "compat.current-cuda-major-runs"
     plain = [r for r in rows if not r.env]
     if not plain:
-        return not_tested(cid, node, f"no probe-matrix image ran on {node}")
+        return not_tested(cid, node, f"no probe-matrix image ran on {node}", kind=COULD_NOT_RUN)
     major = max(parse_cuda(r.cuda).major for r in plain)
     current = [(r, *_runtime_outcome(r, rows)) for r in plain if parse_cuda(r.cuda).major == major]
     facts = ""
@@ -705,7 +712,7 @@ def evaluate_current_major_runs(node: str, target: Target | None, rows: Sequence
             evidence=tuple(e for _, o, _ in bad for e in o.evidence))
     if all(o.result == "other" for _, o, _ in current):
         return not_tested(cid, node, f"the CUDA {major} images' outcome on {node} could not be observed: "
-                          + "; ".join(f"{r.image}: {o.detail}" for r, o, _ in current))
+                          + "; ".join(f"{r.image}: {o.detail}" for r, o, _ in current), kind=COULD_NOT_RUN)
     return passed(cid, node, f"the CUDA {major} images run on {node}{facts}: " + "; ".join(lines))
 
 
