@@ -18,8 +18,9 @@ import pytest
 from gpuconf.checks import dcgm as checks
 from gpuconf.checks.nccl import holders_by_node
 from gpuconf.cluster import PodOutcome, list_active_pods, run_campaign
-from gpuconf.kit import ClusterHandle, gpu_ask, judge, require, run_context
+from gpuconf.kit import ClusterHandle, gpu_ask, judge, require, run_context, skip_not_tested
 from gpuconf.nodes import NodeView
+from gpuconf.outcomes import COULD_NOT_RUN, NODE_UNAVAILABLE, NOT_SELECTED
 
 pytestmark = [pytest.mark.health, pytest.mark.dcgm]
 
@@ -30,6 +31,7 @@ OPTION_HINT = "run with --dcgm-diag LEVEL (1 short, 2 medium, 3 long, 4 xlong) t
 class DiagRuns:
     level: int | None
     skipped: dict[str, str] = field(default_factory=dict)  # node -> why no pod
+    kinds: dict[str, str] = field(default_factory=dict)  # node -> that NOT TESTED's kind
     outcomes: dict[str, PodOutcome] = field(default_factory=dict)
 
 
@@ -46,6 +48,7 @@ def dcgm_runs(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle, gpu_no
     pods = []
     for node in gpu_nodes.values():
         reason = checks.not_a_diag_node(node)
+        kind = checks.not_a_diag_node_kind(node) if reason is not None else NODE_UNAVAILABLE
         busy = holders.get(node.name, [])
         if reason is None and busy:
             reason = (f"{node.name} is busy: " + ", ".join(f"{h.namespace}/{h.name} holds {h.gpus} GPU(s)"
@@ -53,7 +56,7 @@ def dcgm_runs(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle, gpu_no
                       + (f" and {len(busy) - 5} more pods" if len(busy) > 5 else "")
                       + "; the diagnostic runs on idle nodes only")
         if reason is not None:
-            runs.skipped[node.name] = reason
+            runs.skipped[node.name], runs.kinds[node.name] = reason, kind
             continue
         ask = require(node.exclusive(check="the diagnostic"))  # not_a_diag_node said it is a GpuRequest
         pods.append(checks.make_dcgm_diag_pod(
@@ -78,9 +81,9 @@ class NodeRun:
 def node_run(runs: DiagRuns, node: str) -> tuple[int, NodeRun]:
     """The level and the node's diag output, or a skip that says why there is none."""
     if runs.level is None:
-        pytest.skip(OPTION_HINT)
+        skip_not_tested(OPTION_HINT, NOT_SELECTED)
     if node in runs.skipped:
-        pytest.skip(runs.skipped[node])
+        skip_not_tested(runs.skipped[node], runs.kinds.get(node, COULD_NOT_RUN))
     outcome = runs.outcomes[node]
     container = next((c for c in outcome.containers if c.name == "probe" and not c.init), None)
     output = outcome.logs.get("probe")

@@ -31,6 +31,7 @@ from jsonschema import Draft202012Validator
 
 from gpuconf.compat import tables
 from gpuconf.nodes import NodeView, Unavailable, Via
+from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.probe_pods import DEFAULT_TOLERATIONS, PRIORITY_CLASS, probe_pod_name
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
@@ -50,6 +51,7 @@ __all__ = [
     "exit_meaning",
     "make_dcgm_diag_pod",
     "not_a_diag_node",
+    "not_a_diag_node_kind",
     "parse_diag",
     "pod_name",
 ]
@@ -198,6 +200,16 @@ def not_a_diag_node(node: NodeView) -> str | None:
         return (f"only {ask.count - ask.held_back} of the {ask.count} GPUs of {node.name} are allocatable: the "
                 "diagnostic needs all of them (inventory.allocatable-matches-capacity reports the rest)")
     return None
+
+
+def not_a_diag_node_kind(node: NodeView) -> str:
+    """The NOT TESTED kind of :func:`not_a_diag_node`'s reason: not applicable on a MIG node (dcgmi refuses
+    it by design), the node view's kind where it cannot ask for the GPUs, could-not-run where some are
+    not allocatable."""
+    if node.mig != "none":
+        return NOT_APPLICABLE
+    ask = node.exclusive(check="the diagnostic")
+    return ask.kind if isinstance(ask, Unavailable) else COULD_NOT_RUN
 
 
 # -------------------------------------------------------------------------------------------------
@@ -376,7 +388,7 @@ def _document(node: str, check: str, level: int, output: str | None, exit_code: 
                       expected="a dcgmi diag JSON document", observed=failure or exit_meaning(exit_code))
     if _MIG_REFUSAL in output:
         line = next(x.strip() for x in output.splitlines() if _MIG_REFUSAL in x)
-        return not_tested(check, node, f"{run} refused to run: {line}")
+        return not_tested(check, node, f"{run} refused to run: {line}", kind=NOT_APPLICABLE)
     try:
         doc = parse_diag(output)
     except DiagParseError as exc:
@@ -425,7 +437,8 @@ def evaluate_dcgm_diag(node: str, output: str | None, level: int, *, exit_code: 
         reasons = sorted({i for t in doc.tests for r in t.results for i in (*r.info, *(e.message for e in r.errors))})
         return not_tested(CHECK_PASSES, node, f"DCGM level {level} diagnostic skipped every test ("
                           + ", ".join(t.name for t in doc.tests) + ")" + (": " + "; ".join(reasons[:4]) if reasons
-                                                                          else ": DCGM gave no reason"))
+                                                                          else ": DCGM gave no reason"),
+                          kind=COULD_NOT_RUN)
     if exit_code not in (0, None):
         return failed(CHECK_PASSES, node, f"dcgmi diag -r {level} reported {exit_meaning(exit_code)}, yet no result "
                       "in its document failed: the run is not a pass", expected="exit 0",
@@ -440,7 +453,8 @@ def evaluate_dcgm_diag(node: str, output: str | None, level: int, *, exit_code: 
             f"skipped {t.name}: {_skip_reason(t)}" for t in unrun]
         return not_tested(CHECK_PASSES, node, f"{name} did not run every test of the level ("
                           f"{', '.join(level_tests)}) on {node}: {'; '.join(parts)}; the "
-                          f"{', '.join(t.name for t in ran)} that ran passed, so the level is not judged")
+                          f"{', '.join(t.name for t in ran)} that ran passed, so the level is not judged",
+                          kind=COULD_NOT_RUN)
     extra = [t for t in skipped if canonical_test(t) not in level_tests]
     return passed(CHECK_PASSES, node, f"{name} passed: " + ", ".join(t.name for t in ran)
                   + (f" (skipped, not of the level: {', '.join(t.name for t in extra)})" if extra else ""))
@@ -475,7 +489,7 @@ def evaluate_dcgm_warnings(node: str, output: str | None, level: int, *, exit_co
         if got.outcome is Outcome.NOT_TESTED:
             return got
         return not_tested(CHECK_WARNINGS, node, f"no diag document to read warnings from on {node} "
-                          "(dcgm.diag-passes says why)")
+                          "(dcgm.diag-passes says why)", kind=COULD_NOT_RUN)
     warned = [f"{t.name} on {_gpu(got, r.gpus)}: {_why(r.errors)}" for t in got.tests for r in t.results
               if r.status == "Warn"]
     warned += [f"{t.name}: its test_summary warns: {_why(t.summary_errors)}" for t in got.tests
@@ -484,6 +498,7 @@ def evaluate_dcgm_warnings(node: str, output: str | None, level: int, *, exit_co
         return failed(CHECK_WARNINGS, node, f"DCGM level {level} diagnostic warned: " + "; ".join(warned[:6]),
                       expected="no warnings", observed=f"{len(warned)} warning(s)")
     if not any(r.status in ("Pass", "Fail", "Warn") for t in got.tests for r in t.results):
-        return not_tested(CHECK_WARNINGS, node, f"DCGM level {level} diagnostic ran no test on {node}")
+        return not_tested(CHECK_WARNINGS, node, f"DCGM level {level} diagnostic ran no test on {node}",
+                          kind=COULD_NOT_RUN)
     return passed(CHECK_WARNINGS, node, f"no DCGM level {level} test warned")
 

@@ -20,6 +20,7 @@ from gpuconf.checks.inventory import DriverPolicy, NodeView, gpu_resources, labe
 from gpuconf.compat.versions import VersionError, parse_cuda, parse_driver
 from gpuconf.expect import ExpectPool, ExpectProfile, MigCounts, mig_text
 from gpuconf.nodes.facts import Source
+from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE, NOT_SELECTED
 from gpuconf.probes.cuda import CudaProbeReport
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
@@ -81,7 +82,7 @@ def declared_gpu_count(profile: ExpectProfile | None, node: NodeView) -> int | N
 def evaluate_pool_populated(profile: ExpectProfile | None, nodes: Sequence[NodeView]) -> list[Verdict]:
     """One verdict per declared pool (node None): its GPU nodes against its declared count."""
     if profile is None:
-        return [not_tested(POPULATED, None, NO_EXPECT)]
+        return [not_tested(POPULATED, None, NO_EXPECT, kind=NOT_SELECTED)]
     members: dict[str, list[str]] = {p.name: [] for p in profile.pools}
     for n in nodes:
         pool = profile.pool_for(selector_labels(n))
@@ -137,7 +138,7 @@ def combined(verdicts: Sequence[Verdict]) -> Verdict:
 
 def evaluate_node_in_a_pool(profile: ExpectProfile | None, node: NodeView) -> Verdict:
     if profile is None:
-        return not_tested(IN_A_POOL, node.name, NO_EXPECT)
+        return not_tested(IN_A_POOL, node.name, NO_EXPECT, kind=NOT_SELECTED)
     pool = profile.pool_for(selector_labels(node))
     if pool is not None:
         return passed(IN_A_POOL, node.name, f"in pool {pool.name!r} ({pool.selector_text})", facts={"pool": pool.name})
@@ -448,17 +449,19 @@ def evaluate_node_matches_pool(profile: ExpectProfile | None, node: NodeView, *,
     """The node against every field its pool declares. ``probe`` is the whole-node cuda-probe report
     (``probe_requested``: the GPUs it asked for); ``runtime_mode`` the mode a canary pod showed."""
     if profile is None:
-        return not_tested(MATCHES, node.name, NO_EXPECT)
+        return not_tested(MATCHES, node.name, NO_EXPECT, kind=NOT_SELECTED)
     pool = profile.pool_for(selector_labels(node))
     if pool is None:
-        return not_tested(MATCHES, node.name, "the node matches no declared pool (expect.node-in-a-pool reports it)")
+        return not_tested(MATCHES, node.name, "the node matches no declared pool (expect.node-in-a-pool reports it)",
+                          kind=COULD_NOT_RUN)
     fields = compare_node(pool, node, probe=probe, probe_requested=probe_requested, runtime_mode=runtime_mode)
     facts: dict[str, Any] = {"pool": pool.name, "fields": {
         c.field: {"declared": c.declared, "observed": [o.__dict__ for o in c.observations], "unobserved": c.unobserved}
         for c in fields}}
     lines = tuple(c.line() for c in fields)
     if not fields:
-        return not_tested(MATCHES, node.name, f"pool {pool.name!r} declares nothing beyond its selector")
+        return not_tested(MATCHES, node.name, f"pool {pool.name!r} declares nothing beyond its selector",
+                          kind=NOT_APPLICABLE)
     bad = [c for c in fields if c.mismatches]
     unseen = [c.field for c in fields if not c.observations]
     if bad:
@@ -470,7 +473,7 @@ def evaluate_node_matches_pool(profile: ExpectProfile | None, node: NodeView, *,
     if len(unseen) == len(fields):
         return Verdict(MATCHES, node.name, Outcome.NOT_TESTED,
                        f"none of the fields pool {pool.name!r} declares can be observed on this node: "
-                       + "; ".join(lines), evidence=lines, facts=facts)
+                       + "; ".join(lines), evidence=lines, facts=facts, kind=COULD_NOT_RUN)
     summary = f"matches pool {pool.name!r} on {len(fields) - len(unseen)} declared fields"
     if unseen:
         summary += f"; not observed: {', '.join(unseen)}"
