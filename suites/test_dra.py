@@ -28,10 +28,11 @@ from gpuconf.checks.probe_start import blocked_by, claim_prepare_block
 from gpuconf.cluster import ClusterError, Inventory, OverloadedError, PodOutcome, RunContext, run_campaign
 from gpuconf.cluster.access import stream_lines
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
-from gpuconf.kit import cuda_probe_pod, judge, native_probe_cuda, run_context, session
+from gpuconf.kit import cuda_probe_pod, judge, native_probe_cuda, run_context, session, skip_not_tested
 from gpuconf.nodes import NodeView, Via
+from gpuconf.outcomes import BLOCKED, COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.probe_pods import ClaimRequest, make_resource_claim_template
-from gpuconf.verdict import Verdict
+from gpuconf.verdict import Verdict, not_tested
 
 pytestmark = pytest.mark.dra
 
@@ -61,7 +62,8 @@ def dra_facts(gpu_inventory: Inventory) -> DraFacts:
     reason = checks.dra_skip_reason(serves_v1=gpu_inventory.dra_served, device_classes=gpu_inventory.device_classes,
                                     served=gpu_inventory.dra_version)
     if reason is not None:
-        pytest.skip(reason)
+        skip_not_tested(reason, checks.dra_skip_kind(serves_v1=gpu_inventory.dra_served,
+                                                     served=gpu_inventory.dra_version))
     slices = [s.raw for s in gpu_inventory.slices]
     return DraFacts({n.name: checks.slice_devices(slices, n.name) for n in gpu_inventory.gpu_nodes},
                     gpu_inventory.device_classes)
@@ -70,8 +72,8 @@ def dra_facts(gpu_inventory: Inventory) -> DraFacts:
 def node_devices(facts: DraFacts, node: str) -> tuple[checks.SliceDevice, ...]:
     devices = facts.devices.get(node, ())
     reason = checks.node_skip_reason(node, devices)
-    if reason is not None:
-        pytest.skip(reason)
+    if reason is not None:  # its GPUs are not DRA-managed
+        skip_not_tested(reason, NOT_APPLICABLE)
     return devices
 
 
@@ -280,7 +282,7 @@ def blocked_by_prepare(run: DraRun, node: str | None, outcome: PodOutcome | None
         return
     gone = checks.prepare_failures(owner.evidence)
     if set(checks.prepare_failures(mine.evidence)) <= set(gone):
-        pytest.skip(mine.reason)
+        skip_not_tested(mine.reason, BLOCKED, blocked_by=mine.owner)
 
 
 def probed_device(run: DraRun, node: str | None, devices: tuple[checks.SliceDevice, ...]) -> Verdict | None:
@@ -336,8 +338,9 @@ def test_no_double_publication(request: pytest.FixtureRequest, gpu_node: str, gp
 def test_claim_allocates_the_probed_device(request: pytest.FixtureRequest, gpu_node: str, dra_facts: DraFacts,
                                            dra_run: DraRun, record_property: Record) -> None:
     devices = node_devices(dra_facts, gpu_node)
-    if gpu_node not in dra_run.thresholds:
-        pytest.skip(f"{gpu_node} publishes no GPU with a memory capacity: no memory selector to try")
+    if gpu_node not in dra_run.thresholds:  # not applicable where it publishes MIG devices only
+        skip_not_tested(f"{gpu_node} publishes no GPU with a memory capacity: no memory selector to try",
+                        COULD_NOT_RUN if any(d.kind == "gpu" for d in devices) else NOT_APPLICABLE)
     blocked_by_prepare(dra_run, gpu_node, dra_run.outcome(gpu_node, "selector"), "the selector claim")
     judge(blocked_by(checks.evaluate_claim_allocates_probed_device(
         gpu_node, dra_run.sighting(gpu_node, "selector"), dra_run.claims(gpu_node, "selector"), devices,
@@ -378,8 +381,10 @@ def steerable_nodes(views: Mapping[str, NodeView]) -> tuple[str, ...]:
 @pytest.mark.shard_home.with_args(steerable_nodes)
 def test_selector_steers_scheduling(request: pytest.FixtureRequest, dra_facts: DraFacts, dra_run: DraRun,
                                     record_property: Record) -> None:
-    if dra_run.steering is None:
-        pytest.skip("no published GPU carries a productName or driverVersion attribute to select on")
+    if dra_run.steering is None:  # not applicable where the nodes publish MIG devices only
+        whole = any(d.kind == "gpu" for ds in dra_facts.devices.values() for d in ds)
+        skip_not_tested("no published GPU carries a productName or driverVersion attribute to select on",
+                        COULD_NOT_RUN if whole else NOT_APPLICABLE)
     if dra_run.steer is not None and not dra_run.steer.claims and dra_run.steer.claims_error:
         pytest.fail(f"the allocation of the steered pod's claim is unknown: {dra_run.steer.claims_error}",
                     pytrace=False)
@@ -475,14 +480,15 @@ def test_tainted_device_not_allocated(request: pytest.FixtureRequest, gpu_node: 
 
 
 def extended_verdict(request: pytest.FixtureRequest, node: NodeView, devices: tuple[checks.SliceDevice, ...]
-                     ) -> Verdict | str:
-    """dra.extended-resource-served's verdict on ``node``, or why it does not apply there."""
+                     ) -> Verdict:
+    """dra.extended-resource-served's verdict on ``node``: NOT TESTED where it does not apply there or
+    the node cannot be asked for its GPUs."""
     if node.extended is None:
-        return (f"not applicable: no DeviceClass maps an extended resource onto the GPUs of {node.name} (or a "
-                "device plugin advertises it there)")
+        return not_tested(dra_extended.SERVED, node.name, f"not applicable: no DeviceClass maps an extended resource "
+                          f"onto the GPUs of {node.name} (or a device plugin advertises it there)", kind=NOT_APPLICABLE)
     ask = node.whole_node()
     if not ask:
-        return ask.reason
+        return not_tested(dra_extended.SERVED, node.name, ask.reason, kind=ask.kind)
     outcome = request.getfixturevalue("whole_node_probes").get(node.name)
     return dra_extended.evaluate_extended_resource_served(node.name, resource=node.extended, outcome=outcome,
                                                           devices=devices, requested=ask.count)
@@ -507,7 +513,4 @@ def stale_mapping(request: pytest.FixtureRequest, nodes: list[str]) -> Verdict |
 @pytest.mark.check("dra.extended-resource-served")
 def test_extended_resource_served(request: pytest.FixtureRequest, gpu_node: str, gpu_nodes: dict[str, NodeView],
                                   dra_facts: DraFacts, record_property: Record) -> None:
-    verdict = extended_verdict(request, gpu_nodes[gpu_node], dra_facts.devices.get(gpu_node, ()))
-    if isinstance(verdict, str):
-        pytest.skip(verdict)
-    judge(verdict, record_property)
+    judge(extended_verdict(request, gpu_nodes[gpu_node], dra_facts.devices.get(gpu_node, ())), record_property)

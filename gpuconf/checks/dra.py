@@ -62,6 +62,7 @@ from gpuconf.nodes.devices import (  # noqa: F401 - re-exported: the DRA checks'
     parse_quantity,
     slice_devices,
 )
+from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.probe_pods import probe_pod_name
 from gpuconf.probes.cuda import CudaProbeReport
 from gpuconf.verdict import Verdict, failed, not_tested, passed
@@ -79,6 +80,7 @@ __all__ = [
     "SliceDevice",
     "Steering",
     "allocation_of",
+    "dra_skip_kind",
     "dra_skip_reason",
     "evaluate_attributes_match_hardware",
     "evaluate_claim_allocates_probed_device",
@@ -145,6 +147,13 @@ def dra_skip_reason(*, serves_v1: bool, device_classes: Sequence[str], served: s
         return (f"resource.k8s.io/v1 is served but there is no DeviceClass {GPU_CLASS} (DeviceClasses: {shown}): "
                 "NVIDIA's DRA driver is not installed")
     return None
+
+
+def dra_skip_kind(*, serves_v1: bool, served: str | None = None) -> str:
+    """The NOT TESTED kind of :func:`dra_skip_reason`'s reason: could-not-run where the cluster serves DRA
+    in an older API version only (the claim checks need resource.k8s.io/v1), not applicable where it
+    has no DRA or no NVIDIA DRA driver allocating GPUs."""
+    return COULD_NOT_RUN if not serves_v1 and served else NOT_APPLICABLE
 
 
 def node_skip_reason(node: str, devices: Sequence[SliceDevice]) -> str | None:
@@ -392,7 +401,8 @@ def evaluate_attributes_match_hardware(node: str, devices: Sequence[SliceDevice]
         evidence.append(f"no whole-node probe to compare with: {whole_node.failure}")
     if not cmp.compared:
         return not_tested(check, node, f"{node}: no whole-node probe says what its GPUs are"
-                          + (f" ({whole_node.failure})" if whole_node is not None and whole_node.failure else ""))
+                          + (f" ({whole_node.failure})" if whole_node is not None and whole_node.failure else ""),
+                          kind=COULD_NOT_RUN)
     views = " and ".join(sorted({"the DRA driver's prepare step" if v.startswith("the DRA") else "the whole-node probe"
                                  for v in cmp.compared}))
     if cmp.problems:
@@ -512,7 +522,8 @@ def evaluate_distinct_claims(node: str, sighting: Sighting | None, allocations: 
     check = "dra.distinct-claims-distinct-devices"
     gpus = [d for d in devices if d.kind == "gpu"]
     if len(gpus) < 2:
-        return not_tested(check, node, f"{node} publishes {len(gpus)} full GPU: two claims need two")
+        return not_tested(check, node, f"{node} publishes {len(gpus)} full GPU: two claims need two",
+                          kind=NOT_APPLICABLE)
     report = _ran(check, node, "two-claim", sighting)
     if isinstance(report, Verdict):
         return report
@@ -665,7 +676,7 @@ def evaluate_shared_claim(node: str, probe: Sighting | None, sidecar: Sighting |
     check = "dra.shared-claim-same-device"
     if devices and not any(d.kind == "gpu" for d in devices):  # MIG only: the shared pod asks for a whole GPU
         return not_tested(check, node, f"{node} publishes no full GPU (only {len(devices)} MIG devices): the shared "
-                          "claim asks for one")
+                          "claim asks for one", kind=NOT_APPLICABLE)
     views: list[tuple[str, CudaProbeReport]] = []
     for who, container in (("probe", probe), ("sidecar", sidecar), ("bystander", bystander)):
         report = _ran(check, node, f"shared-claim ({who} container)", container)
@@ -706,7 +717,7 @@ def evaluate_claim_lifecycle(node: str, claims: Mapping[str, Sequence[Allocation
     check = "dra.claim-reserved-then-deleted"
     seen = [(pod, a) for pod, allocs in sorted(claims.items()) for a in allocs]
     if not seen:
-        return not_tested(check, node, f"no claim of a pod on {node} was seen allocated")
+        return not_tested(check, node, f"no claim of a pod on {node} was seen allocated", kind=COULD_NOT_RUN)
     evidence = tuple(f"claim {a.claim} of pod {pod}: reservedFor {', '.join(a.reserved_for) or 'nobody'}"
                      for pod, a in seen)
     unreserved = [(pod, a) for pod, a in seen if pod not in a.reserved_for]
@@ -725,7 +736,7 @@ def evaluate_claim_lifecycle(node: str, claims: Mapping[str, Sequence[Allocation
                       observed=f"{len(stale)} left", evidence=evidence)
     if error is not None:
         return not_tested(check, node, f"{len(seen)} claims were reserved for their pods, but whether they were "
-                          f"deleted is unknown: {error}")
+                          f"deleted is unknown: {error}", kind=COULD_NOT_RUN)
     return passed(check, node, f"{len(seen)} claims were reserved for their pods while they ran and deleted with them",
                   expected="reservedFor names the pod; the claim deleted after", observed="so", evidence=evidence)
 
@@ -737,7 +748,8 @@ def evaluate_matched_pair(node: str, sighting: Sighting | None, allocations: Seq
     check = "dra.count-with-match-attribute"
     gpus = [d for d in devices if d.kind == "gpu"]
     if len(gpus) < 2:
-        return not_tested(check, node, f"{node} publishes {len(gpus)} full GPU: a claim for two needs two")
+        return not_tested(check, node, f"{node} publishes {len(gpus)} full GPU: a claim for two needs two",
+                          kind=NOT_APPLICABLE)
     report = _ran(check, node, "matched-pair", sighting)
     if isinstance(report, Verdict):
         return report

@@ -30,6 +30,7 @@ from gpuconf.checks.dra import UNSCHEDULABLE_REASON, _probe_uuids, allocation_of
 from gpuconf.checks.isolation import sighting
 from gpuconf.cluster import PodOutcome
 from gpuconf.nodes.devices import GPU_CLASS, SliceDevice
+from gpuconf.outcomes import COULD_NOT_RUN
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
 __all__ = ["EXTENDED_CLAIM_ANNOTATION", "SERVED", "evaluate_extended_resource_served", "extended_claim",
@@ -69,7 +70,7 @@ def evaluate_extended_resource_served(node: str, *, resource: str, outcome: PodO
     probe that asked for ``requested`` x ``resource``, which ``device_class`` maps."""
     mapping = f"DeviceClass {device_class} (spec.extendedResourceName: {resource})"
     if outcome is None:
-        return not_tested(SERVED, node, f"no whole-node probe asked for {resource} on {node}")
+        return not_tested(SERVED, node, f"no whole-node probe asked for {resource} on {node}", kind=COULD_NOT_RUN)
     stale = stale_mapping(outcome, resource)
     if stale is not None:
         gpus = [d for d in devices if d.kind == "gpu"]
@@ -87,7 +88,7 @@ def evaluate_extended_resource_served(node: str, *, resource: str, outcome: PodO
         why = (f"the pod's claims are not all known ({outcome.claims_error})" if outcome.claims_error
                else f"no claim annotated {EXTENDED_CLAIM_ANNOTATION}=true and owned by pod {outcome.name} was seen "
                f"({outcome.phase})")
-        return not_tested(SERVED, node, f"{why}: which devices served {resource} is not known")
+        return not_tested(SERVED, node, f"{why}: which devices served {resource} is not known", kind=COULD_NOT_RUN)
     allocation = allocation_of(claim)
     name = str((claim.get("metadata") or {}).get("name"))
     keys = {d.key: d for d in devices}
@@ -100,7 +101,7 @@ def evaluate_extended_resource_served(node: str, *, resource: str, outcome: PodO
     seen = sighting(outcome)
     if seen.report is None:
         return not_tested(SERVED, node, f"claim {name} was allocated {shown}, but the probe did not report what it "
-                          f"saw: {seen.failure}")
+                          f"saw: {seen.failure}", kind=COULD_NOT_RUN)
     uuids, how = _probe_uuids(seen.report)
     allocated = {d.gpu_uuid for d in got if d is not None and d.gpu_uuid}
     evidence.append(f"the probe ({how}) sees: {', '.join(sorted(uuids)) or 'no GPU'}")

@@ -45,6 +45,7 @@ from collections.abc import Callable, Mapping, Sequence
 from gpuconf.checks.dra import MEMORY_TOLERANCE, _version_key
 from gpuconf.nodes.devices import SliceDevice
 from gpuconf.nodes.facts import label_cuda_version, label_driver_version
+from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
 __all__ = ["AGREE", "evaluate_labels_agree_with_dra", "gfd_product"]
@@ -114,18 +115,18 @@ def evaluate_labels_agree_with_dra(node: str, labels: Mapping[str, str], devices
     gpus = [d for d in devices if d.kind == "gpu"]
     if not gpus:
         return not_tested(AGREE, node, f"not applicable: {node} publishes no GPU device of NVIDIA's DRA driver in a "
-                          "ResourceSlice, so there is no attribute to compare GFD's labels with")
+                          "ResourceSlice, so there is no attribute to compare GFD's labels with", kind=NOT_APPLICABLE)
     product = labels.get("nvidia.com/gpu.product", "")
     if product.endswith("-MIG-INVALID"):
         return not_tested(AGREE, node, f"nvidia.com/gpu.product={product}: GFD withdrew the GPU labels "
-                          "(labels.gfd-matches-hardware reports the MIG layout)")
+                          "(labels.gfd-matches-hardware reports the MIG layout)", kind=COULD_NOT_RUN)
     facts = _label_facts(labels)
     count = labels.get("nvidia.com/gpu.count", "")
     mig_single = labels.get("nvidia.com/mig.strategy") == "single" and "-MIG-" in product
     if not facts and not count.isdigit():
         return not_tested(AGREE, node, f"not applicable: {node} carries no GFD label (nvidia.com/gpu.product, "
                           "gpu.memory, gpu.compute.*, gpu.family, cuda.driver*, cuda.runtime*, gpu.count) to compare "
-                          f"with its {len(gpus)} DRA devices")
+                          f"with its {len(gpus)} DRA devices", kind=NOT_APPLICABLE)
     problems: list[str] = []
     compared: dict[str, int] = {}
     for d in gpus:
@@ -149,7 +150,7 @@ def evaluate_labels_agree_with_dra(node: str, labels: Mapping[str, str], devices
     if not compared:
         keys = ", ".join(k for k, _ in facts.values())
         return not_tested(AGREE, node, f"not applicable: the GFD labels of {node} ({keys}) "
-                          "have no attribute of its DRA devices to compare with")
+                          "have no attribute of its DRA devices to compare with", kind=NOT_APPLICABLE)
     what = ", ".join(f"{f} ({n} GPU{'s' if n > 1 else ''})" if f != "count" else "GPU count"
                      for f, n in compared.items())
     if problems:

@@ -35,6 +35,7 @@ from typing import Any
 
 from gpuconf.checks.dra import Allocation
 from gpuconf.nodes.devices import DeviceTaint, SliceDevice
+from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
 __all__ = ["NOT_ALLOCATED", "NVIDIA_TAINTS", "UNTAINTED", "TaintRule", "device_taint_rules",
@@ -120,7 +121,7 @@ def evaluate_devices_untainted(node: str, devices: Sequence[SliceDevice], rules:
     for FAIL vs DEGRADED). ``rules``: the cluster's DeviceTaintRules where served; ``xids``: the
     Xid table (gpuconf.checks.health.xid_table)."""
     if not devices:
-        return not_tested(UNTAINTED, node, f"not applicable: {node} publishes no DRA device")
+        return not_tested(UNTAINTED, node, f"not applicable: {node} publishes no DRA device", kind=NOT_APPLICABLE)
     if xids is None:
         from gpuconf.checks.health import xid_table
 
@@ -153,7 +154,7 @@ def evaluate_tainted_not_allocated(node: str, devices: Sequence[SliceDevice], al
     blocked = [d for d in devices if any(t.blocks_allocation for t, _ in taints_of(d, rules))]
     if not blocked:
         return not_tested(NOT_ALLOCATED, node, f"not applicable: no device of {node} carries a NoSchedule or "
-                          "NoExecute taint")
+                          "NoExecute taint", kind=NOT_APPLICABLE)
     keys = {d.key: d for d in devices}
     here = [(a.claim, keys[dev.key]) for a in allocations for dev in a.devices if dev.key in keys]
     evidence = tuple(f"claim {claim}: {_gpu(d)}" for claim, d in here)
@@ -168,10 +169,11 @@ def evaluate_tainted_not_allocated(node: str, devices: Sequence[SliceDevice], al
                       evidence=evidence)
     if unknown is not None:  # a claim not seen may hold the tainted device: "never" is unfounded
         return not_tested(NOT_ALLOCATED, node, f"the allocations of the probes' claims on {node} are not all known: "
-                          f"{unknown}")
+                          f"{unknown}", kind=COULD_NOT_RUN)
     if not here:
         return not_tested(NOT_ALLOCATED, node, f"no probe claim was seen allocated a device of {node}, so whether "
-                          f"the scheduler avoids the tainted {', '.join(d.name for d in blocked)} is not shown")
+                          f"the scheduler avoids the tainted {', '.join(d.name for d in blocked)} is not shown",
+                          kind=COULD_NOT_RUN)
     siblings = sorted({d.name for _, d in here})
     return passed(NOT_ALLOCATED, node, f"the tainted {', '.join(_gpu(d) for d in blocked)} never allocated, while "
                   f"{len(here)} claim device(s) went to untainted {', '.join(siblings)}",
