@@ -21,6 +21,7 @@ from gpuconf.cluster import ClusterError, GpuNode, Inventory, OverloadedError, P
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
 from gpuconf.kit import cuda_probe_pod, judge, run_context
 from gpuconf.nodes import NodeView, SliceDevice, Via
+from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.verdict import not_tested
 
 pytestmark = pytest.mark.mig
@@ -35,6 +36,7 @@ MigConfigs = tuple[dict[str, list[dict[str, Any]]] | None, str]  # (mig-configs 
 @dataclass
 class MigRun:
     skipped: dict[str, str] = field(default_factory=dict)  # node -> why it has no MIG to check
+    kinds: dict[str, str] = field(default_factory=dict)  # node -> that NOT TESTED's kind
     all_pods: dict[str, dict[str, Sighting]] = field(default_factory=dict)  # node -> profile -> sighting
     one_pods: dict[str, dict[str, Sighting]] = field(default_factory=dict)
     #: node -> profile -> instances asked for by the ``all`` pod's DRA claim (MIG through DRA)
@@ -63,15 +65,15 @@ def mig_run(request: pytest.FixtureRequest, gpu_inventory: Inventory, gpu_nodes:
     for node in gpu_inventory.gpu_nodes:
         devices = gpu_nodes[node.name].devices
         reason = checks.mig_skip_reason(node.name, node.labels, node.capacity, checks.published_layout(devices))
-        if reason is not None:
-            run.skipped[node.name] = reason
+        if reason is not None:  # no MIG on the node: not applicable
+            run.skipped[node.name], run.kinds[node.name] = reason, NOT_APPLICABLE
             continue
         for planned in checks.plan_node(node.name, node.labels, node.allocatable, devices):
             # how to ask for the profile's instances is the node view's (MIG resource, nvidia.com/gpu
             # under strategy single, or a claim); the plan says which profiles and how many
             ask = gpu_nodes[node.name].mig_instances(planned.profile, planned.count)
             if not ask:
-                run.skipped[node.name] = ask.reason
+                run.skipped[node.name], run.kinds[node.name] = ask.reason, ask.kind
                 continue
             pod = cuda_probe_pod(config, name=planned.name, check="mig", node=node.name, ask=ask)
             # The all and one pods of a profile queue for the same instances.
@@ -123,7 +125,7 @@ def mig_parted(request: pytest.FixtureRequest, gpu_inventory: Inventory) -> MigC
 
 def skip_unless_mig(run: MigRun, check: str, node: str, record_property: Callable[[str, object], None]) -> None:
     if node in run.skipped:
-        judge(not_tested(check, node, run.skipped[node]), record_property)
+        judge(not_tested(check, node, run.skipped[node], kind=run.kinds.get(node, COULD_NOT_RUN)), record_property)
 
 
 def observed_gpus(run: MigRun, node: GpuNode, devices: tuple[SliceDevice, ...] = ()) -> int:

@@ -9,8 +9,9 @@ import pytest
 from gpuconf.checks.isolation import sighting
 from gpuconf.checks.scheduling import evaluate_default_runtime, evaluate_over_ask, evaluate_runtime_class
 from gpuconf.cluster import PodOutcome, run_campaign
-from gpuconf.kit import cuda_probe_pod, judge, native_probe_cuda, run_context
+from gpuconf.kit import cuda_probe_pod, judge, native_probe_cuda, run_context, skip_not_tested
 from gpuconf.nodes import NodeView
+from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.probe_pods import probe_pod_name
 
 pytestmark = pytest.mark.scheduling
@@ -32,8 +33,8 @@ def test_over_asking_gpus_is_insufficient(request, fleet_nodes, record_property)
     # another shard's probes'): the pod must be unschedulable on each.
     largest = max((node.gpu_allocatable("nvidia.com/gpu") for node in fleet_nodes.values()), default=0)
     if largest < 1:
-        pytest.skip("no node advertises nvidia.com/gpu (DRA-only or MIG-only cluster): an unsatisfiable claim is "
-                    "dra.unsatisfiable-selector-pending's")
+        skip_not_tested("no node advertises nvidia.com/gpu (DRA-only or MIG-only cluster): an unsatisfiable claim is "
+                        "dra.unsatisfiable-selector-pending's", NOT_APPLICABLE)
     pod = cuda_probe_pod(request.config, name="over-ask", check="scheduling", gpu_count=largest + 1)
     (outcome,) = run_campaign(run_context(request.config), [pod], timeout=BUDGET_S,
                               schedule_budget=EVENT_GRACE_S).values()
@@ -71,8 +72,8 @@ def test_default_runtime_injects_gpu(gpu_node, gpu_nodes, default_runtime_probes
     outcome = default_runtime_probes.get(gpu_node)
     if outcome is None:
         why = gpu_nodes[gpu_node].one_gpu()
-        pytest.skip(f"{why.reason if not why else f'no probe ran on {gpu_node}'} (MIG instances are judged by the "
-                    "MIG suite)")
+        skip_not_tested(f"{why.reason if not why else f'no probe ran on {gpu_node}'} (MIG instances are judged by the "
+                        "MIG suite)", why.kind if not why else COULD_NOT_RUN)
     runtime_class = gpu_nodes[gpu_node].runtime_class
     whole = whole_node_probes.get(gpu_node)
     ask = gpu_nodes[gpu_node].one_gpu()

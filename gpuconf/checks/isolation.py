@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from gpuconf.cluster import PodOutcome
 from gpuconf.diagnose import diagnose
 from gpuconf.nodes import SliceDevice
+from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.probe_pods import probe_pod_name
 from gpuconf.probes import ProbeParseError
 from gpuconf.probes.cuda import CudaProbeReport, parse_cuda_probe
@@ -237,7 +238,7 @@ def _sees_none(cid: str, node: str, seen: Sighting, who: str) -> Verdict:
     evidence = (f"{seen.where}: probe exit {seen.report.exit_code} ({seen.report.exit_reason})",
                 f"{seen.where} saw {view.describe(full=True)}", _env_line(seen.report))
     if not leaked and (blind := _blind(view)) is not None:
-        return not_tested(cid, node, f"what {who} sees could not be read: {blind}")
+        return not_tested(cid, node, f"what {who} sees could not be read: {blind}", kind=COULD_NOT_RUN)
     if not leaked:
         return passed(cid, node, f"{who} sees no GPU ({view.describe()})", evidence=evidence)
     count = max(len(v) for v in leaked.values())
@@ -307,17 +308,18 @@ def evaluate_sees_only_allocated(node: str, seen: Sequence[tuple[int, Sighting]]
         if (why := _blind(view)) is not None:
             blind.append(f"{s.where} (requested {requested}): {why}")
     if not seen:
-        return not_tested(cid, node, f"{node} has no allocatable nvidia.com/gpu")
+        return not_tested(cid, node, f"{node} has no allocatable nvidia.com/gpu", kind=COULD_NOT_RUN)
     if blind:
         return not_tested(cid, node, f"what {len(blind)} of {len(seen)} pod(s) on {node} see could not be read: "
-                          + "; ".join(blind))
+                          + "; ".join(blind), kind=COULD_NOT_RUN)
     claimed = ""
     if grants is not None:
         for requested, s in seen:
             grant = grants.get(s.where) or ClaimGrant(unknown=f"no claim of {s.where} was recorded")
             if grant.unknown is not None:
                 return not_tested(cid, node, f"{s.where} sees {requested} GPU{'s' if requested != 1 else ''} as "
-                                  f"requested, but which devices its claim got is unknown: {grant.unknown}")
+                                  f"requested, but which devices its claim got is unknown: {grant.unknown}",
+                                  kind=COULD_NOT_RUN)
             assert s.report is not None
             view = GpuView.of(s.report)
             ids = set(view.cuda if view.cuda is not None and not view.mig else view.nvml or ())
@@ -326,7 +328,7 @@ def evaluate_sees_only_allocated(node: str, seen: Sequence[tuple[int, Sighting]]
                 finding = (f"{s.where} sees {_ids(sorted(ids))} but its claim was allocated {_ids(grant.names)}: the "
                            "DRA driver prepared another GPU than the one allocated")
                 if owner_selected:
-                    return not_tested(cid, node, f"blocked by {CLAIM_OWNER}: {finding}")
+                    return not_tested(cid, node, f"blocked by {CLAIM_OWNER}: {finding}", blocked_by=CLAIM_OWNER)
                 return failed(cid, node, f"{finding} (the check that reports this, {CLAIM_OWNER}, is not part of "
                               "this run)", expected=f"exactly {', '.join(grant.uuids)}",
                               observed=", ".join(sorted(ids)) or "none", evidence=tuple(evidence))
@@ -379,12 +381,12 @@ def evaluate_concurrent_pods_disjoint(node: str, a: Sighting | None, b: Sighting
     cid = "isolation.concurrent-pods-disjoint"
     if allocatable < 2:
         return not_tested(cid, node, f"{node} has {allocatable} allocatable nvidia.com/gpu; two pods with one "
-                          "GPU each need two")
+                          "GPU each need two", kind=NOT_APPLICABLE)
     if replicas > 1:
         return not_tested(cid, node, f"nvidia.com/gpu on {node} is time-sliced {replicas} ways: pods share "
-                          "physical GPUs by design, with no isolation to test")
+                          "physical GPUs by design, with no isolation to test", kind=NOT_APPLICABLE)
     if a is None or b is None:
-        return not_tested(cid, node, "the two one-GPU pods were not planned on this node")
+        return not_tested(cid, node, "the two one-GPU pods were not planned on this node", kind=COULD_NOT_RUN)
     for s in (a, b):
         if s.report is None:
             return _no_output(cid, node, s, "one of the two pods could not be observed")
@@ -400,7 +402,7 @@ def evaluate_concurrent_pods_disjoint(node: str, a: Sighting | None, b: Sighting
     if not ua or not ub:
         blind = a.where if not ua else b.where
         return not_tested(cid, node, f"{blind} saw no GPU, so there is nothing to compare "
-                          "(isolation.sees-only-allocated reports it)")
+                          "(isolation.sees-only-allocated reports it)", kind=COULD_NOT_RUN)
     shared = sorted(set(ua) & set(ub))
     when = " holding one GPU each at the same time" if together else " given one GPU each"
     if not shared:
@@ -416,10 +418,11 @@ def evaluate_concurrent_pods_disjoint(node: str, a: Sighting | None, b: Sighting
                       observed=observed, evidence=evidence)
     if together is False:
         return not_tested(cid, node, "the two pods did not hold their GPUs at the same time (one finished before "
-                          "the other was scheduled), so reusing a GPU was legitimate")
+                          "the other was scheduled), so reusing a GPU was legitimate", kind=COULD_NOT_RUN)
     return not_tested(cid, node, f"both pods see {_ids(shared)}, but whether they held it at the same time is "
                       "unknown: their times meet within a second and their environment does not show the device "
-                      "plugin giving them different GPUs (a pod that queued for a GPU may get the one just freed)")
+                      "plugin giving them different GPUs (a pod that queued for a GPU may get the one just freed)",
+                      kind=COULD_NOT_RUN)
 
 
 def evaluate_only_requesting_container(node: str, requester: Sighting, other: Sighting, *,
@@ -446,6 +449,6 @@ def evaluate_only_requesting_container(node: str, requester: Sighting, other: Si
                       observed=mine.describe(), evidence=evidence)
     for container, view in ((requester, mine), (other, theirs)):
         if (blind := _blind(view)) is not None:
-            return not_tested(cid, node, f"what {container.where} sees could not be read: {blind}")
+            return not_tested(cid, node, f"what {container.where} sees could not be read: {blind}", kind=COULD_NOT_RUN)
     return passed(cid, node, f"only the requesting container sees a GPU ({_ids(mine.uuids())}); its "
                   "neighbour sees none", evidence=evidence)

@@ -71,6 +71,7 @@ import yaml
 from gpuconf.checks.isolation import GpuView, Sighting
 from gpuconf.compat import tables
 from gpuconf.nodes.devices import MIG_CLASS, SliceDevice
+from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.probe_pods import probe_pod_name
 from gpuconf.probes.cuda import CudaProbeReport, DeviceReport
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
@@ -626,7 +627,7 @@ def evaluate_layout_matches_config(node: str, *, labels: Mapping[str, str], capa
         asks = ("asks for no MIG instance" if declared.asks is False
                 else f"may ask for MIG instances, which cannot be told ({declared.why})")
         return not_tested(cid, node, f"{CONFIG_LABEL}={config} {asks}, and no GPU of {node} has one: no MIG layout "
-                          "to compare")
+                          "to compare", kind=NOT_APPLICABLE if declared.asks is False else COULD_NOT_RUN)
     # Both leave the node's MIG instances unusable as advertised: a FAIL, whatever a layout drift's
     # severity (the check's catalog severity, degraded) would be.
     if mig_invalid(labels):
@@ -807,7 +808,7 @@ def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model
     TESTED); ``node_devices``: the node's slice devices, to name a sibling the pod sees instead."""
     cid = "mig.instance-isolated"
     if not seen:
-        return not_tested(cid, node, f"{node} has no allocatable MIG instance to request")
+        return not_tested(cid, node, f"{node} has no allocatable MIG instance to request", kind=COULD_NOT_RUN)
     table = mig_profiles(model)
     evidence, held = [], []
     for profile, s in sorted(seen.items()):
@@ -819,7 +820,7 @@ def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model
             evidence.append(f"{s.where} (one {profile}): its claim was allocated "
                             + (", ".join(d.describe() for d in allocated) if allocated else "nothing readable"))
             if unknown is not None:
-                return not_tested(cid, node, unknown)
+                return not_tested(cid, node, unknown, kind=COULD_NOT_RUN)
             if problem is not None:
                 return failed(cid, node, f"{s.where}, given one {profile} instance by a DRA claim, sees something "
                               f"else: {problem}", expected="exactly the allocated MIG device and only its parent GPU",
@@ -881,7 +882,7 @@ def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model
     summary = f"one instance each, alone and running the kernel: {'; '.join(held)}"
     if table is None:
         return not_tested(cid, node, f"instance memory not judged: GPU model {model or 'unknown'} has no MIG "
-                          f"profile table in gpuconf/data/mig_profiles.yaml ({summary})")
+                          f"profile table in gpuconf/data/mig_profiles.yaml ({summary})", kind=COULD_NOT_RUN)
     return passed(cid, node, summary + " (memory as profiled)", evidence=tuple(evidence))
 
 
@@ -946,7 +947,8 @@ def evaluate_not_also_full_gpu(node: str, *, labels: Mapping[str, str], capacity
         # Nothing handed out to look at (no instance advertised): "all 0 are instances" is no finding.
         offered = _fmt(advertised_layout(labels, capacity))
         return not_tested(cid, node, f"{node} hands out no MIG instance to look at ({offered} advertised, "
-                          f"{strategy(labels)} strategy): whether a MIG GPU is also handed out whole is not judged")
+                          f"{strategy(labels)} strategy): whether a MIG GPU is also handed out whole is not judged",
+                          kind=COULD_NOT_RUN)
     if strategy(labels) == "single":
         whole: dict[str, list[str]] = {}
         for r in reports:
@@ -965,7 +967,8 @@ def evaluate_not_also_full_gpu(node: str, *, labels: Mapping[str, str], capacity
         return passed(cid, node, f"{node} advertises no whole {GPU}; its MIG instances sit on {len(parents)} "
                       "MIG-enabled GPUs")
     if full_seen is None:
-        return not_tested(cid, node, f"{node} advertises {full} {GPU} but none is allocatable to look at")
+        return not_tested(cid, node, f"{node} advertises {full} {GPU} but none is allocatable to look at",
+                          kind=COULD_NOT_RUN)
     if full_seen.report is None:
         return _no_output(cid, node, full_seen, f"the pod holding every {GPU} could not be observed")
     report = full_seen.report

@@ -9,6 +9,7 @@ from gpuconf.checks.isolation import Sighting
 from gpuconf.cluster import PodOutcome
 from gpuconf.nodes.view import NVIDIA_HANDLER, RuntimeClassRef
 from gpuconf.nodes.view import gpu_runtime_class as nodes_runtime_class
+from gpuconf.outcomes import COULD_NOT_RUN
 from gpuconf.probes.cuda import CudaProbeReport
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
@@ -100,7 +101,8 @@ def evaluate_default_runtime(node: str, default: Sighting, with_class: Sighting 
     if with_class is None or with_class.report is None:
         return not_tested(cid, node, f"{node}: a pod naming no runtimeClassName sees no GPU ({lacks}), but the "
                           f"RuntimeClass {runtime_class} path could not be compared: "
-                          + (with_class.failure if with_class is not None and with_class.failure else "no probe"))
+                          + (with_class.failure if with_class is not None and with_class.failure else "no probe"),
+                          kind=COULD_NOT_RUN)
     if not _sees_gpu(with_class.report):
         return failed(cid, node, f"no runtime injected the GPU, with or without RuntimeClass {runtime_class} "
                       f"({lacks})", expected="the allocated GPU visible", observed=lacks, evidence=evidence)

@@ -34,6 +34,7 @@ from typing import Any, cast
 from gpuconf.cluster.inventory import ComponentPod
 from gpuconf.compat import tables
 from gpuconf.nodes.facts import Fact
+from gpuconf.outcomes import COULD_NOT_RUN
 from gpuconf.verdict import Outcome, Verdict, not_tested, passed
 from gpuconf.yamlschema import Document, DocumentError, read, schema, validate
 
@@ -358,12 +359,12 @@ def evaluate_component_versions(node: str, readings: Mapping[str, Reading], floo
                                           f"{f.advisory.id}, {f.severity})" for f in counted),
                        evidence=evidence, facts=facts)
     if pods_problem is not None:
-        return not_tested(CHECK, node, f"the component versions could not be read: {pods_problem}")
+        return not_tested(CHECK, node, f"the component versions could not be read: {pods_problem}", kind=COULD_NOT_RUN)
     unread = [r for r in ordered if r.deployed and r.version is None]
     if unread:
         return Verdict(CHECK, node, Outcome.NOT_TESTED,
                        "; ".join(f"{COMPONENTS[r.component]} version not readable: {r.problem}" for r in unread),
-                       evidence=evidence, facts=facts)
+                       evidence=evidence, facts=facts, kind=COULD_NOT_RUN)
     return passed(CHECK, node, "no component below a security floor: " + ", ".join(
         f"{COMPONENTS[r.component]} {r.version}" for r in ordered if r.version is not None),
         evidence=evidence, facts=facts)
