@@ -19,6 +19,7 @@ gpuconf.checks.nccl."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -38,8 +39,10 @@ from gpuconf.kit import (
     record_series,
     require,
     run_context,
+    skip_not_tested,
 )
 from gpuconf.nodes import GpuRequest, NodeView, Unavailable, Via
+from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.probe_pods import NCCL_JOB_LABEL, make_nccl_job_service, make_nccl_probe_pod, nccl_rank0_address
 from gpuconf.probes import ProbeParseError
 from gpuconf.probes.nccl import NcclProbeReport, parse_nccl_probe
@@ -134,7 +137,7 @@ def report(run: IntraNode, node: str) -> NcclProbeReport:
     """The node's intra-node document, or a skip/failure that says why there is none."""
     verdict = run.preflight[node]
     if verdict.outcome is not Outcome.PASS:
-        pytest.skip(f"not run: {verdict.summary}")
+        skip_not_tested(f"not run: {verdict.summary}", not_run_kind(run, node))
     outcome = run.outcomes[node]
     text = outcome.logs.get("probe")
     if text is None:
@@ -146,6 +149,14 @@ def report(run: IntraNode, node: str) -> NcclProbeReport:
     except ProbeParseError as exc:
         unreadable = str(exc)
     pytest.fail(unreadable, pytrace=False)  # outside the handler: one message, no chained exception
+
+
+def not_run_kind(run: IntraNode, node: str) -> str:
+    """The NOT TESTED kind of a node the intra-node pass let no further: its preflight's where that is
+    NOT TESTED (a busy node: node unavailable), else could-not-run."""
+    verdict = run.preflight.get(node)
+    return (verdict.kind or COULD_NOT_RUN) if verdict is not None and verdict.outcome is Outcome.NOT_TESTED \
+        else COULD_NOT_RUN
 
 
 def declared_gpus(expect_profile: object, node: NodeView) -> int | None:
@@ -282,6 +293,7 @@ def hardware(node: NodeView) -> str:
 class Pairwise:
     excluded: dict[str, str] = field(default_factory=dict)  # node -> why it is not in the pass
     unpaired: dict[str, str] = field(default_factory=dict)  # node -> why it found no partner
+    kinds: dict[str, str] = field(default_factory=dict)  # node -> the NOT TESTED kind of either
     jobs: list[checks.JobResult] = field(default_factory=list)
     completion: list[checks.PairCall] = field(default_factory=list)
     busbw: list[checks.PairCall] = field(default_factory=list)
@@ -310,6 +322,7 @@ def pairwise(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView], int
         why = intra_node_failure(intra_node, name)
         if why is not None:
             out.excluded[name] = f"{name} is excluded from the pairwise pass: {why}"
+            out.kinds[name] = not_run_kind(intra_node, name)
         else:
             groups.setdefault(hardware(node), []).append(name)
     group_of = {n: g for g, members in groups.items() for n in members}
@@ -324,10 +337,13 @@ def pairwise(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView], int
         out.jobs += run_jobs(config, [(f"nccl-p{number}-{i}", [nodes[a], nodes[b]]) for i, (a, b) in
                                       enumerate(pairs2)])
     out.completion, out.busbw = pair_calls(out.jobs, group_of, floors)
+    alike = Counter(hardware(n) for n in nodes.values())  # NCCL nodes by hardware, before any pass
     for name in group_of:
         if not any(name in j.nodes for j in out.jobs):
             out.unpaired[name] = (f"{name} found no partner: no other node of its hardware ({group_of[name]}) "
                                   "passed the intra-node pass and a passing pair")
+            # the only node of its hardware has no partner by the cluster's shape
+            out.kinds[name] = NOT_APPLICABLE if alike[group_of[name]] < 2 else COULD_NOT_RUN
     return out
 
 
@@ -335,7 +351,7 @@ def pairwise_node(gpu_nodes: dict[str, NodeView], run: Pairwise, name: str) -> N
     nccl_node(gpu_nodes, name)
     reason = run.excluded.get(name) or run.unpaired.get(name)
     if reason:
-        pytest.skip(reason)
+        skip_not_tested(reason, run.kinds.get(name, COULD_NOT_RUN))
 
 
 @pytest.mark.needs_probe
@@ -357,6 +373,7 @@ class MultiNode:
     job: checks.JobResult | None = None
     why_not: str = ""
     slowest: str | None = None
+    kind: str = COULD_NOT_RUN  # why_not's NOT TESTED kind
 
 
 @pytest.fixture(scope="module")
@@ -371,8 +388,11 @@ def multinode(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView], pa
             by_hardware.setdefault(str(whole_gpus(node)), []).append(node)
     chosen = max(by_hardware.values(), key=len, default=[])[:wanted]
     if len(chosen) < 2:
+        # not applicable where no two nodes of one GPU count take an NCCL job at all (MIG, shared GPUs)
+        alike = Counter(str(whole_gpus(n)) for n in gpu_nodes.values() if nccl_request(n))
         return MultiNode(why_not=f"{len(chosen)} node(s) eligible for a multi-node job with the same GPU count "
-                         f"(after the intra-node and pairwise passes; --nccl-nodes {wanted}): nothing across nodes")
+                         f"(after the intra-node and pairwise passes; --nccl-nodes {wanted}): nothing across nodes",
+                         kind=NOT_APPLICABLE if max(alike.values(), default=0) < 2 else COULD_NOT_RUN)
     (job,) = run_jobs(config, [("nccl-mn", chosen)])
     floors = [(f, n.name) for n in chosen if (f := declared_nic_floor(expect_profile, n)) is not None]
     slowest = None
@@ -394,7 +414,7 @@ def checks_failing(run: Pairwise) -> list[str]:
 @pytest.mark.shard_home.with_args(multinode_nodes)
 def test_multinode_completes(multinode, record_property):
     if multinode.job is None:
-        pytest.skip(multinode.why_not)
+        skip_not_tested(multinode.why_not, multinode.kind)
     judge(checks.evaluate_multinode(multinode.job, multinode.slowest), record_property)
 
 
@@ -408,6 +428,7 @@ BURN_IN_ITERS = 200
 @dataclass
 class BurnIn:
     excluded: dict[str, str] = field(default_factory=dict)  # node -> why it takes no burn-in rounds
+    kinds: dict[str, str] = field(default_factory=dict)  # node -> that NOT TESTED's kind
     rounds: dict[str, list[checks.BurnInRound]] = field(default_factory=dict)
 
 
@@ -440,6 +461,7 @@ def burn_in(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView], intr
         why = intra_node_failure(intra_node, node.name)
         if why is not None:
             out.excluded[node.name] = f"{node.name} is excluded from the burn-in: {why}"
+            out.kinds[node.name] = not_run_kind(intra_node, node.name)
         else:
             nodes.append(node)
             out.rounds[node.name] = []
@@ -462,7 +484,7 @@ def burn_in(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView], intr
 def test_burn_in_stable(gpu_node, gpu_nodes, burn_in, record_property):
     nccl_node(gpu_nodes, gpu_node)
     if gpu_node in burn_in.excluded:
-        pytest.skip(burn_in.excluded[gpu_node])
+        skip_not_tested(burn_in.excluded[gpu_node], burn_in.kinds.get(gpu_node, COULD_NOT_RUN))
     rounds = burn_in.rounds[gpu_node]
     verdict = checks.evaluate_burn_in_stable(gpu_node, rounds)
     for line in verdict.evidence:  # every round's figure, in junit.xml also when the check passes

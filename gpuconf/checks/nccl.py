@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from gpuconf.compat import tables
 from gpuconf.compat.tables import NcclFloor
 from gpuconf.nodes.availability import GpuHolder, gpu_holders
+from gpuconf.outcomes import COULD_NOT_RUN, NODE_UNAVAILABLE, NOT_APPLICABLE
 from gpuconf.probes.nccl import NcclProbeReport
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
@@ -38,7 +39,7 @@ def evaluate_preflight(node: str, *, capacity: int, allocatable: int, holders: S
     ``note``: how the job asks for them (the node view's, e.g. the device-tainted GPUs left out)."""
     cid = "nccl.preflight-gpus-free"
     if capacity < 1:
-        return not_tested(cid, node, f"{node} advertises no nvidia.com/gpu")
+        return not_tested(cid, node, f"{node} advertises no nvidia.com/gpu", kind=NOT_APPLICABLE)
     full = max(capacity, expected or 0)
     if allocatable < full:
         missing = expected is not None and expected > capacity
@@ -56,7 +57,7 @@ def evaluate_preflight(node: str, *, capacity: int, allocatable: int, holders: S
         return not_tested(cid, node, f"{node} has {used} of {capacity} GPUs in use by other pods ("
                           + ", ".join(f"{h.namespace}/{h.name}: {h.gpus}" for h in holders[:5])
                           + (f" and {len(holders) - 5} more" if len(holders) > 5 else "")
-                          + "): NCCL runs on idle nodes only")
+                          + "): NCCL runs on idle nodes only", kind=NODE_UNAVAILABLE)
     return passed(cid, node, f"all {capacity} GPUs allocatable and free{note}")
 
 
@@ -109,7 +110,7 @@ def evaluate_busbw(node: str, report: NcclProbeReport, floor: NcclFloor | None, 
     cid = "nccl.busbw-above-floor"
     measured = report.large_message_avg_busbw_gbps
     if measured is None:
-        return not_tested(cid, node, f"no large-message figure: {report.exit_reason}")
+        return not_tested(cid, node, f"no large-message figure: {report.exit_reason}", kind=COULD_NOT_RUN)
     if declared_gbps is not None:
         minimum, what = declared_gbps, f"the declared floor {declared_gbps:g} GB/s (--expect)"
     elif floor is not None:
@@ -117,7 +118,7 @@ def evaluate_busbw(node: str, report: NcclProbeReport, floor: NcclFloor | None, 
                                              f"{floor.key} ({floor.source})")
     else:
         return not_tested(cid, node, f"measured {measured:g} GB/s; no floor for this hardware in "
-                          "gpuconf/data/nccl_floors.yaml (recorded, not judged)")
+                          "gpuconf/data/nccl_floors.yaml (recorded, not judged)", kind=COULD_NOT_RUN)
     if measured < minimum:
         return failed(cid, node, f"large-message all-reduce busbw {measured:g} GB/s is below {what}",
                       expected=f">= {minimum:g} GB/s", observed=f"{measured:g} GB/s",
@@ -130,9 +131,9 @@ def evaluate_transport(node: str, report: NcclProbeReport, floor: NcclFloor | No
     cid = "nccl.transport-expected"
     if floor is None:
         return not_tested(cid, node, "no expectation for this hardware in gpuconf/data/nccl_floors.yaml "
-                          f"(NCCL chose: {', '.join(report.transports) or 'unknown'})")
+                          f"(NCCL chose: {', '.join(report.transports) or 'unknown'})", kind=COULD_NOT_RUN)
     if not report.transports:
-        return not_tested(cid, node, f"the probe reported no transport: {report.exit_reason}")
+        return not_tested(cid, node, f"the probe reported no transport: {report.exit_reason}", kind=COULD_NOT_RUN)
     want = floor.transport.split("/")[0]
     if not any(t == want or t.startswith(want + "/") for t in report.transports):
         return failed(cid, node, f"NCCL chose {', '.join(report.transports)}, not {floor.transport}, for {floor.key}",
@@ -318,7 +319,8 @@ def evaluate_pairwise(check_id: str, node: str, calls: Sequence[PairCall]) -> Ve
     judged = [c for c in mine if c.ok is not None]
     evidence = tuple(c.text for c in mine)
     if not judged:
-        return not_tested(check_id, node, "; ".join(c.text for c in mine) or f"{node} was in no pair job")
+        return not_tested(check_id, node, "; ".join(c.text for c in mine) or f"{node} was in no pair job",
+                          kind=COULD_NOT_RUN)
     good = [c for c in judged if c.ok]
     bad = [c for c in judged if not c.ok]
     if not bad:
@@ -399,7 +401,7 @@ def evaluate_burn_in_stable(node: str, rounds: Sequence[BurnInRound], *,
     every round's figure."""
     cid = "nccl.burn-in-stable"
     if not rounds:
-        return not_tested(cid, node, f"no burn-in round ran on {node}")
+        return not_tested(cid, node, f"no burn-in round ran on {node}", kind=COULD_NOT_RUN)
     evidence = tuple(_round_line(r) for r in rounds)
     broken: list[str] = []
     for r in rounds:
@@ -417,7 +419,7 @@ def evaluate_burn_in_stable(node: str, rounds: Sequence[BurnInRound], *,
     missing = [n for n, f in figures if f is None]
     if missing:
         return not_tested(cid, node, f"rounds {', '.join(map(str, missing))} on {node} measured no large-message "
-                          "busbw (the sweep reached no large message): nothing to compare")
+                          "busbw (the sweep reached no large message): nothing to compare", kind=COULD_NOT_RUN)
     best_round, best = max(((n, f) for n, f in figures if f is not None), key=lambda x: x[1])
     floor = best * (1 - tolerance)
     dips = [(n, f) for n, f in figures if f is not None and f < floor]
