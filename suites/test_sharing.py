@@ -21,6 +21,7 @@ from gpuconf.cluster import Inventory, PodOutcome, run_campaign
 from gpuconf.expect import ExpectPool, ExpectProfile
 from gpuconf.kit import cuda_probe_pod, judge, require, run_context
 from gpuconf.nodes import NodeView
+from gpuconf.outcomes import COULD_NOT_RUN
 from gpuconf.verdict import not_tested
 
 pytestmark = pytest.mark.sharing
@@ -169,10 +170,11 @@ def test_replicas_match_config(gpu_node: str, gpu_inventory: Inventory, node_uui
 def test_oversubscription_runs(gpu_node: str, gpu_inventory: Inventory, node_uuids: UuidViews,
                                oversubscription: dict[str, list[checks.Run] | str], record_property: Record) -> None:
     planned = oversubscription.get(gpu_node, f"{gpu_node} was not planned")
-    if isinstance(planned, str):
-        judge(not_tested("sharing.oversubscription-runs", gpu_node, planned), record_property)
-        return
     f = facts(gpu_inventory, gpu_node)
+    if isinstance(planned, str):
+        kind = checks.not_planned_kind(f) if gpu_node in oversubscription else COULD_NOT_RUN
+        judge(not_tested("sharing.oversubscription-runs", gpu_node, planned, kind=kind), record_property)
+        return
     judge(checks.evaluate_oversubscription_runs(gpu_node, planned, physical=len(planned) - 1,
                                                 node_uuids=node_uuids.get(gpu_node), replicas=f.replicas or 1,
                                                 strategy=f.strategy), record_property)
@@ -190,10 +192,11 @@ def mps_client(request: pytest.FixtureRequest, f: checks.SharingFacts, node: str
     there is none."""
     why = checks.mps_plan(f)
     one, _ = request.getfixturevalue("mps_pods").get(node, (None, None)) if why is None else (None, None)
+    kind = checks.not_planned_kind(f, mps=True)
     if why is None and one is None:
-        why = f"no one-replica MPS pod was launched on {node}"
+        why, kind = f"no one-replica MPS pod was launched on {node}", COULD_NOT_RUN
     if one is None:
-        judge(not_tested(cid, node, why or "not an MPS node"), record)
+        judge(not_tested(cid, node, why or "not an MPS node", kind=kind), record)
     assert one is not None  # judge() skips a not-tested verdict
     return one
 
@@ -227,7 +230,8 @@ def test_rejects_multi_replica_request(gpu_node: str, gpu_inventory: Inventory, 
     f = facts(gpu_inventory, gpu_node)
     why = checks.mps_plan(f, pods=3)
     if why is not None:
-        judge(not_tested("sharing.rejects-multi-replica-request", gpu_node, why), record_property)
+        judge(not_tested("sharing.rejects-multi-replica-request", gpu_node, why,
+                         kind=checks.not_planned_kind(f, mps=True)), record_property)
         return
     _, two = request.getfixturevalue("mps_pods").get(gpu_node, (None, None))
     judge(checks.evaluate_rejects_multi_replica_request(f, two), record_property)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from gpuconf.checks.isolation import Sighting
 from gpuconf.cluster.outcomes import PodOutcome
 from gpuconf.expect import SharingSpec
+from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "evaluate_oversubscription_runs",
     "evaluate_rejects_multi_replica_request",
     "mps_plan",
+    "not_planned_kind",
     "evaluate_product_label_shared",
     "evaluate_replicas_match_config",
     "in_scope",
@@ -117,7 +119,7 @@ def in_scope(f: SharingFacts, declared: SharingSpec | None = None) -> bool:
 
 
 def _not_shared(cid: str, f: SharingFacts) -> Verdict:
-    return not_tested(cid, f.node, f"{f.node} does not share its GPUs ({f.labels_text()})")
+    return not_tested(cid, f.node, f"{f.node} does not share its GPUs ({f.labels_text()})", kind=NOT_APPLICABLE)
 
 
 def _declared_text(declared: SharingSpec) -> str:
@@ -164,7 +166,7 @@ def evaluate_replicas_match_config(f: SharingFacts, *, physical: Mapping[str, in
         if gpus is None:
             return not_tested(cid, f.node, f"the number of physical GPUs on {f.node} is unknown (no "
                               "nvidia.com/gpu.count label, no whole-node probe), so its capacity cannot be divided "
-                              "into replicas")
+                              "into replicas", kind=COULD_NOT_RUN)
         return passed(cid, f.node, f"{f.resource} {f.capacity.get(f.resource or '', 0)} = {gpus} GPUs x {per} "
                       f"{f.strategy or 'shared'} replicas, as GFD labels it{said}", evidence=tuple(evidence))
     summary, expected, observed = problems[0]
@@ -230,13 +232,13 @@ def evaluate_product_label_shared(f: SharingFacts) -> Verdict:
         return _not_shared(cid, f)
     if not f.product:
         return not_tested(cid, f.node, f"{f.node} has no nvidia.com/gpu.product label "
-                          "(labels.gfd-matches-hardware reports it)")
+                          "(labels.gfd-matches-hardware reports it)", kind=COULD_NOT_RUN)
     resource = f.resource
     evidence = (f"labels: {f.labels_text()}, nvidia.com/gpu.product={f.product}", f"advertised: {f.advertised_text()}")
     if resource is None:
         return not_tested(cid, f.node, f"{f.node} advertises {f.advertised_text()}: whether GFD appends -SHARED "
                           "depends on the device plugin's rename setting, which the cluster does not expose "
-                          "when the resource is renamed to another name")
+                          "when the resource is renamed to another name", kind=COULD_NOT_RUN)
     suffixed = f.product.endswith("-SHARED")
     renamed = resource == "nvidia.com/gpu.shared"
     if suffixed != renamed:
@@ -267,6 +269,14 @@ def pod_name(node: str, index: int, prefix: str = "share") -> str:
     digest = hashlib.sha256(node.encode()).hexdigest()[:10]
     tail = f"-{digest}-{index}"
     return f"{prefix}-{node}"[:_MAX_NAME - len(tail)].rstrip(".-") + tail
+
+
+def not_planned_kind(f: SharingFacts, *, mps: bool = False) -> str:
+    """The NOT TESTED kind of a node the sharing pods (``mps``: the MPS pods) are not planned on, with
+    :func:`oversubscription_plan`'s or :func:`mps_plan`'s reason: not applicable where the node does not
+    share its GPUs (through MPS), could-not-run where it does and the pods cannot be launched."""
+    shares = f.strategy == "mps" if mps else f.labelled_shared and (f.replicas or 0) > 1
+    return COULD_NOT_RUN if shares else NOT_APPLICABLE
 
 
 def oversubscription_plan(f: SharingFacts, physical: int | None) -> tuple[int, str | None]:
@@ -314,7 +324,7 @@ def evaluate_oversubscription_runs(node: str, runs: Sequence[Run], *, physical: 
     same UUID (the pigeonhole bound; a pod seeing a GPU the node does not have breaks it)."""
     cid = "sharing.oversubscription-runs"
     if not runs:
-        return not_tested(cid, node, f"no oversubscription pod was planned on {node}")
+        return not_tested(cid, node, f"no oversubscription pod was planned on {node}", kind=COULD_NOT_RUN)
     count = len(runs)
     evidence: list[str] = []
     uuids: list[str] = []
@@ -360,7 +370,7 @@ def evaluate_oversubscription_runs(node: str, runs: Sequence[Run], *, physical: 
     together = _together(runs)
     if together is False:
         return not_tested(cid, node, f"the {count} pods did not all hold their GPUs at the same time, so sharing "
-                          "was not exercised (each ran and verified its kernel)")
+                          "was not exercised (each ran and verified its kernel)", kind=COULD_NOT_RUN)
     when = "held their GPUs at the same time" if together else "were launched at once"
     shared = ", ".join(f"{u} x{n}" for u, n in sorted(distinct.items()) if n > 1)
     return passed(cid, node, f"{count} pods on {physical} GPUs ({strategy}, {replicas} replicas) {when}; each "
@@ -414,7 +424,7 @@ def evaluate_mps_client_limits(f: SharingFacts, seen: Sighting, *, memory_mib: i
     node = f.node
     why = mps_plan(f)
     if why is not None:
-        return not_tested(cid, node, why)
+        return not_tested(cid, node, why, kind=not_planned_kind(f, mps=True))
     replicas = f.replicas or 1
     if seen.report is None:
         return failed(cid, node, f"the one-replica MPS pod on {node} did not report: {seen.failure}",
@@ -438,9 +448,10 @@ def evaluate_mps_client_limits(f: SharingFacts, seen: Sighting, *, memory_mib: i
     la = device.largest_alloc
     if la is None:
         return not_tested(cid, node, f"the cuda-probe in {seen.where} reports no largest allocation (a probe "
-                          "without --measure-alloc): the MPS memory limit shows only by allocating")
+                          "without --measure-alloc): the MPS memory limit shows only by allocating", kind=COULD_NOT_RUN)
     if la.absent_reason is not None:
-        return not_tested(cid, node, f"{seen.where} did not measure its largest allocation: {la.absent_reason}")
+        return not_tested(cid, node, f"{seen.where} did not measure its largest allocation: {la.absent_reason}",
+                          kind=COULD_NOT_RUN)
     if not la.ok:
         return failed(cid, node, f"{seen.where}'s allocations on {device.uuid} failed with another error than "
                       f"out of memory: {la.result}", expected="cudaMalloc succeeding up to the client's limit",
@@ -448,7 +459,7 @@ def evaluate_mps_client_limits(f: SharingFacts, seen: Sighting, *, memory_mib: i
     total = memory_mib << 20 if memory_mib is not None else device.total_memory_bytes
     if total is None:
         return not_tested(cid, node, f"the memory of {device.uuid} is unknown (no nvidia.com/gpu.memory label, "
-                          "no CUDA total): nothing to divide into replicas")
+                          "no CUDA total): nothing to divide into replicas", kind=COULD_NOT_RUN)
     limit = total / replicas
     failed_text = _gib(la.smallest_failed_bytes) if la.smallest_failed_bytes is not None else "none"
     evidence.append(f"{seen.where} on {device.uuid}: largest allocation {_gib(la.largest_ok_bytes)}, smallest "
@@ -510,32 +521,34 @@ def evaluate_mps_thread_limit(f: SharingFacts, seen: Sighting) -> Verdict:
     node = f.node
     why = mps_plan(f)
     if why is not None:
-        return not_tested(cid, node, why)
+        return not_tested(cid, node, why, kind=not_planned_kind(f, mps=True))
     replicas = f.replicas or 1
     if seen.report is None:
         return not_tested(cid, node, f"the one-replica MPS pod on {node} did not report ({seen.failure}): "
-                          "sharing.mps-client-limits reports it")
+                          "sharing.mps-client-limits reports it", kind=COULD_NOT_RUN)
     report = seen.report
     pipe = report.env.get("CUDA_MPS_PIPE_DIRECTORY")
     if not report.init.ok or len(report.devices) != 1 or not pipe:
         what = (f"could not start CUDA ({report.init})" if not report.init.ok
                 else f"sees {len(report.devices)} devices" if len(report.devices) != 1
                 else "has no CUDA_MPS_PIPE_DIRECTORY (no client of the device plugin's MPS control daemon)")
-        return not_tested(cid, node, f"{seen.where} {what}: sharing.mps-client-limits reports it")
+        return not_tested(cid, node, f"{seen.where} {what}: sharing.mps-client-limits reports it", kind=COULD_NOT_RUN)
     device = report.devices[0]
     so = device.sm_occupancy
     if so is None:
         return not_tested(cid, node, f"the cuda-probe in {seen.where} reports no SM census (a probe without "
-                          "--measure-alloc's sm_occupancy): the MPS thread limit shows only in the SMs a kernel uses")
+                          "--measure-alloc's sm_occupancy): the MPS thread limit shows only in the SMs a kernel uses",
+                          kind=COULD_NOT_RUN)
     if so.absent_reason is not None:
-        return not_tested(cid, node, f"{seen.where} did not measure the SMs its kernels use: {so.absent_reason}")
+        return not_tested(cid, node, f"{seen.where} did not measure the SMs its kernels use: {so.absent_reason}",
+                          kind=COULD_NOT_RUN)
     if not so.ok or so.distinct_sms is None:
         return not_tested(cid, node, f"the SM census kernel in {seen.where} on {device.uuid} did not complete: "
-                          f"{so.result}")
+                          f"{so.result}", kind=COULD_NOT_RUN)
     sms = so.multiprocessors
     if not sms:
         return not_tested(cid, node, f"the multiprocessor count of {device.uuid} is unknown: nothing to divide "
-                          "into replicas")
+                          "into replicas", kind=COULD_NOT_RUN)
     percentage, share, bound = mps_sm_bound(sms, replicas)
     env_pct = report.env.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE")
     evidence = (f"{seen.where}: CUDA_MPS_PIPE_DIRECTORY={pipe}"
@@ -545,7 +558,7 @@ def evaluate_mps_thread_limit(f: SharingFacts, seen: Sighting) -> Verdict:
                 f"multiProcessorCount {sms} in {so.kernel_ms if so.kernel_ms is not None else '?'} ms")
     if bound >= sms:
         return not_tested(cid, node, f"{percentage}% of {sms} SMs is {share} SMs: with the allowance for whole TPCs "
-                          f"(up to {bound}) a limited client cannot be told from one on every SM")
+                          f"(up to {bound}) a limited client cannot be told from one on every SM", kind=COULD_NOT_RUN)
     expected = (f"at most {bound} distinct SMs: {percentage}% (100 / {replicas} replicas) of {sms} SMs is {share}, "
                 f"plus {bound - share} for whole TPCs")
     observed = f"{so.distinct_sms} distinct SMs of {sms}"
@@ -567,9 +580,9 @@ def evaluate_rejects_multi_replica_request(f: SharingFacts, outcome: PodOutcome 
     node = f.node
     why = mps_plan(f, pods=2)
     if why is not None:
-        return not_tested(cid, node, why)
+        return not_tested(cid, node, why, kind=not_planned_kind(f, mps=True))
     if outcome is None:
-        return not_tested(cid, node, f"no two-replica pod was launched on {node}")
+        return not_tested(cid, node, f"no two-replica pod was launched on {node}", kind=COULD_NOT_RUN)
     where = f"pod {outcome.name}"
     texts = [e.message for e in outcome.events] + [outcome.message or ""]  # the kubelet's event first
     refusal = next((t for t in texts if PLUGIN_REFUSAL in t), None)
@@ -587,6 +600,6 @@ def evaluate_rejects_multi_replica_request(f: SharingFacts, outcome: PodOutcome 
                       observed=observed, evidence=evidence)
     if outcome.phase == "Pending" or outcome.unschedulable:
         return not_tested(cid, node, f"{where} asking 2 replicas of {resource} did not reach {node}'s kubelet "
-                          f"({observed}): the refusal was not exercised")
+                          f"({observed}): the refusal was not exercised", kind=COULD_NOT_RUN)
     return failed(cid, node, f"{where} asking 2 MPS replicas of {resource} ended {observed}, not with the device "
                   f"plugin's refusal", expected=expected, observed=observed, evidence=evidence)
