@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from gpuconf.outcomes import NOT_APPLICABLE
 from gpuconf.probes.cuda import CudaProbeReport
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
@@ -27,7 +28,7 @@ def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, re
     shared = replicas > 1 and (physical is not None or requested % replicas == 0)
     seen_as = (physical if physical is not None else requested // replicas) if shared else requested
     if requested < 1:
-        return not_tested(cid, node, "the node advertises no nvidia.com/gpu to request")
+        return not_tested(cid, node, "the node advertises no nvidia.com/gpu to request", kind=NOT_APPLICABLE)
     if not probe.init.ok:
         return failed(cid, node, f"CUDA could not start in the probe pod: {probe.init}",
                       expected=f"a CUDA context on {requested} GPUs", observed=str(probe.init),
@@ -40,7 +41,7 @@ def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, re
         return not_tested(cid, node, f"the pod asked for {requested} GPUs and was given MIG instances "
                           f"({', '.join(sorted({str(d.name or d.uuid) for d in probe.devices if d.mig}))}): one CUDA "
                           "process enumerates one MIG device, so a whole-node probe cannot exercise them; the mig "
-                          "suite judges this node")
+                          "suite judges this node", kind=NOT_APPLICABLE)
     bad = [d for d in probe.devices if not d.vector_add_ok]
     per_gpu = tuple(f"GPU {d.index} {d.uuid}: " + ("ok" if d.vector_add_ok else f"FAILED {d.vector_add}")
                     + (f", {d.kernel_ms} ms" if d.kernel_ms is not None else "") for d in probe.devices)
