@@ -189,6 +189,8 @@ def test_a_narrowed_run_is_partial_and_signs_nothing_off(pytester, monkeypatch, 
     doc = json.loads((pytester.path / "reports" / "report.json").read_text())
     scope = doc["extra"]["gpuconf"]["scope"]
     assert scope["full"] is False and re.fullmatch(narrowed, scope["narrowed"][0])
+    ran = doc["extra"]["gpuconf"]["checks_by_node"]["h100-0"]
+    assert "smoke.vector-add-every-gpu" in ran["ran"] and "inventory.gpu-count-matches-expected" not in ran["ran"]
 
 
 def test_a_partial_run_labels_the_nodes_it_saw_fail(pytester, monkeypatch):
@@ -274,3 +276,27 @@ def test_a_terminal_shows_a_waiting_campaign_and_a_log_does_not(tmp_path):
 
     logged = forked.run_pytest(args, cwd=ROOT, timeout=300)
     assert "probe pods:" not in logged.stdout + logged.stderr and "gpuconf: exit status 18: " in logged.stdout
+
+
+def test_a_pass_with_caveats_shows_them_in_every_report(tmp_path):
+    """expect.node-matches-pool passes on the fields it could observe and says which it could not: the
+    caveat is in report.json's record, report.md and report.html, not lost on the way."""
+    import forked
+
+    reports = tmp_path / "r"
+    done = forked.run_pytest(["suites/test_expect.py", "-p", "no:hypothesispytest", "--simulate", "healthy-h100",
+                              "--expect", "examples/expect/healthy-h100.yaml", "--report-dir", str(reports),
+                              "-p", "no:cacheprovider"], cwd=ROOT, timeout=300)
+    assert done.returncode == 18, done.stdout  # the expect suite alone: PARTIAL
+    caveat = "runtime.mode: not observed on this node"
+    doc = json.loads((reports / "report.json").read_text())
+    test = next(t for t in doc["results"]["tests"] if t["extra"]["check"] == "expect.node-matches-pool"
+                and t["extra"]["node"] == "h100-0")
+    assert test["extra"]["outcome"] == "pass" and caveat in test["extra"]["not_judged"]
+    assert test["extra"]["summary"].startswith("matches pool 'h100' on ")
+    md = (reports / "report.md").read_text()
+    assert "## Passed with caveats" in md
+    assert re.search(r"^- `expect\.node-matches-pool` on h100-0: .*runtime\.mode: not observed on this node", md, re.M)
+    html = (reports / "report.html").read_text()
+    assert re.search(r'<li data-node="h100-0"><code>expect\.node-matches-pool</code> on h100-0: [^<]*'
+                     + re.escape(caveat), html)

@@ -156,12 +156,26 @@ def ctrf_document(run: RunRecord, results: Sequence[CheckResult]) -> dict[str, A
                               "verdict": cluster_verdict(run, results),
                               "nodes": node_verdicts(results, run.coverage),
                               "node_kinds": _kinds(run),
+                              "checks_by_node": checks_by_node(results),
                               "coverage": run.coverage.as_json() if run.coverage is not None else None,
                               **({"shard": dict(run.shard)} if run.shard is not None else {}),
                               **({"options": dict(run.options)} if run.options else {}),
                               **({"scope": dict(run.scope)} if run.scope is not None else {}),
                               **({"server_version": run.server_version} if run.server_version else {})}},
     }
+
+
+def checks_by_node(results: Sequence[CheckResult]) -> dict[str, dict[str, Any]]:
+    """Per node, which checks ran (judged: pass, degraded or fail) and which did not, by NOT TESTED kind:
+    what the sign-off covered there, for a reader that does not count results itself."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in results:
+        entry = out.setdefault(r.node_key, {"ran": [], "not_tested": {}})
+        if r.outcome == NOT_TESTED:
+            entry["not_tested"].setdefault(not_tested_kind(r), []).append(r.check)
+        else:
+            entry["ran"].append(r.check)
+    return out
 
 
 def write_json(run: RunRecord, results: Sequence[CheckResult], path: Path) -> Path:
