@@ -39,6 +39,15 @@ def is_suite_check(item: pytest.Item) -> bool:
         _CLUSTER_FIXTURES.intersection(getattr(item, "fixturenames", ())))
 
 
+def _left_to_other_shards(config: pytest.Config) -> bool:
+    """A shard that collected suite checks, every one another shard's (the plan gave it no node and no
+    cluster-wide check): its report is its part of the merge, so it is written."""
+    from gpuconf.plugin.scope import SCOPE
+
+    scope = config.stash.get(SCOPE, None)
+    return scope is not None and bool(scope.shard_dropped)
+
+
 def run_directory_name(started: float, run_id: str | None) -> str:
     """``<UTC start YYYYmmddTHHMMSSZ>-<run id or norun>``: sorted by name, runs sort by start."""
     return f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime(started))}-{run_id or 'norun'}"
@@ -139,7 +148,7 @@ class ReportPlace:
         """A preview, or a run of no suite check, writes no report (the last sign-off stays)."""
         if self.config.option.collectonly:
             why = "--collect-only previews a run, it is not one"
-        elif not any(is_suite_check(item) for item in session.items):
+        elif not any(is_suite_check(item) for item in session.items) and not _left_to_other_shards(self.config):
             why = "the run collected no suite check"
         else:
             return
