@@ -300,3 +300,80 @@ def test_a_pass_with_caveats_shows_them_in_every_report(tmp_path):
     html = (reports / "report.html").read_text()
     assert re.search(r'<li data-node="h100-0"><code>expect\.node-matches-pool</code> on h100-0: [^<]*'
                      + re.escape(caveat), html)
+
+
+def assert_not_started(views: Views, status: int, line: str) -> None:
+    """A run that could not start: one line says why, its exit status, and every report says NOT STARTED
+    with the same reason (no closing block: no check ran)."""
+    assert views.exit_status == status, views
+    assert views.terminal is None and line in views.last_line, views.last_line
+    assert (views.json_verdict, views.junit, views.md, views.html) == ("NOT STARTED",) * 4, views
+    assert views.json_exit == status and line.removeprefix("gpuconf: ") in (views.md_headline or ""), views
+
+
+def test_no_cluster_is_one_line_and_exit_10_never_a_green_run(pytester, monkeypatch):
+    for name in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(pytester.path / "home"))  # no ~/.kube/config
+    shutil.copytree(ROOT / "suites", pytester.path / "suites", ignore=shutil.ignore_patterns("__pycache__"))
+    reports = pytester.path / "reports"
+    result = pytest_subprocess(pytester, "suites", "-p", "gpuconf.plugin", "--report-dir", str(reports),
+                               "-p", "no:cacheprovider")
+    views = signoff_views(result.ret, result.stdout.str() + "\n" + result.stderr.str(), reports)
+    assert_not_started(views, 10, "gpuconf: no cluster to test: give --kubeconfig PATH or --simulate PROFILE")
+
+
+def test_a_preview_never_writes_over_the_last_sign_off(pytester, monkeypatch):
+    views, _ = run(pytester, monkeypatch, "healthy-h100")
+    assert_agree(views, "PASS", 0)
+    reports = pytester.path / "reports"
+    before = {p: p.read_bytes() for p in reports.rglob("*") if p.is_file()}
+    preview = pytest_subprocess(pytester, "suites", "-p", "gpuconf.plugin", "--simulate", "healthy-h100",
+                                "--report-dir", str(reports), "-p", "no:cacheprovider", "--collect-only", "-q")
+    assert preview.ret == 0
+    preview.stdout.fnmatch_lines(["gpuconf: no reports written: --collect-only previews a run, it is not one*"])
+    assert {p: p.read_bytes() for p in reports.rglob("*") if p.is_file()} == before
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    from serving import serve
+
+    with serve(tmp_path_factory.mktemp("served"), "healthy-h100") as cluster:
+        yield cluster
+
+
+def test_kubeconfig_from_the_environment_is_the_cluster_and_the_reports_say_so(served, tmp_path):
+    import os
+
+    import forked
+
+    reports = tmp_path / "r"
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT")}
+    env.update(KUBECONFIG=str(served.kubeconfig), HOME=str(tmp_path / "home"))
+    done = forked.run_pytest(["suites/", "-p", "no:hypothesispytest", "--report-dir", str(reports), "-q",
+                              "-p", "no:cacheprovider"], cwd=ROOT, env=env, timeout=300)
+    views = signoff_views(done.returncode, done.stdout + "\n" + done.stderr, reports)
+    assert_agree(views, "PASS", 0)
+    provenance = json.loads((reports / "report.json").read_text())["extra"]["gpuconf"]["provenance"]
+    assert provenance == f"kubeconfig:$KUBECONFIG={served.kubeconfig}"
+
+
+def test_a_busy_namespace_is_refused_in_one_line_everywhere(served, pytester):
+    from datetime import UTC, datetime
+
+    from kubernetes import client, config
+
+    from gpuconf.cluster.campaign import make_run_lease
+
+    with config.new_client_from_config(config_file=str(served.kubeconfig)) as api:
+        client.CoreV1Api(api).create_namespace({"metadata": {"name": "contract-shared"}})
+        client.CoordinationV1Api(api).create_namespaced_lease("contract-shared", make_run_lease(
+            "20261207-100000-cafe", "contract-shared", interval_s=10, now=datetime.now(UTC)))
+    shutil.copytree(ROOT / "suites", pytester.path / "suites", ignore=shutil.ignore_patterns("__pycache__"))
+    reports = pytester.path / "reports"
+    result = pytest_subprocess(pytester, "suites", "-p", "gpuconf.plugin", "--kubeconfig", str(served.kubeconfig),
+                               "--namespace", "contract-shared", "--report-dir", str(reports), "-p",
+                               "no:cacheprovider", timeout=120)
+    views = signoff_views(result.ret, result.stdout.str() + "\n" + result.stderr.str(), reports)
+    assert_not_started(views, 16, "gpuconf: --namespace contract-shared is in use by gpuconf run 20261207-100000-cafe")
