@@ -231,7 +231,8 @@ def test_a_node_no_probe_can_start_on_has_one_failure_and_its_dependent_checks_a
     assert "driver 570.211.01 (CUDA 12.8)" in message and "During handling" not in result.stdout.str()
     blocked = {t["extra"]["check"] for t in mine if t["status"] == "skipped" and t.get("message") == reason}
     assert blocked == NOT_TESTED
-    assert all(t["extra"].get("not_tested") == "could-not-run" for t in mine if t.get("message") == reason)
+    assert {(t["extra"].get("not_tested"), t["extra"].get("blocked_by")) for t in mine if t.get("message") == reason
+            } == {("blocked", "smoke.vector-add-every-gpu")}
     assert "no output" not in json.dumps(mine)
     # the H100 nodes beside it are judged as on any healthy cluster: nothing fails, the smoke check passes
     others = [t for t in tests if (t.get("extra") or {}).get("node") in ("h100-0", "h100-1")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import jsonschema
@@ -12,7 +13,7 @@ import pytest
 from expecting import strict_expect
 from serving import pytest_subprocess
 
-from gpuconf.report.model import CheckResult, RunRecord, from_test_report, node_verdicts, worst
+from gpuconf.report.model import CheckResult, Record, RunRecord, from_test_report, node_verdicts, worst
 from gpuconf.report.writers import write_html, write_json, write_markdown, write_not_started_junit, write_reports
 
 pytest_plugins = ["pytester"]
@@ -109,7 +110,9 @@ def test_json_is_ctrf_shaped_and_carries_provenance_and_node_verdicts(tmp_path):
 
 
 def test_html_is_self_contained_escapes_messages_and_says_simulated(tmp_path):
-    html = write_html(run(), RESULTS, tmp_path / "report.html").read_text()
+    # node c's checks do not apply there (a kind the check records: the report guesses none)
+    results = [replace(r, record=Record(kind="not-applicable")) if r.node == "c" else r for r in RESULTS]
+    html = write_html(run(), results, tmp_path / "report.html").read_text()
     assert "http://" not in html and "https://" not in html
     assert not re.search(r"<link\b|<script\b|<img\b|@import|url\(", html, re.I)
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in html
@@ -528,7 +531,8 @@ def test_the_probe_pods_pull_time_and_time_to_running():
 
 def test_the_remedy_reported_is_the_one_the_failure_gave_else_the_checks(tmp_path):
     specific = CheckResult("nccl.preflight-gpus-free", "n", "fail", "s.py::t[n]", 0.1, "8/8", "7/8",
-                           "nccl.preflight-gpus-free on n: n has 7/8 GPUs\n  remediation: a GPU is missing: see X")
+                           "nccl.preflight-gpus-free on n: n has 7/8 GPUs\n  remediation: a GPU is missing: see X",
+                           record=Record(remediation="a GPU is missing: see X"))
     plain = result("m", "fail", message="inventory.allocatable-matches-capacity on m: 7 of 8")
     doc = json.loads(write_json(run(), [specific, plain], tmp_path / "report.json").read_text())
     first, second = (t["extra"]["remediation"] for t in doc["results"]["tests"])
@@ -560,27 +564,24 @@ def test_any_recorded_series_is_drawn_with_its_axes_units_and_floor(tmp_path):
     assert bad.series == ()  # a malformed recording is left out, the report still written
 
 
-@pytest.mark.parametrize(("reason", "kind"), [
-    # the suites' own skip reasons (gpuconf/checks, suites/), as a reader would sort them
-    ("h100-0 does not use MIG (nvidia.com/mig.strategy=none, nvidia.com/mig.capable=true)", "not-applicable"),
-    ("burn-in: give --burn-in to run it", "not-applicable"),
-    ("the node advertises no nvidia.com/gpu to request", "not-applicable"),
-    ("h100-0 shares its GPUs (time-slicing, 4 replicas): an NCCL job needs whole GPUs", "not-applicable"),
-    ("measured 400 GB/s; no floor for this hardware in gpuconf/data/nccl_floors.yaml (recorded, not judged)",
+@pytest.mark.parametrize(("reason", "recorded", "kind"), [
+    # the kind comes from the check's record, whatever the reason's words say
+    ("h100-0 does not use MIG (nvidia.com/mig.strategy=none, nvidia.com/mig.capable=true)", "not-applicable",
      "not-applicable"),
-    ("no canary ran on h100-0", "could-not-run"),
-    ("no matrix pod ran on h100-1", "could-not-run"),
-    ("h100-0 has 8 of 8 GPUs in use by other pods (team/a: 8): NCCL runs on idle nodes only", "could-not-run"),
-    ("requirement enforcement on h100-0 is unknown: the canary timed out", "could-not-run"),
-    ("no exporter scrape for h100-0", "could-not-run"),
-    ("the probe reported no transport: exit 3", "could-not-run"),
-    ("the two pods did not hold their GPUs at the same time (one finished before the other started)",
-     "could-not-run"),
+    ("burn-in: give --burn-in to run it", "not-selected", "not-selected"),
+    ("h100-0 has 8 of 8 GPUs in use by other pods (team/a: 8): NCCL runs on idle nodes only", "node-unavailable",
+     "node-unavailable"),
+    ("blocked by driver.nvml-initializes: NVML did not initialise in the probe", "blocked", "blocked"),
+    ("no canary ran on h100-0", "could-not-run", "could-not-run"),
+    # nothing recorded: could-not-run, even where the words read as "not applicable" (no guess from text)
+    ("the node advertises no nvidia.com/gpu to request", None, "could-not-run"),
+    ("not applicable: h100-0 publishes no DRA device", None, "could-not-run"),
 ])
-def test_not_tested_is_split_into_could_not_run_and_not_applicable(reason, kind):
+def test_a_not_tested_kind_is_the_one_its_record_carries(reason, recorded, kind):
     from gpuconf.report.model import not_tested_kind
 
-    assert not_tested_kind(CheckResult("c", "n", "not-tested", "s.py::t[n]", message=reason)) == kind
+    result = CheckResult("c", "n", "not-tested", "s.py::t[n]", message=reason, record=Record(kind=recorded))
+    assert not_tested_kind(result) == kind and replace(result, outcome="pass").kind is None
 
 
 def test_per_gpu_series_reach_report_json_and_are_drawn_as_bars(tmp_path):
