@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gpuconf.checks.smoke import evaluate_vector_add
+from gpuconf.checks.smoke import evaluate_vector_add, judged_after_device_nodes
 from gpuconf.compat.versions import parse_cuda
 from gpuconf.probes.cuda import parse_cuda_probe
 from gpuconf.sim.emulate import Visible, cuda_probe_run
@@ -12,11 +12,15 @@ from gpuconf.sim.profile import expand, load_profile, with_faults
 from gpuconf.verdict import Outcome
 
 
-def probe(faults=None, gpus=8, break_gpu: int | None = None):
+def run_probe(faults=None, gpus=8) -> tuple[int, str]:
     p = load_profile("healthy-h100")
     n = expand(with_faults(p, faults) if faults else p).node("h100-0")
-    code, out = cuda_probe_run(n, visible=[Visible(g) for g in n.gpus[:gpus]], image_cuda=parse_cuda("13.0.2"),
-                               env={}, compat=True, started_at="2026-11-29T00:00:00.000Z", hostname=n.name)
+    return cuda_probe_run(n, visible=[Visible(g) for g in n.gpus[:gpus]], image_cuda=parse_cuda("13.0.2"),
+                          env={}, compat=True, started_at="2026-11-29T00:00:00.000Z", hostname=n.name)
+
+
+def probe(faults=None, gpus=8, break_gpu: int | None = None):
+    code, out = run_probe(faults, gpus)
     if break_gpu is not None:  # a device whose kernel result did not verify (what a bad GPU prints)
         doc = json.loads(out)
         dev = doc["devices"][break_gpu]["vector_add"]
@@ -36,9 +40,54 @@ def test_a_gpu_whose_kernel_mismatches_fails_naming_it():
     assert verdict.outcome is Outcome.FAIL and "1 of 8 GPUs failed" in verdict.summary and "GPU 2" in verdict.summary
 
 
+UVM_MISSING = [{"id": "uvm-missing", "pool": "h100", "node": 0}]
+
+
 def test_cuda_that_cannot_start_fails_with_the_error():
-    verdict = evaluate_vector_add("h100-0", probe([{"id": "uvm-missing", "pool": "h100", "node": 0}]), requested=8)
+    verdict = evaluate_vector_add("h100-0", probe(UVM_MISSING), requested=8)
     assert verdict.outcome is Outcome.FAIL and "cudaErrorUnknown (999)" in verdict.summary
+
+
+def test_cuda_failing_without_nvidia_uvm_names_the_module_and_its_fix_not_the_gpu():
+    verdict = evaluate_vector_add("h100-0", probe(UVM_MISSING), requested=8)
+    assert verdict.summary == ("CUDA could not start in the probe pod: cudaErrorUnknown (999): unknown error "
+                               "(/dev/nvidia-uvm is missing in the pod: the nvidia_uvm kernel module is not loaded)")
+    remedy = verdict.remediation
+    assert remedy.startswith("CUDA cannot start without /dev/nvidia-uvm, and the probe pod on h100-0 had none: the "
+                             "nvidia_uvm kernel module is not loaded on h100-0")
+    assert "modprobe nvidia-uvm" in remedy and "nvidia-modprobe -u -c=0" in remedy and "GPU Operator" in remedy
+    assert "reset or replace the GPU" not in remedy and remedy.endswith("needs no reset or replacement.")
+    assert "remediation: CUDA cannot start without /dev/nvidia-uvm" in verdict.message()
+
+
+def test_an_unexplained_cuda_init_failure_keeps_the_check_s_own_remedy():
+    doc = json.loads(run_probe(UVM_MISSING)[1])
+    doc["device_nodes"]["/dev/nvidia-uvm"] = True  # the node is there: 999 for another reason
+    verdict = evaluate_vector_add("h100-0", parse_cuda_probe(json.dumps(doc), exit_code=3), requested=8)
+    assert verdict.outcome is Outcome.FAIL and "nvidia_uvm" not in verdict.summary
+    assert "reset or replace the GPU" in verdict.remediation  # the check's own remedy (checks.yaml)
+
+
+def test_without_nvidia_uvm_smoke_is_blocked_by_the_device_node_check_when_it_runs():
+    report = probe(UVM_MISSING)
+    verdict = evaluate_vector_add("h100-0", report, requested=8)
+    blocked = judged_after_device_nodes(verdict, report, owner_selected=True)
+    assert blocked.outcome is Outcome.NOT_TESTED
+    assert blocked.summary == ("blocked by runtime.cuda-device-nodes-present: a GPU pod on this node lacks "
+                               "/dev/nvidia-uvm (nvidia_uvm is not loaded: nvidia-smi works but CUDA fails)")
+    # the owner not part of the run (pytest -m smoke): smoke fails, with the module's remedy
+    assert judged_after_device_nodes(verdict, report, owner_selected=False) == verdict
+    # a healthy node: smoke's pass is its own
+    healthy = probe()
+    passing = evaluate_vector_add("h100-0", healthy, requested=8)
+    assert judged_after_device_nodes(passing, healthy, owner_selected=True) == passing
+
+
+def test_a_cuda_failure_with_the_device_nodes_present_is_smoke_s_own():
+    fault = {"id": "library-mismatch", "pool": "h100", "node": 0}
+    report = probe([fault])
+    verdict = evaluate_vector_add("h100-0", report, requested=8)
+    assert judged_after_device_nodes(verdict, report, owner_selected=True) == verdict
 
 
 def test_a_driver_library_mismatch_is_remedied_by_a_reboot_not_a_gpu_reset():
@@ -46,8 +95,6 @@ def test_a_driver_library_mismatch_is_remedied_by_a_reboot_not_a_gpu_reset():
     verdict = evaluate_vector_add("h100-0", probe([fault]), requested=8)
     assert verdict.outcome is Outcome.FAIL and "(803)" in verdict.summary
     assert "reboot it" in verdict.remediation and "reset or replace" not in verdict.remediation
-    other = evaluate_vector_add("h100-0", probe([{"id": "uvm-missing", "pool": "h100", "node": 0}]), requested=8)
-    assert "reset or replace the GPU" in other.remediation  # the check's own remedy for other causes
 
 
 def test_fewer_gpus_than_requested_fail():

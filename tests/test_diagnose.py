@@ -293,6 +293,63 @@ def test_the_simulated_probe_on_a_library_mismatch_node_is_classified_and_a_heal
     assert ids(out) == ["nvml-library-mismatch", "cuda-system-driver-mismatch"]
 
 
+# --- gpuconf's own failure messages (issue 36) ----------------------------------------------
+
+#: The smoke check's summary on a node without nvidia_uvm before issue 36, and as a user pastes it.
+SMOKE_999 = "CUDA could not start in the probe pod: cudaErrorUnknown (999): unknown error"
+
+
+def test_the_smoke_text_alone_is_an_unknown_cuda_error():
+    (d,) = diagnose(SMOKE_999)
+    assert d.category == "cuda-unknown-error" and d.title.startswith("CUDA error 999")
+    assert d.facts == {"cuda_error": "999", "cuda_error_name": "cudaErrorUnknown"}
+    assert "nvidia_uvm" in d.explanation and "Xid" in d.remediation
+
+
+def test_the_smoke_failure_without_nvidia_uvm_is_the_missing_module_not_a_gpu_to_replace():
+    from gpuconf.checks.inventory import evaluate_cuda_device_nodes
+    from gpuconf.checks.smoke import evaluate_vector_add
+    from gpuconf.compat.versions import parse_cuda
+    from gpuconf.probes.cuda import parse_cuda_probe
+
+    node = sim_node("healthy-h100", "h100-0", [{"id": "uvm-missing", "pool": "h100", "node": 0}])
+    code, out = cuda_probe_run(node, visible=[Visible(g) for g in node.gpus], image_cuda=parse_cuda("13.0"),
+                               env={}, compat=False, started_at="2026-12-07T00:00:00.000Z", hostname="h")
+    report = parse_cuda_probe(out, exit_code=code)
+    smoke = evaluate_vector_add("h100-0", report, requested=8)
+    owner = evaluate_cuda_device_nodes("h100-0", report)
+    for verdict in (smoke, owner):  # the failure as printed, and as the run's diagnosis reads it
+        for text in (verdict.message(), "\n".join([verdict.summary, verdict.observed or "", *verdict.evidence])):
+            assert ids(text) == ["cuda-uvm-missing"], text  # the module's category replaces the unknown error
+    (d,) = diagnose(smoke.summary)
+    assert "modprobe nvidia-uvm" in d.remediation and "nvidia-modprobe -u -c=0" in d.remediation
+    assert "not at fault" in d.explanation and d.checks == ("runtime.cuda-device-nodes-present",)
+
+
+@pytest.mark.parametrize("text", [
+    "lstat /dev/nvidia-uvm: no such file or directory",  # NVIDIA/nvidia-docker#139
+    "nvidia-docker | 2016/06/06 22:49:17 Error: Could not load UVM kernel module",  # NVIDIA/nvidia-docker#106
+    "modprobe: FATAL: Module nvidia_uvm not found in directory /lib/modules/4.4.0-83-generic",  # nvidia-docker#481
+])
+def test_real_messages_of_a_missing_nvidia_uvm(text):
+    assert ids(text) == ["cuda-uvm-missing"]
+
+
+def test_an_unknown_error_in_other_words_is_not_cuda_s():
+    for text in ("Failed to initialize NVML: Unknown Error", "nvidia-container-cli: initialization error: unknown"):
+        assert "cuda-unknown-error" not in ids(text), text
+
+
+def test_cli_names_the_missing_module_for_the_smoke_text(monkeypatch):
+    out = io.StringIO()
+    text = SMOKE_999 + " (/dev/nvidia-uvm is missing in the pod: the nvidia_uvm kernel module is not loaded)"
+    assert main(["diagnose", text], stdout=out, stderr=io.StringIO()) == 0
+    assert out.getvalue().startswith("[cuda-uvm-missing] /dev/nvidia-uvm is missing")
+    out = io.StringIO()
+    assert main(["diagnose", SMOKE_999], stdout=out, stderr=io.StringIO()) == 0  # was: nothing recognised, exit 1
+    assert out.getvalue().startswith("[cuda-unknown-error] CUDA error 999")
+
+
 # --- pods -----------------------------------------------------------------------------------
 
 

@@ -6,7 +6,8 @@ from gpuconf.outcomes import NOT_APPLICABLE
 from gpuconf.probes.cuda import CudaProbeReport
 from gpuconf.verdict import Verdict, failed, not_tested, passed
 
-__all__ = ["CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "evaluate_vector_add"]
+__all__ = ["CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "DEVICE_NODES_OWNER", "evaluate_vector_add",
+           "judged_after_device_nodes"]
 
 #: cuInit's "mismatch between the versions of the display driver and the CUDA driver" (cuda.h,
 #: CUresult): the loaded kernel module and the user-mode libraries differ, typically a driver
@@ -16,6 +17,18 @@ DRIVER_MISMATCH_REMEDY = (
     "The loaded NVIDIA kernel module and the driver's user-mode libraries are different versions (a driver "
     "upgraded without a reboot; driver.nvml-initializes says the same): drain the node and reboot it, or unload "
     "and reload the nvidia kernel modules, so both come from the installed driver. The GPU itself needs no reset.")
+#: The check that owns a GPU pod's missing device nodes (gpuconf/checks/inventory.py).
+DEVICE_NODES_OWNER = "runtime.cuda-device-nodes-present"
+UVM = "/dev/nvidia-uvm"
+#: CUDA needs /dev/nvidia-uvm, which exists only while the nvidia_uvm kernel module is loaded; without
+#: it cudaFree(0) fails with cudaErrorUnknown (999) while nvidia-smi and NVML still work (domain.md §1;
+#: NVIDIA/nvidia-docker#139, ggml-org/llama.cpp#7218: "unknown error", fixed by modprobe nvidia_uvm).
+UVM_REMEDY = (
+    "CUDA cannot start without /dev/nvidia-uvm, and the probe pod on {node} had none: the nvidia_uvm kernel module "
+    "is not loaded on {node} (nvidia-smi and NVML work without it). Load it on the node (modprobe nvidia-uvm, or "
+    "nvidia-modprobe -u -c=0, which also creates /dev/nvidia-uvm) and make it load at boot; where the GPU Operator "
+    "manages the driver, its driver container loads it: read that pod's log on {node}. The GPU itself needs no reset "
+    "or replacement.")
 
 
 def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, replicas: int = 1,
@@ -30,10 +43,7 @@ def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, re
     if requested < 1:
         return not_tested(cid, node, "the node advertises no nvidia.com/gpu to request", kind=NOT_APPLICABLE)
     if not probe.init.ok:
-        return failed(cid, node, f"CUDA could not start in the probe pod: {probe.init}",
-                      expected=f"a CUDA context on {requested} GPUs", observed=str(probe.init),
-                      evidence=(probe.exit_reason,),
-                      remedy=DRIVER_MISMATCH_REMEDY if probe.init.code == CUDA_ERROR_SYSTEM_DRIVER_MISMATCH else None)
+        return _no_cuda(cid, node, probe, requested)
     if any(d.mig for d in probe.devices) and len(probe.devices) < seen_as:
         # The device plugin handed out MIG instances as nvidia.com/gpu (its strategy is single,
         # whatever GFD labels): CUDA enumerates one MIG device per process, so the missing devices
@@ -54,3 +64,33 @@ def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, re
                       + ", ".join(f"GPU {d.index} ({d.vector_add})" for d in bad),
                       expected="every element correct on every GPU", observed=f"{len(bad)} failing", evidence=per_gpu)
     return passed(cid, node, f"vector-add verified on all {seen_as} GPUs{note}", evidence=per_gpu)
+
+
+def _no_cuda(cid: str, node: str, probe: CudaProbeReport, requested: int) -> Verdict:
+    """CUDA did not initialise: the remedy for the cause the probe shows (issue 36: remedies from the
+    cause), the check's own (a GPU to inspect, reset or replace) only where it shows none."""
+    uvm_missing = probe.device_nodes.get(UVM) is False  # observed absent, not merely unreported
+    cause = f" ({UVM} is missing in the pod: the nvidia_uvm kernel module is not loaded)" if uvm_missing else ""
+    if uvm_missing:
+        remedy: str | None = UVM_REMEDY.format(node=node)
+    elif probe.init.code == CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+        remedy = DRIVER_MISMATCH_REMEDY
+    else:
+        remedy = None
+    return failed(cid, node, f"CUDA could not start in the probe pod: {probe.init}{cause}",
+                  expected=f"a CUDA context on {requested} GPUs", observed=str(probe.init),
+                  evidence=(probe.exit_reason,) + ((f"device nodes: {UVM} absent",) if uvm_missing else ()),
+                  remedy=remedy)
+
+
+def judged_after_device_nodes(verdict: Verdict, probe: CudaProbeReport, *, owner_selected: bool) -> Verdict:
+    """One root cause, one failure (issue 26): where CUDA could not start and the pod lacks a device
+    node CUDA needs (/dev/nvidia-uvm without nvidia_uvm, /dev/nvidiactl, every /dev/nvidiaN),
+    runtime.cuda-device-nodes-present owns the cause: smoke is NOT TESTED "blocked by" it when that
+    check is part of the run (``owner_selected``), and otherwise fails with the cause's remedy."""
+    from gpuconf.checks.inventory import evaluate_cuda_device_nodes
+    from gpuconf.checks.probe_start import blocked_by
+
+    if not owner_selected or probe.init.ok or verdict.node is None:
+        return verdict
+    return blocked_by(verdict, evaluate_cuda_device_nodes(verdict.node, probe))
