@@ -63,8 +63,8 @@ def _cause(result: Any) -> str:
 def closing_block(run: Any, results: Sequence[Any], report_dir: Path | None, *, width: int = 100,
                   cncf: str | None = None) -> list[tuple[str, dict[str, bool]]]:
     """The closing block's lines, each with its terminal markup ({"red": True}...)."""
-    from gpuconf.report.model import DEGRADED, FAIL, NOT_TESTED, PASS, cluster_verdict, not_tested_kind
-    from gpuconf.report.writers import KIND_HEADINGS, _headline, narrowed, verdict_word
+    from gpuconf.report.model import DEGRADED, FAIL, NOT_TESTED, PASS, cluster_verdict
+    from gpuconf.report.writers import _headline, narrowed, not_tested_counts, verdict_word
 
     verdict = cluster_verdict(run, results)
     colour = {"red": True} if verdict in (FAIL, outcomes.NOT_STARTED) else (
@@ -81,12 +81,9 @@ def closing_block(run: Any, results: Sequence[Any], report_dir: Path | None, *, 
     if tiers:
         lines.append(("gpuconf: opt-in tiers run: " + ", ".join(tiers), {}))
     count = Counter(r.outcome for r in results)
-    kinds = Counter(not_tested_kind(r) for r in results if r.outcome == NOT_TESTED)
     parts = [f"{count[o]} {w}" for o, w in ((PASS, "passed"), (FAIL, "failed"), (DEGRADED, "degraded")) if count[o]]
     if count[NOT_TESTED]:
-        parts.append(f"{count[NOT_TESTED]} not tested (" + ", ".join(
-            f"{kinds[k]} {KIND_HEADINGS[k].split(' (')[0].lower()}" for k in outcomes.NOT_TESTED_KINDS if kinds[k])
-            + ")")
+        parts.append(f"{count[NOT_TESTED]} not tested ({not_tested_counts(results)})")
     if parts:
         lines.append(("gpuconf: results: " + ", ".join(parts), {}))
     failing = sorted((r for r in results if r.outcome in (FAIL, DEGRADED)),

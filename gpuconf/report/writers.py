@@ -274,8 +274,10 @@ def write_markdown(run: RunRecord, results: Sequence[CheckResult], path: Path) -
         lines += [f"**Faults injected** (simulated): {_cell('; '.join(run.faults))}", ""]
     if run.interrupted:
         lines += ["**INTERRUPTED**: the run was stopped; these are the results collected so far.", ""]
-    lines += [f"{c['tests']} checks: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
-              + (f", {c['other']} other" if c["other"] else "") + f" (pytest exit status {run.exit_status})", ""]
+    by_kind = not_tested_counts(results)
+    lines += [f"{c['tests']} checks: {c['passed']} passed, {c['failed']} failed, {c['skipped']} not tested"
+              + (f" ({by_kind})" if by_kind else "") + (f", {c['other']} other" if c["other"] else "")
+              + f" (exit status {run.exit_status})", ""]
     failures = sorted(_failures(results), key=lambda r: 0 if r.outcome == FAIL else 1)
     if failures:
         lines += ["## Failures", ""]
@@ -377,6 +379,13 @@ def _not_tested(results: Sequence[CheckResult]) -> dict[str, list[dict[str, Any]
             for kind, groups in out.items()}
 
 
+def not_tested_counts(results: Sequence[CheckResult]) -> str:
+    """"43 not applicable here, 11 not asked for, 2 could not run": the NOT TESTED results by kind."""
+    count = {kind: sum(1 for r in results if r.outcome == NOT_TESTED and not_tested_kind(r) == kind)
+             for kind in NOT_TESTED_KINDS}
+    return ", ".join(f"{n} {KIND_HEADINGS[kind].split(' (')[0].lower()}" for kind, n in count.items() if n)
+
+
 def _caveats(results: Sequence[CheckResult]) -> list[dict[str, Any]]:
     """The passes that did not judge everything (their record's not_judged), for every report."""
     return [{"result": r, "lines": list(r.record.not_judged)} for r in results
@@ -392,7 +401,9 @@ def _nodes_named(nodes: Sequence[str]) -> str:
 
 def _strip_node(reason: str, node: str | None) -> str:
     """A reason without its leading node name, so the same reason on many nodes is listed once."""
-    return reason[len(node):].lstrip(" :") if node and reason.startswith(node + " ") else reason
+    if not node or not reason.startswith(node + " ") or reason[len(node):].lstrip().startswith("+"):
+        return reason  # "h100-0 + h100-1: ..." names a pair: kept whole
+    return reason[len(node):].lstrip(" :")
 
 
 def _first_line(text: str | None) -> str:
@@ -457,11 +468,13 @@ def _headline(run: RunRecord, verdict: str, results: Sequence[CheckResult]) -> s
                 f"passed on {coverage.tested if coverage is not None else node_count} GPU node(s). Run every "
                 "suite to sign the nodes off")
     if verdict == PASS:
+        short = sum(1 for r in results if r.outcome == NOT_TESTED and not_tested_kind(r) == COULD_NOT_RUN)
+        caveat = f" ({short} check result{'' if short == 1 else 's'} could not run: see Could not run)" if short else ""
         if coverage is not None:
             total = len(dict.fromkeys(coverage.selected))
             return (f"All {coverage.tested} of {total} GPU node{'' if total == 1 else 's'} tested and passed every "
-                    "check that applied: they can be handed over")
-        return f"All {node_count} node(s) passed every check that applied: they can be handed over"
+                    f"check that applied{caveat}: they can be handed over")
+        return f"All {node_count} node(s) passed every check that applied{caveat}: they can be handed over"
 
     def named(names: list[str]) -> str:
         return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
@@ -501,6 +514,7 @@ def render_html(run: RunRecord, results: Sequence[CheckResult]) -> str:
         coverage=run.coverage.line() if run.coverage is not None else None, untested=_untested(run),
         node_word=lambda v, node: _node_word(v, node, run.coverage), kinds=_kinds(run),
         kind_headings=[(kind, KIND_HEADINGS[kind]) for kind in NOT_TESTED_KINDS], caveats=_caveats(results),
+        not_tested_counts=not_tested_counts(results),
         cluster_key=CLUSTER)
 
 
