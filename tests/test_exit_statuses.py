@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gpuconf import outcomes
-from gpuconf.plugin.terminal import EXIT_MEANINGS, exit_meaning
+from gpuconf.report.closing import EXIT_MEANINGS, exit_meaning
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "exit-statuses.md"
 

@@ -377,3 +377,83 @@ def test_a_busy_namespace_is_refused_in_one_line_everywhere(served, pytester):
                                "no:cacheprovider", timeout=120)
     views = signoff_views(result.ret, result.stdout.str() + "\n" + result.stderr.str(), reports)
     assert_not_started(views, 16, "gpuconf: --namespace contract-shared is in use by gpuconf run 20261207-100000-cafe")
+
+
+# -- sharded runs: the merge is the sign-off, saying what one run would (tests/test_shards.py pins the
+# merged verdicts against the unsharded run's; here, that every view of the merge agrees) -------------
+
+
+def _merge(*argv: str | Path) -> tuple[int, str, str]:
+    import io
+
+    from gpuconf.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["report", "merge", *map(str, argv)], stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _shard(kubeconfig: Path, where: Path, index: int, count: int, *options: str) -> Path:
+    import forked
+
+    reports = where / f"shard-{index}"
+    done = forked.run_pytest(["suites/", "-p", "no:hypothesispytest", "--kubeconfig", str(kubeconfig),
+                              "--shard", f"{index}/{count}", "--shard-run", "contract", "--report-dir", str(reports),
+                              "-q", "-p", "no:cacheprovider", *options], cwd=ROOT, timeout=600)
+    assert (reports / "report.json").exists(), done.stdout + done.stderr
+    return reports
+
+
+def merged_views(code: int, out: str, err: str, merged: Path) -> Views:
+    return signoff_views(code, "gpuconf sign-off\n" + out + err, merged)
+
+
+@pytest.fixture(scope="module")
+def multi_pool(tmp_path_factory):
+    from serving import serve
+
+    base = tmp_path_factory.mktemp("multi-pool")
+    with serve(base / "serve", "multi-pool") as cluster:
+        shards = [_shard(cluster.kubeconfig, base, i, 3) for i in range(3)]
+        yield cluster, base, shards
+
+
+def test_three_shards_merge_into_one_sign_off(multi_pool, tmp_path):
+    _, _, shards = multi_pool
+    code, out, err = _merge(*shards, "--out", tmp_path / "merged")
+    views = merged_views(code, out, err, tmp_path / "merged")
+    assert_agree(views, "PASS", 0)
+    assert out.startswith("merged 3 of 3 shards of run contract into ")
+    assert "gpuconf: 7 of 7 GPU nodes tested\n" in out
+
+
+def test_a_missing_shard_is_refused_or_named_not_tested(multi_pool, tmp_path):
+    _, _, shards = multi_pool
+    code, out, err = _merge(shards[0], shards[2], "--out", tmp_path / "refused")
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "shard 1" in err, err
+    assert not (tmp_path / "refused").exists() or not any((tmp_path / "refused").iterdir())
+    code, out, err = _merge(shards[0], shards[2], "--allow-missing", "--out", tmp_path / "merged")
+    views = merged_views(code, out, err, tmp_path / "merged")
+    assert_agree(views, "INCOMPLETE", 15)
+    assert re.search(r"gpuconf: \d of 7 GPU nodes tested; \d in a missing shard", out), out
+
+
+def test_a_shard_that_ran_other_markers_is_refused(multi_pool, tmp_path):
+    cluster, base, shards = multi_pool
+    other = _shard(cluster.kubeconfig, base / "other", 1, 3, "-m", "security")
+    code, out, err = _merge(shards[0], other, shards[2], "--out", tmp_path / "merged")
+    assert (code, out) == (2, "") and err.count("\n") == 1, err
+    assert "shard 1 ran markexpr security, shard 0 ran no markexpr" in err
+
+
+def test_a_pool_cut_across_shards_is_judged_whole(tmp_path):
+    """healthy-h100 with driver-skew on h100-1, as 2 shards merged: DEGRADED, as the unsharded run."""
+    from serving import serve
+
+    profile = _profile(tmp_path, "[{id: driver-skew, pool: h100, node: 1}]")
+    with serve(tmp_path / "serve", profile) as cluster:
+        shards = [_shard(cluster.kubeconfig, tmp_path, i, 2) for i in range(2)]
+    code, out, err = _merge(*shards, "--out", tmp_path / "merged")
+    views = merged_views(code, out, err, tmp_path / "merged")
+    assert_agree(views, "DEGRADED", 17)
+    assert "gpuconf:   DEGRADED h100-1 driver.version-uniform-in-pool: " in out

@@ -192,6 +192,10 @@ def _cmd_merge(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     coverage = f"; {run.coverage.line()}" if run.coverage is not None else ""
     stdout.write(f"merged {merged} of {count} shards of run {shard.get('run')} into {args.out}: "
                  f"{verdict.upper().replace('-', ' ')}{coverage}\n")
+    from gpuconf.report.closing import closing_block  # the suite's closing block, for the merged run
+
+    for line, _ in closing_block(run, results, Path(args.out)):
+        stdout.write(line + "\n")
     unverified = [str(s.directory) for s in shards if not s.verified]
     if unverified:
         stderr.write(f"gpuconf: no manifest.json to check in {', '.join(unverified)}: merged as found\n")
