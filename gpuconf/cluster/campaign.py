@@ -675,8 +675,8 @@ def _follow(cluster: Cluster, ctx: RunContext, selector: str, follower: _Followe
     try:
         _watch(cluster, ctx, selector, follower, deadline, tell)
     finally:
-        if ctx.on_progress is not None:
-            ctx.on_progress(None)
+        if (show := getattr(ctx, "on_progress", None)) is not None:
+            show(None)
 
 
 def _progress_teller(ctx: RunContext, follower: _Follower) -> Callable[[], None]:
@@ -685,9 +685,10 @@ def _progress_teller(ctx: RunContext, follower: _Follower) -> Callable[[], None]
 
     def tell() -> None:
         now = time.monotonic()
-        if ctx.on_progress is not None and now - last[0] >= PROGRESS_EVERY_S:
+        show = getattr(ctx, "on_progress", None)  # (a context made elsewhere may not have it)
+        if show is not None and now - last[0] >= PROGRESS_EVERY_S:
             last[0] = now
-            ctx.on_progress(follower.progress(now - started))
+            show(follower.progress(now - started))
     return tell
 
 

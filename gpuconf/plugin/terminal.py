@@ -82,4 +82,5 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         label = f"{check} on {node}"
     else:
         label = str(check)
-    report.longrepr = (str(Path.cwd() / label), None, reason)  # pytest prints it relative to the invocation
+    # pytest prints the path relative to the invocation, and a None line as none (its own skip marks do)
+    report.longrepr = (str(Path.cwd() / label), None, reason)  # type: ignore[assignment]

@@ -309,10 +309,10 @@ def resolve_blocked(results: Sequence[CheckResult]) -> list[CheckResult]:
     where the failure it names is in the run."""
     from dataclasses import replace
 
-    by_key = {(r.check, r.node): r for r in results}
+    by_key: dict[tuple[str, str | None], CheckResult] = {(r.check, r.node): r for r in results}
     out = []
     for r in results:
-        owner = by_key.get((r.record.blocked_by, r.node)) if r.kind == BLOCKED else None
+        owner = by_key.get((r.record.blocked_by, r.node)) if r.kind == BLOCKED and r.record.blocked_by else None
         if r.kind == BLOCKED and (owner is None or owner.outcome not in (FAIL, DEGRADED)):
             kind, state = ((owner.kind, owner.record.state) if owner is not None and owner.outcome == NOT_TESTED
                            and owner.kind != BLOCKED else (COULD_NOT_RUN, None))
