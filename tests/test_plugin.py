@@ -152,7 +152,8 @@ def test_node_selector_registry_namespace_and_disruptive(pytester: pytest.Pytest
         "-p", "gpuconf.plugin", "--simulate", "multi-pool", "--node-selector", "nvidia.com/gpu.machine=sim-l40s", "-v",
         "--registry", "registry.example.com/mirror", "--namespace", "default", "--prepare-timeout", "7", "-rs")
     result.stdout.fnmatch_lines(["*test_node?l40s-0? PASSED*", "*test_node?l40s-1? PASSED*",
-                                 "*SKIPPED*disruptive (changes node state): give --allow-disruptive to run it"])
+                                 "*test_disruptive SKIPPED (disruptive (changes node sta*",
+                                 "(1 skipped as not applicable here or not asked for: the reports list them)"])
     assert "h100" not in result.stdout.str().split("short test summary")[0].replace("multi-pool", "")
     result.assert_outcomes(passed=3, skipped=1)
     again = pytest_subprocess(pytester, "-p", "gpuconf.plugin", "--simulate", "multi-pool", "--allow-disruptive",

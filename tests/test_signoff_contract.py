@@ -457,3 +457,15 @@ def test_a_pool_cut_across_shards_is_judged_whole(tmp_path):
     views = merged_views(code, out, err, tmp_path / "merged")
     assert_agree(views, "DEGRADED", 17)
     assert "gpuconf:   DEGRADED h100-1 driver.version-uniform-in-pool: " in out
+
+
+def test_the_short_summary_names_what_matters_and_counts_the_rest(pytester, monkeypatch):
+    """pytest's skip lines (-ra) name the check and node; what does not apply or was not asked for is
+    counted in one line, not listed (a healthy run had 25-87 lines naming an internal helper)."""
+    views, result = run(pytester, monkeypatch, _profile(pytester.path, "[{id: node-cordoned, pool: h100, node: 1}]"))
+    assert_agree(views, "INCOMPLETE", 15)
+    out = result.stdout.str()
+    skipped = [line for line in out.splitlines() if line.startswith("SKIPPED [")]
+    assert skipped and not any("gpuconf/kit/" in line or ".py:" in line for line in skipped), skipped
+    assert len(skipped) < 10, skipped
+    result.stdout.re_match_lines([r"\(\d+ skipped as not applicable here or not asked for: the reports list them\)"])

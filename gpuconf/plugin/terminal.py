@@ -64,6 +64,38 @@ def live_progress(config: pytest.Config) -> Any:
     return show
 
 
+#: NOT TESTED by design: the short summary leaves them out (the closing block counts them, the
+#: reports list them); what could not run, was blocked or found its node unavailable stays.
+_QUIET_KINDS = frozenset({outcomes.NOT_APPLICABLE, outcomes.NOT_SELECTED})
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest's short summary (-ra) without a line per check that does not apply or was not asked for:
+    on a healthy fleet those are most of the results, and they hid the lines that matter."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None or not hasattr(reporter, "short_test_summary"):
+        return
+    original = reporter.short_test_summary
+
+    def short_test_summary() -> None:
+        skipped = reporter.stats.get("skipped", [])
+        quiet = [r for r in skipped if dict(getattr(r, "user_properties", ())).get("gpuconf.not_tested")
+                 in _QUIET_KINDS]
+        if not quiet:
+            original()
+            return
+        reporter.stats["skipped"] = [r for r in skipped if r not in quiet]
+        try:
+            original()
+        finally:
+            reporter.stats["skipped"] = skipped
+        if "s" in getattr(reporter, "reportchars", "") or "a" in getattr(reporter, "reportchars", ""):
+            reporter.write_line(f"({len(quiet)} skipped as not applicable here or not asked for: the reports list "
+                                "them)")
+    reporter.short_test_summary = short_test_summary
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """A skip's short-summary line names the check (and the node, where the reason does not), not the
