@@ -201,6 +201,16 @@ def _failures(directory: Path) -> set[tuple[str, str, str]]:
             if t["extra"]["outcome"] in ("fail", "degraded")}
 
 
+def _sign_off(text: str) -> list[str]:
+    """The closing block's summary lines (gpuconf.report.closing): the verdict and headline, the
+    coverage, scope and results, the exit status; not the failing lines (cut to the terminal's width)
+    nor where the reports are. From a run's output (after its "gpuconf sign-off" rule) or a merge's
+    (after its "merged ..." line)."""
+    block = text.split("gpuconf sign-off", 1)[-1].splitlines()[1:]
+    return [line for line in block if line.startswith("gpuconf: ") and not line.startswith(
+        ("gpuconf:   FAIL ", "gpuconf:   DEGRADED ", "gpuconf: reports in ", "gpuconf: CNCF evidence in "))]
+
+
 def _unsharded_and_shards(base: Path, profile: Path) -> dict[str, Any]:
     """The suites against one served cluster of ``profile``: unsharded (``all``), then as shards s0..s2 of
     run night-1 side by side."""
@@ -244,8 +254,17 @@ def test_each_shard_tests_its_share_in_its_own_run(runs: dict[str, Any]) -> None
 def test_the_merge_is_the_unsharded_sign_off(runs: dict[str, Any]) -> None:
     base, merged = runs["base"], runs["merged"]
     code, out, err = runs["merge"]
-    assert code == 1 and out == f"merged 3 of 3 shards of run night-1 into {merged}: FAIL; 7 of 7 GPU nodes tested\n"
+    lines = out.splitlines()
+    assert code == 1 and lines[0] == f"merged 3 of 3 shards of run night-1 into {merged}: FAIL; 7 of 7 GPU nodes tested"
     assert err == ""
+    # then the closing block the unsharded run ended with: its verdict, coverage and exit status (not its
+    # results line: which of t4-1's GPUs, one raising Xids, a compat matrix pod is given differs run to run)
+    assert [line for line in _sign_off(out) if not line.startswith("gpuconf: results: ")] == [
+        line for line in _sign_off(runs["runs"]["all"].stdout) if not line.startswith("gpuconf: results: ")], out
+    assert _sign_off(out)[0].startswith("gpuconf: FAIL: ") and lines[-1] == (
+        "gpuconf: exit status 1: a check failed (do not hand the failing nodes over)")
+    assert f"gpuconf: reports in {merged} (report.html, report.md, report.json, junit.xml)" in lines
+    assert f"gpuconf: CNCF evidence in {base / 'cncf'}" in lines  # as the suite says where --cncf-evidence went
     whole, joined = _gpuconf(base / "all"), _gpuconf(merged)
     assert joined["nodes"] == whole["nodes"] and joined["verdict"] == whole["verdict"] == "fail"
     assert {n: v for n, v in joined["nodes"].items() if v != "pass"} == {
@@ -265,7 +284,10 @@ def test_on_a_healthy_cluster_too(tmp_path: Path) -> None:
     assert {name: r.returncode for name, r in runs.items()} == {"all": 0, "s0": 0, "s1": 0, "s2": 0}, {
         k: r.stdout[-2000:] for k, r in runs.items()}
     code, out, err = _merge(*(tmp_path / f"s{i}" for i in range(3)), "--out", tmp_path / "merged")
-    assert (code, err) == (0, "") and out.endswith(": PASS; 7 of 7 GPU nodes tested\n"), out
+    assert (code, err) == (0, "") and out.splitlines()[0].endswith(": PASS; 7 of 7 GPU nodes tested"), out
+    assert _sign_off(out) == _sign_off(runs["all"].stdout), out
+    assert _sign_off(out)[0].startswith("gpuconf: PASS: All 7 of 7 GPU nodes tested and passed") and (
+        _sign_off(out)[-1].startswith("gpuconf: exit status 0: ")), out
     whole, joined = _gpuconf(tmp_path / "all"), _gpuconf(tmp_path / "merged")
     assert joined["nodes"] == whole["nodes"] and set(joined["nodes"].values()) == {"pass"}
     assert joined["verdict"] == whole["verdict"] == "pass" and joined["exit_status"] == 0
@@ -307,7 +329,13 @@ def test_a_missing_shard_is_refused_or_counted_never_merged_silently(runs: dict[
         "--allow-missing to sign off without them (their nodes then count as not tested)\n")
     assert not (tmp_path / "refused").exists()
     code, out, _ = _merge(base / "s0", base / "s2", "--out", tmp_path / "partial", "--allow-missing")
-    assert code == 1 and out.endswith("FAIL; 5 of 7 GPU nodes tested; 2 in a missing shard\n"), out
+    assert code == 1 and out.splitlines()[0].endswith("FAIL; 5 of 7 GPU nodes tested; 2 in a missing shard"), out
+    block = _sign_off(out)  # the nodes not given are named, and a failure elsewhere still fails the merge
+    assert block[0].startswith("gpuconf: FAIL: 1 of 7 node(s) fail: t4-1; ") and block[1:4] == [
+        "gpuconf: 5 of 7 GPU nodes tested; 2 in a missing shard",
+        *(f"gpuconf:   {n} not tested: {n} is in shard 1 of 3, whose reports were not given to the merge (it did "
+          "not finish, or its directory was left out)" for n in ("l40s-0", "l40s-1"))], out
+    assert block[-1] == "gpuconf: exit status 1: a check failed (do not hand the failing nodes over)", out
     doc = _gpuconf(tmp_path / "partial")
     assert doc["nodes"]["l40s-0"] == doc["nodes"]["l40s-1"] == "not-tested"
     assert [u["reason"] for u in doc["coverage"]["untested"]] == [
@@ -398,7 +426,9 @@ def test_a_missing_shards_cluster_wide_checks_are_named_not_tested(runs: dict[st
         "results"]["tests"] if not t["extra"]["node"]}
     assert ran and ran == {(h["check"], test) for test, h in homes.items() if h["shard"] == 0}
     code, out, _ = _merge(base / "s1", base / "s2", "--out", tmp_path / "partial", "--allow-missing")
-    assert code == 1 and out.endswith("; 3 in a missing shard\n"), out
+    assert code == 1 and out.splitlines()[0].endswith("; 3 in a missing shard"), out
+    assert "gpuconf: 4 of 7 GPU nodes tested; 3 in a missing shard" in _sign_off(out), out
+    assert _sign_off(out)[-1].startswith("gpuconf: exit status 1: "), out
     tests = json.loads((tmp_path / "partial" / "report.json").read_text())["results"]["tests"]
     cluster_wide = {(t["extra"]["check"], t["name"]): (t["extra"]["outcome"], t.get("message")) for t in tests
                     if not t["extra"]["node"]}
@@ -474,7 +504,11 @@ def test_a_pool_cut_across_shards_is_judged_whole(tmp_path: Path) -> None:
     runs = _unsharded_then_shards(tmp_path, profile, 2, ["suites/test_inventory.py"])
     code, out = _assert_merge_is_unsharded(tmp_path, runs, 2)
     assert _gpuconf(tmp_path / "merged")["nodes"] == {"h100-0": "pass", "h100-1": "degraded"}
-    assert out.endswith(": DEGRADED; 2 of 2 GPU nodes tested\n"), out
+    assert out.splitlines()[0].endswith(": DEGRADED; 2 of 2 GPU nodes tested"), out
+    # the unsharded run's closing block: one suite of 15 is PARTIAL, but DEGRADED is the worse (exit 17)
+    assert _sign_off(out) == _sign_off(runs["all"].stdout), out
+    assert _sign_off(out)[0] == "gpuconf: DEGRADED: 1 of 2 node(s) degraded: h100-1" and _sign_off(out)[-1] == (
+        "gpuconf: exit status 17: nothing failed, but something works below what it should"), out
     skew = {k: v for k, v in _verdicts(tmp_path / "merged").items() if k[0] == "driver.version-uniform-in-pool"}
     assert sorted(skew.values()) == ["degraded", "pass"]
     assert _gpuconf(tmp_path / "s0")["shard"]["assignment"] == {"h100-0": 0, "h100-1": 0}

@@ -194,7 +194,7 @@ def _cmd_merge(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                  f"{verdict.upper().replace('-', ' ')}{coverage}\n")
     from gpuconf.report.closing import closing_block  # the suite's closing block, for the merged run
 
-    for line, _ in closing_block(run, results, Path(args.out)):
+    for line, _ in closing_block(run, results, Path(args.out), cncf=args.cncf_evidence):
         stdout.write(line + "\n")
     unverified = [str(s.directory) for s in shards if not s.verified]
     if unverified:
