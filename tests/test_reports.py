@@ -140,7 +140,8 @@ def test_markdown_lists_each_failure_once(tmp_path):
     ]
     assert "**FAIL**: 1 of 4 node(s) fail: a; 1 of 4 node(s) degraded: d" in md
     assert "| a | FAIL |" in md and "| c | NOT TESTED |" in md
-    assert "9 checks: 3 passed, 3 failed, 3 skipped" in md
+    # NOT TESTED by kind: these results record none, so they count as could not run (never as passed)
+    assert "9 checks: 3 passed, 3 failed, 3 not tested (3 could not run) (exit status 1)" in md
 
 
 def test_writers_survive_odd_content(tmp_path):
@@ -217,7 +218,7 @@ def test_a_simulated_run_writes_four_reports_that_agree(pytester: pytest.Pyteste
                                                  "faults": None, "case": "passed", "type": None, "message": None}
     assert summary["tests"] == summary["passed"] > 0
     md = (out / "report.md").read_text()
-    assert f"{summary['tests']} checks: {summary['passed']} passed, 0 failed, 0 skipped" in md
+    assert f"{summary['tests']} checks: {summary['passed']} passed, 0 failed, 0 not tested (exit status 0)" in md
     assert md.splitlines()[0] == "# gpuconf sign-off: SIMULATED cluster, simulated:healthy-h100"
     assert "Faults injected" not in md
     html = (out / "report.html").read_text()

@@ -43,7 +43,8 @@ def run(pytester: pytest.Pytester, profile_path: str) -> tuple[pytest.RunResult,
 
 def test_a_class_called_nvidia_gpu_with_the_nvidia_handler_runs_nccl_and_dcgm(pytester: pytest.Pytester) -> None:
     result, tests = run(pytester, profile(pytester, "nvidia-gpu", "nvidia"))
-    assert result.ret == 0, result.stdout.str()[-3000:]
+    # nothing failed; PARTIAL (18), not a sign-off: the run collects the NCCL and DCGM suites only
+    assert result.ret == 18, result.stdout.str()[-3000:]
     for check in ("nccl.allreduce-completes", "nccl.busbw-above-floor", "dcgm.diag-passes"):
         for node in ("h100-0", "h100-1"):
             assert tests[(check, node)]["status"] == "passed", (check, node, tests[(check, node)].get("message"))
