@@ -38,7 +38,8 @@ def test_checks_refused_past_the_deadline_are_not_tested_with_one_line(storm: di
     run = storm["run"]
     output = run.stdout + run.stderr
     assert storm["faults"]["throttle"] > 0, output[-3000:]
-    assert run.returncode == 0, output[-3000:]
+    # One suite is PARTIAL (18); FAIL (1) or an untested node (15) would win over it
+    assert run.returncode == 18, output[-3000:]
     assert "Traceback" not in output, output[-3000:]
     tests = storm["report"]["results"]["tests"]
     refused = [t for t in tests if t["status"] == "skipped"]

@@ -206,7 +206,7 @@ def test_a_killed_runs_objects_are_removed_by_the_next_run(served: Served, norma
     assert any(item.startswith("pod ") for item in left) and any(item.startswith("lease ") for item in left), left
     time.sleep(3.5)  # the mark (3 renewal periods) expires
     again = run_suites(served.kubeconfig, tmp_path / "next", *options, suites=["suites/test_smoke.py"])
-    assert again.returncode == 0, again.stdout[-3000:]
+    assert again.returncode == 18, again.stdout[-3000:]  # one suite: PARTIAL, and nothing failed
     assert nothing_left(served.kubeconfig) == []
 
 

@@ -106,7 +106,7 @@ def test_a_passing_run_through_a_token_and_client_certificate_leaks_none(tmp_pat
     with SimulatedCluster("healthy-h100") as cluster:
         kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", cluster.server.url)
         status, out, output = run_suite(tmp_path, kubeconfig)
-    assert status == 0, output[-3000:]
+    assert status == 18, output[-3000:]  # the inventory suite alone: PARTIAL, all it ran passed
     assert REPORTS | {"cncf"} <= written(out)
     assert leaks(out) == []
     doc = json.loads((out / "reports" / "report.json").read_text())["extra"]["gpuconf"]

@@ -1,10 +1,12 @@
 """Node sign-off (--label-nodes, --taint-failed): the planning rules, the patches against a simulated
-cluster, and whole runs of the inventory suite that read the node objects after the sign-off."""
+cluster, and whole runs (every suite, or the inventory suite alone) that read the node objects after
+the sign-off."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Iterator
 from contextlib import closing
 from datetime import UTC, datetime, timedelta, timezone
@@ -229,10 +231,16 @@ def pytest_unconfigure(config):
 
 
 def run_inventory(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, profile: str, *args: str,
-                  before: dict[str, Any] | None = None) -> tuple[pytest.RunResult, dict[str, Any], str | None]:
-    """The run, its nodes after the sign-off, and its run id (report.json)."""
-    suites = pytester.mkdir("suites")
-    (suites / "test_inventory.py").write_text((ROOT / "suites" / "test_inventory.py").read_text())
+                  before: dict[str, Any] | None = None,
+                  every_suite: bool = False) -> tuple[pytest.RunResult, dict[str, Any], str | None]:
+    """The run, its nodes after the sign-off, and its run id (report.json). The inventory suite alone is
+    a PARTIAL run (exit 18, no node labelled pass); ``every_suite`` copies all of suites/, a full run,
+    the only one that signs a node off as pass."""
+    if every_suite:
+        shutil.copytree(ROOT / "suites", pytester.path / "suites", ignore=shutil.ignore_patterns("__pycache__"))
+    else:
+        suites = pytester.mkdir("suites")
+        (suites / "test_inventory.py").write_text((ROOT / "suites" / "test_inventory.py").read_text())
     pytester.makeconftest(RECORDER)
     monkeypatch.setenv("SIGNOFF_BEFORE", json.dumps(before or {}))
     reports = pytester.path / "reports"
@@ -253,7 +261,7 @@ def gpuconf_marks(n: dict[str, Any]) -> dict[str, Any]:
 
 def test_label_nodes_labels_every_tested_node_with_its_verdict_and_the_run_id(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    result, nodes, run_id = run_inventory(pytester, monkeypatch, "healthy-h100", "--label-nodes")
+    result, nodes, run_id = run_inventory(pytester, monkeypatch, "healthy-h100", "--label-nodes", every_suite=True)
     assert result.ret == 0 and run_id
     result.stdout.fnmatch_lines(["*gpuconf: nodes signed off: h100-0 pass, h100-1 pass*"])
     for name in ("h100-0", "h100-1"):
@@ -269,8 +277,9 @@ def test_taint_failed_taints_the_failed_node_only(pytester: pytest.Pytester, mon
     profile = pytester.path / "gpu-unhealthy.yaml"
     profile.write_text(re.sub(r"^faults:.*$", "", text, flags=re.M)
                        + "\nfaults:\n  - {id: gpu-unhealthy, pool: h100, node: 0, gpu: 3}\n")
+    # Every suite: the node that passed is signed off too (pass), and keeps no taint.
     result, nodes, run_id = run_inventory(pytester, monkeypatch, str(profile), "--taint-failed", "--expect",
-                                          str(strict_expect(pytester.path)))
+                                          str(strict_expect(pytester.path)), every_suite=True)
     assert result.ret == 1
     failed, passed = gpuconf_marks(nodes["h100-0"]), gpuconf_marks(nodes["h100-1"])
     assert failed["labels"] == {"gpuconf.io/verdict": "fail"}
@@ -292,7 +301,7 @@ EARLIER_UNTAINTED: dict[str, Any] = {**EARLIER, "h100-0": {"metadata": EARLIER_M
 def test_a_later_passing_run_removes_the_taint_and_keeps_the_others(pytester: pytest.Pytester,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     result, nodes, _ = run_inventory(pytester, monkeypatch, "healthy-h100", "--taint-failed", "--timeout", "5",
-                                     before=EARLIER)
+                                     before=EARLIER, every_suite=True)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*gpuconf: nodes signed off: h100-0 pass (taint removed), h100-1 pass*"])
     for name in ("h100-0", "h100-1"):
@@ -302,8 +311,11 @@ def test_a_later_passing_run_removes_the_taint_and_keeps_the_others(pytester: py
 
 
 def test_without_the_flags_no_node_changes(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The inventory suite alone (PARTIAL, 18): with either flag it would still say which nodes it signed
+    # off ("none") and which it left unlabelled; without them it says neither.
     result, nodes, _ = run_inventory(pytester, monkeypatch, "healthy-h100", before=EARLIER_UNTAINTED)
-    assert result.ret == 0 and "signed off" not in result.stdout.str()
+    assert result.ret == 18
+    assert "gpuconf: nodes signed off" not in result.stdout.str() and "not labelled" not in result.stdout.str()
     assert gpuconf_marks(nodes["h100-0"]) == {"labels": {"gpuconf.io/verdict": "fail"}, "annotations": {
         "gpuconf.io/failed-checks": "inventory.allocatable-matches-capacity"}, "taints": [FOREIGN]}
     assert gpuconf_marks(nodes["h100-1"]) == {"labels": {}, "annotations": {}, "taints": [FOREIGN]}
@@ -312,7 +324,7 @@ def test_without_the_flags_no_node_changes(pytester: pytest.Pytester, monkeypatc
 def test_nodes_outside_the_node_selector_are_untouched(pytester: pytest.Pytester,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     result, nodes, _ = run_inventory(pytester, monkeypatch, "healthy-h100", "--taint-failed", "--node-selector",
-                                     "kubernetes.io/hostname=h100-1", before=EARLIER)
+                                     "kubernetes.io/hostname=h100-1", before=EARLIER, every_suite=True)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*gpuconf: nodes signed off: h100-1 pass"])
     assert gpuconf_marks(nodes["h100-0"]) == {"labels": {"gpuconf.io/verdict": "fail"}, "annotations": {
