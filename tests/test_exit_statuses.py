@@ -39,7 +39,7 @@ def test_the_plugins_constants_are_the_tables():
     for verdict, word in ((outcomes.PASS, "PASS"), (outcomes.FAIL, "FAIL"), (outcomes.DEGRADED, "DEGRADED"),
                           (outcomes.INCOMPLETE, "INCOMPLETE"), (outcomes.PARTIAL, "PARTIAL")):
         status = outcomes.exit_status_for(verdict)
-        assert status is not None and _suite_table()[status][0] == word
+        assert status is not None and _suite_table()[status][0].split(" / ")[0] == word
     assert len(set(outcomes.EXIT_STATUSES.values())) == len(outcomes.EXIT_STATUSES)  # each verdict its own
 
 
@@ -52,3 +52,21 @@ def test_the_merge_and_diff_sections_are_there():
     text = DOC.read_text()
     assert "## `gpuconf report merge`" in text and "## `gpuconf report diff OLD NEW`" in text
     assert "## Which runs count as a sign-off" in text
+
+
+@pytest.mark.parametrize("outcomes_, scope, pytest_status, status", [
+    (["pass"], None, 0, 0),
+    (["pass", "degraded"], None, 1, 17),
+    (["fail", "degraded"], None, 1, 1),
+    (["pass"], {"full": False, "narrowed": ["-m 'smoke' deselected 1 of 2 checks"]}, 0, 18),
+    (["not-tested"], {"full": False, "narrowed": ["1 of 15 suites"]}, 0, 18),
+    (["not-tested"], None, 0, 15),  # nothing judged: never a pass's 0
+    (["pass"], None, 2, 2),  # interrupted: why it stopped
+], ids=["pass", "degraded", "fail", "partial", "partial-nothing-tested", "nothing-tested", "interrupted"])
+def test_the_verdict_gives_the_exit_status(outcomes_, scope, pytest_status, status):
+    from gpuconf.plugin.reports import verdict_exit_status
+    from gpuconf.report.model import CheckResult, RunRecord
+
+    results = [CheckResult(f"c{i}", "n", o, f"suites/test_x.py::t{i}[n]") for i, o in enumerate(outcomes_)]
+    run = RunRecord("simulated:x", 0.0, 1.0, pytest_status, interrupted=pytest_status == 2, scope=scope)
+    assert verdict_exit_status(run, results, pytest_status) == status

@@ -252,10 +252,11 @@ class ReportCollector:
         by_nodeid = dict(zip(by_nodeid, resolve_blocked(list(by_nodeid.values())), strict=True))
         results = list(by_nodeid.values())
         scope = self._scope()
-        exitstatus = verdict_exit_status(RunRecord(
-            provenance=None, started=self.started, finished=self.started, exit_status=int(exitstatus),
-            interrupted=int(exitstatus) == int(pytest.ExitCode.INTERRUPTED), coverage=coverage, scope=scope),
-            results, int(exitstatus))
+        if plan is None or plan.nodes:  # a shard the partition gave no node has no verdict of its own
+            exitstatus = verdict_exit_status(RunRecord(
+                provenance=None, started=self.started, finished=self.started, exit_status=int(exitstatus),
+                interrupted=int(exitstatus) == int(pytest.ExitCode.INTERRUPTED), coverage=coverage, scope=scope),
+                results, int(exitstatus))
         exitstatus = session.exitstatus = sign_off_nodes(
             self.config, results, int(exitstatus), self.config.pluginmanager.get_plugin("terminalreporter"),
             coverage, partial=bool(scope and scope.get("full") is False))  # before the cluster closes
@@ -286,12 +287,15 @@ def verdict_exit_status(run: RunRecord, results: list[Any], exitstatus: int) -> 
     """The exit status that says the run's verdict (gpuconf.outcomes.EXIT_STATUSES), where pytest's own
     says "tests failed" or "OK": DEGRADED (nothing failed) 17, INCOMPLETE 15, PARTIAL 18. Any other
     status (interrupted, usage error, unreachable...) is kept: it says why the run stopped."""
-    from gpuconf.outcomes import exit_status_for
+    from gpuconf.outcomes import EXIT_INCOMPLETE, NOT_TESTED, exit_status_for
     from gpuconf.report.model import cluster_verdict
 
     if exitstatus not in (int(pytest.ExitCode.OK), int(pytest.ExitCode.TESTS_FAILED)):
         return exitstatus
-    status = exit_status_for(cluster_verdict(run, results))
+    verdict = cluster_verdict(run, results)
+    if verdict == NOT_TESTED:  # nothing judged: never the exit status of a pass
+        return EXIT_INCOMPLETE
+    status = exit_status_for(verdict)
     return exitstatus if status is None or (status == 0 and exitstatus != 0) else status
 
 

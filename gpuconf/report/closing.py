@@ -27,8 +27,8 @@ EXIT_MEANINGS = {
     12: "forbidden: the identity lacks a right the run needs",
     13: "no GPU nodes (matching --node-selector)",
     14: "bad --expect file",
-    outcomes.EXIT_INCOMPLETE: "nothing failed, but selected GPU nodes were left untested (or the run "
-                              "was cut short)",
+    outcomes.EXIT_INCOMPLETE: "nothing failed, but not everything was tested: selected GPU nodes left "
+                              "untested, a run cut short, or nothing tested at all",
     16: "--namespace is in use by another gpuconf run",
     outcomes.EXIT_DEGRADED: "nothing failed, but something works below what it should",
     outcomes.EXIT_PARTIAL: "the run selected less than the sign-off's scope (-m, -k, some suites); "
@@ -48,7 +48,7 @@ def _first_line(text: str | None) -> str:
 def _cause(result: Any) -> str:
     """A failure's cause in one line: its record's summary, else what pytest printed first."""
     line = _first_line(result.record.summary) or _first_line(result.message)
-    line = line.removeprefix("")
+    line = line.removeprefix("DEGRADED: ")
     head = f"{result.check} on {result.node}: " if result.node else f"{result.check}: "
     return line.removeprefix(head)
 

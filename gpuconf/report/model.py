@@ -356,7 +356,7 @@ def cluster_verdict(run: RunRecord, results: Sequence[CheckResult]) -> str:
         return verdict
     if run.interrupted or (run.coverage is not None and run.coverage.missing()):
         return INCOMPLETE
-    if run.partial and verdict == PASS:
+    if run.partial and verdict in (PASS, NOT_TESTED):
         return PARTIAL
     return verdict
 
