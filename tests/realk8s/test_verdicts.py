@@ -130,8 +130,9 @@ def test_the_real_control_plane_gives_the_simulated_verdicts(name: str, real_clu
             else:
                 real = suite_run(real_cluster.kubeconfig, tmp_path / "real")
         simulated = simulation.result()
-    assert simulated.returncode in (0, 1), simulated.stdout[-3000:]
-    assert real.returncode in (0, 1), real.stdout[-3000:]
+    # PASS, FAIL or DEGRADED only (17): every node tested, every suite run
+    assert simulated.returncode in (0, 1, 17), simulated.stdout[-3000:]
+    assert real.returncode in (0, 1, 17), real.stdout[-3000:]
     sim_report = json.loads((tmp_path / "sim" / "report.json").read_text())
     real_report = json.loads((tmp_path / "real" / "report.json").read_text())
     got = assert_same_verdicts(sim_report, real_report)
@@ -236,15 +237,15 @@ def test_two_shards_on_the_real_control_plane_merge_into_the_unsharded_simulated
                                   "--shard-run", "real-1") for i in range(2)]
             ran = [shard.result() for shard in shards]
         simulated = simulation.result()
-    assert simulated.returncode in (0, 1), simulated.stdout[-3000:]
-    assert all(r.returncode in (0, 1) for r in ran), [r.stdout[-3000:] for r in ran]
+    assert simulated.returncode in (0, 1, 17), simulated.stdout[-3000:]
+    assert all(r.returncode in (0, 1, 17) for r in ran), [r.stdout[-3000:] for r in ran]
     plans = [json.loads((tmp_path / f"s{i}" / "report.json").read_text())["extra"]["gpuconf"]["shard"]
              for i in range(2)]
     assert sorted(sorted(p["nodes"]) for p in plans) == [["h100-0", "h100-1"], ["h200-0", "h200-1"]]  # pools whole
     out, err = io.StringIO(), io.StringIO()
     code = main(["report", "merge", str(tmp_path / "s0"), str(tmp_path / "s1"), "--out", str(tmp_path / "merged")],
                 stdout=out, stderr=err)
-    assert code in (0, 1) and err.getvalue() == "", (out.getvalue(), err.getvalue())
+    assert code in (0, 1, 17) and err.getvalue() == "", (out.getvalue(), err.getvalue())
     assert "merged 2 of 2 shards of run real-1" in out.getvalue() and "4 of 4 GPU nodes tested" in out.getvalue()
     sim_report = json.loads((tmp_path / "sim" / "report.json").read_text())
     merged_report = json.loads((tmp_path / "merged" / "report.json").read_text())
