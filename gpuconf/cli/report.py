@@ -171,6 +171,7 @@ def _cmd_merge(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     from gpuconf.report.merge import load_shard, merge_shards, selection_warning, write_merged
     from gpuconf.report.model import cluster_verdict
+    from gpuconf.report.writers import verdict_word
 
     _empty_or_new(args.out, "--out")
     if args.cncf_evidence:
@@ -191,7 +192,7 @@ def _cmd_merge(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     merged, count = len(shard.get("merged", [])), shard.get("count")
     coverage = f"; {run.coverage.line()}" if run.coverage is not None else ""
     stdout.write(f"merged {merged} of {count} shards of run {shard.get('run')} into {args.out}: "
-                 f"{verdict.upper().replace('-', ' ')}{coverage}\n")
+                 f"{verdict_word(verdict)}{coverage}\n")
     from gpuconf.report.closing import closing_block  # the suite's closing block, for the merged run
 
     for line, _ in closing_block(run, results, Path(args.out), cncf=args.cncf_evidence):

@@ -128,9 +128,9 @@ def suite_name(run: RunRecord) -> str:
 
 
 def _word(verdict: str) -> str:
-    from gpuconf.report.writers import _WORDS
+    from gpuconf.report.writers import verdict_word
 
-    return _WORDS.get(verdict, verdict.replace("-", " ").upper())
+    return verdict_word(verdict)
 
 
 def run_properties(run: RunRecord, verdict: str) -> list[tuple[str, str]]:

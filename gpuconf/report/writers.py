@@ -231,7 +231,7 @@ _WORDS = {PASS: "PASS", FAIL: "FAIL", DEGRADED: "DEGRADED", NOT_TESTED: "NOT TES
 
 def verdict_word(verdict: str) -> str:
     """A verdict as every report and the terminal print it: PASS, FAIL, NOT TESTED, PARTIAL..."""
-    return _WORDS.get(verdict, verdict.upper())
+    return _WORDS.get(verdict, verdict.replace("-", " ").upper())
 
 
 def narrowed(run: RunRecord) -> str:
