@@ -142,6 +142,41 @@ def test_gpus_held_by_other_pods_make_the_node_busy_and_name_the_holders() -> No
     assert found.reason == "h100-1 is busy: 8 GPU(s) held by 1 other pod(s): tenant-a/train-0 holds 8 nvidia.com/gpu"
 
 
+def test_an_untolerated_no_execute_taint_makes_the_node_unavailable() -> None:
+    """NoExecute keeps pods off as NoSchedule does (and evicts those already there): the scheduler's
+    TaintToleration filter refuses a probe that does not tolerate it."""
+    tainted = gpu_node(node(taints=[{"key": "example.com/drain", "value": "now", "effect": "NoExecute"}]))
+    found = availability(tainted, DEFAULT_TOLERATIONS)
+    assert found.state == TAINTED and found.blocks_probes
+    assert found.reason == ("h100-1 has the taint example.com/drain=now:NoExecute, which the probe pods do not "
+                            "tolerate; give --tolerate example.com/drain=now:NoExecute to test it")
+    assert availability(tainted, [*DEFAULT_TOLERATIONS, parse_toleration("example.com/drain:NoExecute")]).state is None
+    # only a NoSchedule toleration of the same key does not tolerate the NoExecute taint
+    assert availability(tainted, [*DEFAULT_TOLERATIONS, parse_toleration("example.com/drain:NoSchedule")]).state \
+        == TAINTED
+
+
+def test_a_pending_pods_gpu_init_containers_hold_gpus() -> None:
+    """An init container holds its GPUs while it runs, which is before the pod's app containers start:
+    a Pending pod (phase unset too) counts them; a Running pod's init containers have finished."""
+    def with_init(name: str, phase: str | None) -> dict[str, object]:
+        p = pod(name, "h100-1", 0, phase=phase or "Running")
+        p["spec"]["initContainers"] = [  # type: ignore[index]
+            {"name": "warmup", "resources": {"limits": {"nvidia.com/gpu": 2}}},
+            {"name": "fetch", "resources": {"limits": {"nvidia.com/gpu": 1}}}]
+        if phase is None:
+            p["status"] = {}
+        return p
+    holders = gpu_holders([with_init("starting", "Pending"), with_init("unphased", None),
+                           with_init("started", "Running")])
+    assert [str(h) for h in holders["h100-1"]] == ["tenant-a/starting holds 3 nvidia.com/gpu",
+                                                   "tenant-a/unphased holds 3 nvidia.com/gpu"]
+    found = availability(gpu_node(node()), DEFAULT_TOLERATIONS, holders["h100-1"])
+    assert found.state == BUSY
+    assert found.reason == ("h100-1 is busy: 6 GPU(s) held by 2 other pod(s): tenant-a/starting holds 3 "
+                            "nvidia.com/gpu, tenant-a/unphased holds 3 nvidia.com/gpu")
+
+
 # --- the node view's requests ----------------------------------------------------------------------
 
 def view(obj: dict[str, object], *, tolerations=DEFAULT_TOLERATIONS, pods=()) -> NodeView:  # type: ignore[no-untyped-def]
