@@ -198,6 +198,17 @@ def test_labels_that_disagree_with_the_advertised_instances_degrade() -> None:
     assert "but GFD labels: 1g.10gb x36, 2g.20gb x3, 3g.40gb x4" in v.summary
 
 
+def test_instances_advertised_without_any_gfd_count_label_fail_the_layout_check() -> None:
+    o = observe(cluster(), "a100-0")
+    labels = {k: v for k, v in o.labels.items() if not (k.startswith("nvidia.com/mig-") and k.endswith(".count"))}
+    v = checks.evaluate_layout_matches_config("a100-0", labels=labels, capacity=o.capacity,
+                                              allocatable=o.allocatable, seen=o.all_pods, declared=o.declared)
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary == ("GFD labels no MIG layout (mixed strategy) while a100-0 advertises 1g.10gb x36, 2g.20gb x4, "
+                         "3g.40gb x4")
+    assert (v.expected, v.observed) == ("GFD MIG count labels", "none")
+
+
 def test_cuda_enumerates_one_instance_and_the_granted_ones_are_counted_from_the_device_list() -> None:
     o = observe(cluster(), "a100-0")
     report = o.all_pods["1g.10gb"].report
@@ -383,6 +394,23 @@ def test_a_pod_given_one_instance_that_also_gets_a_whole_gpu_fails(tmp_path: Pat
                          f"NVML or /dev ({n.gpus[0].uuid}, {n.gpus[4].uuid})")
 
 
+def test_a_second_gpu_shown_only_as_a_device_node_fails_isolation(tmp_path: Path) -> None:
+    """NVML failing and no device list (CDI): CUDA shows the pod's one instance and hides the whole
+    GPU beside it; /dev/nvidiaN is the one view left that shows the second GPU."""
+    o = observe(cluster(_half_mig(tmp_path)), "a100-0")
+    n = o.node
+    inst = next(m for m in n.gpus[0].mig if m.profile == "2g.20gb")
+    s = blind_nvml(sighting(outcome("mig-one-2g.20gb-a100-0", run_probe(n, [Visible(n.gpus[0], inst),
+                                                                            Visible(n.gpus[4])], devices_env="void"))))
+    assert s.report is not None and [d.uuid for d in s.report.devices] == [inst.uuid]
+    v = checks.evaluate_instance_isolated("a100-0", {**o.one_pods, "2g.20gb": s}, model="NVIDIA A100-SXM4-80GB")
+    assert v.outcome is Outcome.FAIL
+    dev = [f"/dev/nvidia{n.gpus[0].minor}", f"/dev/nvidia{n.gpus[4].minor}"]
+    assert v.summary == (f"pod mig-one-2g.20gb-a100-0, requesting one 2g.20gb instance, sees 2 GPUs through NVML or "
+                         f"/dev ({', '.join(dev)})")
+    assert v.expected == "exactly one MIG-2g.20gb device and only its parent GPU"
+
+
 def test_an_instance_with_the_wrong_memory_fails_and_an_unknown_model_is_not_judged() -> None:
     o = observe(cluster(), "a100-0")
     s = o.one_pods["1g.10gb"]
@@ -527,6 +555,96 @@ def test_single_strategy_with_a_gpu_whose_mig_mode_is_off_fails_without_a_device
     assert v.outcome is Outcome.FAIL
     assert v.summary == (f"with the single strategy, nvidia.com/gpu hands out the whole GPU {off.uuid} (in NVML with "
                          "MIG mode off) beside MIG instances")
+
+
+def blind_nvml(s: Sighting, reason: str = "nvmlInit_v2: Unknown Error") -> Sighting:
+    """``s`` with NVML failing in its container (CUDA and NVIDIA_VISIBLE_DEVICES as they were)."""
+    assert s.report is not None
+    return Sighting(s.where, dataclasses.replace(s.report, nvml_absent_reason=reason, nvml_gpus=()))
+
+
+def test_a_whole_gpu_pod_whose_nvml_fails_under_cdi_is_not_tested_naming_what_was_unread(tmp_path: Path) -> None:
+    """Under CDI (NVIDIA_VISIBLE_DEVICES=void) NVML alone shows the MIG mode of the GPUs behind
+    nvidia.com/gpu: with it failing nothing was judged, never "the 0 whole GPUs ... have MIG disabled"."""
+    o = observe(cluster(_half_mig(tmp_path)), "a100-0")
+    n = o.node
+    full = blind_nvml(sighting(outcome("inventory-a100-0", run_probe(n, [Visible(g) for g in n.gpus[4:]],
+                                                                      devices_env="void"))))
+    v = checks.evaluate_not_also_full_gpu("a100-0", labels=o.labels, capacity=o.capacity,
+                                          mig_seen=list(o.all_pods.values()), full_seen=full)
+    assert v.outcome is Outcome.NOT_TESTED and v.kind == "could-not-run", v.message()
+    assert v.summary == ("whether nvidia.com/gpu on a100-0 hands out a MIG-enabled GPU could not be read: NVML did "
+                         "not load in pod inventory-a100-0 (nvmlInit_v2: Unknown Error), the only view of the MIG "
+                         "mode of the GPUs it holds (NVIDIA_VISIBLE_DEVICES='void'; CUDA never enumerates a "
+                         "MIG-enabled GPU)")
+    # the same pod with a readable device list but NVML failing: the MIG mode is still unread
+    listed = blind_nvml(o.full) if o.full is not None else None
+    v = checks.evaluate_not_also_full_gpu("a100-0", labels=o.labels, capacity=o.capacity,
+                                          mig_seen=list(o.all_pods.values()), full_seen=listed)
+    assert v.outcome is Outcome.NOT_TESTED and "NVML did not load in pod inventory-a100-0" in v.summary
+
+
+def test_a_single_strategy_pod_whose_nvml_fails_under_cdi_is_not_tested_naming_what_was_unread() -> None:
+    o = observe(cluster("h100-mig-single"), "h100-mig-0")
+    n = o.node
+    every = [Visible(g, m) for g in n.gpus for m in g.mig]
+    seen = blind_nvml(sighting(outcome("mig-all-h100-mig-0", run_probe(n, every, devices_env="void"))))
+    v = checks.evaluate_not_also_full_gpu("h100-mig-0", labels=o.labels, capacity=o.capacity, mig_seen=[seen],
+                                          full_seen=None)
+    assert v.outcome is Outcome.NOT_TESTED and v.kind == "could-not-run", v.message()
+    assert v.summary == ("whether nvidia.com/gpu on h100-mig-0 hands out a whole GPU beside MIG instances could not "
+                         "be read: NVML did not load in pod mig-all-h100-mig-0 (nvmlInit_v2: Unknown Error), and "
+                         "NVIDIA_VISIBLE_DEVICES='void' names no device (CDI or volume-mounts), while CUDA enumerates "
+                         "one MIG device and no whole GPU beside it")
+
+
+def test_with_nvml_failing_a_device_list_still_judges_single_and_says_the_parents_were_not_counted() -> None:
+    o = observe(cluster("h100-mig-single"), "h100-mig-0")
+    seen = blind_nvml(o.all_pods["1g.10gb"])
+    v = checks.evaluate_not_also_full_gpu("h100-mig-0", labels=o.labels, capacity=o.capacity, mig_seen=[seen],
+                                          full_seen=None)
+    assert v.outcome is Outcome.PASS
+    assert v.summary == ("all 28 nvidia.com/gpu on h100-mig-0 are MIG instances (single strategy), on MIG-enabled "
+                         "GPUs NVML could not count (NVML did not load in pod mig-all-h100-mig-0 (nvmlInit_v2: "
+                         "Unknown Error))")
+
+
+def test_a_dra_whole_gpu_claim_whose_nvml_fails_passes_on_the_slice_naming_what_was_not_judged() -> None:
+    o = observe_dra(cluster("a100-mig-dra"), "a100-0")
+    n = o.node
+    given = blind_nvml(sighting(outcome("smoke-a100-0", run_probe(n, [Visible(n.gpus[3])], devices_env="void"))))
+    v = dra_verdicts(o, full=given)["mig.not-also-full-gpu"]
+    assert v.outcome is Outcome.PASS
+    assert v.summary == ("the DRA driver publishes the 8 MIG-enabled GPUs as their 24 MIG devices only, none also as "
+                         "type gpu (0 whole GPUs published)")
+    assert v.not_judged == ("the MIG mode of the GPUs a whole-GPU claim is given: NVML did not load in pod "
+                            "smoke-a100-0 (nvmlInit_v2: Unknown Error)",)
+
+
+def test_a_whole_gpu_that_is_a_mig_parent_fails_even_with_its_mig_mode_unread(tmp_path: Path) -> None:
+    """NVML may give no MIG mode for a GPU: one that is the parent of the MIG pods' instances is
+    still a MIG-enabled GPU handed out whole."""
+    o = observe(cluster(_half_mig(tmp_path)), "a100-0")
+    n = o.node
+    full = sighting(outcome("inventory-a100-0", run_probe(n, [Visible(n.gpus[0]), Visible(n.gpus[4])])))
+    assert full.report is not None
+    unread = tuple(dataclasses.replace(g, mig_enabled=None) for g in full.report.nvml_gpus)
+    full = Sighting(full.where, dataclasses.replace(full.report, nvml_gpus=unread))
+    v = checks.evaluate_not_also_full_gpu("a100-0", labels=o.labels, capacity=o.capacity,
+                                          mig_seen=list(o.all_pods.values()), full_seen=full)
+    assert v.outcome is Outcome.FAIL
+    assert v.summary == f"nvidia.com/gpu hands out MIG-enabled GPU {n.gpus[0].uuid}"
+    assert v.observed == "MIG enabled on 0, parent of an instance: 1, instances: 0"
+    # a whole GPU whose MIG mode is unread and that is no parent passes, naming what was not judged
+    whole = sighting(outcome("inventory-a100-0", run_probe(n, [Visible(n.gpus[4])])))
+    assert whole.report is not None
+    whole = Sighting(whole.where, dataclasses.replace(whole.report, nvml_gpus=tuple(
+        dataclasses.replace(g, mig_enabled=None) for g in whole.report.nvml_gpus)))
+    v = checks.evaluate_not_also_full_gpu("a100-0", labels=o.labels, capacity=o.capacity,
+                                          mig_seen=list(o.all_pods.values()), full_seen=whole)
+    assert v.outcome is Outcome.PASS
+    assert v.not_judged == (f"whether {n.gpus[4].uuid} has MIG enabled: NVML gave no MIG mode for it (it is no "
+                            "parent of the instances seen)",)
 
 
 # -------------------------------------------------------------------------------------------------

@@ -191,8 +191,9 @@ def test_a_probe_given_no_gpu_on_a_cluster_without_the_nvidia_runtimeclass_is_th
 
 
 def test_a_dependant_failing_for_its_owners_cause_is_not_tested_blocked_by_the_owner():
-    owner = failed("isolation.sees-only-allocated", "h100-0", "a pod given 1 GPU sees 8")
-    other = failed("isolation.envvar-without-request-gets-no-gpu", "h100-0", "a pod asking for none sees 8")
+    owner = failed("isolation.sees-only-allocated", "h100-0", "a pod given 1 GPU sees 8", causes={"sees-more"})
+    other = failed("isolation.envvar-without-request-gets-no-gpu", "h100-0", "a pod asking for none sees 8",
+                   causes={"envvar-honoured"})
     mine = failed("isolation.no-request-sees-no-gpu", "h100-0", "a pod asking for no GPU sees 8 GPUs")
     verdict = blocked_by(mine, owner, other)
     assert (verdict.check, verdict.node, verdict.outcome) == (mine.check, "h100-0", Outcome.NOT_TESTED)

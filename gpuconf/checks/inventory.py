@@ -329,7 +329,8 @@ def evaluate_labels_match_hardware(node: NodeView, probe: CudaProbeReport, *,
                       expected="one MIG profile on every GPU (mig.strategy=single)",
                       observed=f"nvidia.com/gpu.product={product}"
                       + (f", nvidia.com/mig.config={node.labels['nvidia.com/mig.config']}"
-                         if "nvidia.com/mig.config" in node.labels else ""), evidence=shown)
+                         if "nvidia.com/mig.config" in node.labels else ""), evidence=shown,
+                      causes={"mig-invalid"})
     driver, driver_source = label_driver_version(node.labels)
     driver_key = driver_source if driver is not None else "nvidia.com/cuda.driver-version.full"
     compute = (f"{node.label('gpu.compute.major')}.{node.label('gpu.compute.minor')}"
@@ -377,7 +378,14 @@ def evaluate_labels_match_hardware(node: NodeView, probe: CudaProbeReport, *,
     return failed(cid, node.name, "GFD labels disagree with what a pod on the node sees: "
                   + ", ".join(f"{k} says {a!r}, the GPU says {b!r}" for k, (a, b) in sorted(wrong.items())),
                   expected="; ".join(f"{k}={b}" for k, (_, b) in sorted(wrong.items())),
-                  observed="; ".join(f"{k}={a}" for k, (a, _) in sorted(wrong.items())), evidence=shown)
+                  observed="; ".join(f"{k}={a}" for k, (a, _) in sorted(wrong.items())), evidence=shown,
+                  causes={_LABEL_FINDING.get(k, "driver-version") for k in wrong})
+
+
+#: The finding (gpuconf/data/checks.yaml) of each label labels.gfd-matches-hardware compares; the
+#: driver's label is whichever of the current and deprecated keys the node carries ("driver-version").
+_LABEL_FINDING = {"nvidia.com/gpu.product": "gpu.product", "nvidia.com/gpu.compute.major.minor": "compute-capability",
+                  "nvidia.com/cuda.runtime-version.full": "cuda-version", "nvidia.com/gpu.memory": "gpu.memory"}
 
 
 def _no_gfd_labels(cid: str, node: NodeView, gfd: GfdDeployment | None, keys: Sequence[str]) -> Verdict:
@@ -391,7 +399,7 @@ def _no_gfd_labels(cid: str, node: NodeView, gfd: GfdDeployment | None, keys: Se
                           kind=NOT_APPLICABLE)
     return failed(cid, node.name, f"{gfd.why} but node {node.name} carries no nvidia.com/gpu.* labels ({which}): "
                   "GFD is not running there or cannot read the GPUs",
-                  expected="GFD's labels on the node", observed="none of " + which,
+                  expected="GFD's labels on the node", observed="none of " + which, causes={"no-labels"},
                   remedy="Find the node's gpu-feature-discovery pod (kubectl get pods -A -o wide -l "
                   "app=gpu-feature-discovery --field-selector spec.nodeName=NODE) and read its log; a missing pod "
                   "means the operator does not schedule it there (node labels nvidia.com/gpu.present, "
@@ -432,7 +440,7 @@ def _mixed_models(node: NodeView, probe: CudaProbeReport, product: str) -> Verdi
                                                                                     reverse=True)),
                   evidence=tuple(f"GPU {d.index} {d.uuid} bus {d.pci_bus_id}: {d.name}, "
                                  f"{(d.total_memory_bytes or 0) >> 20} MiB, compute {d.compute_capability}"
-                                 for d in whole))
+                                 for d in whole), causes={"mixed-models"})
 
 
 def _nvml_cuda(probe: CudaProbeReport) -> str | None:
@@ -577,4 +585,4 @@ def evaluate_cuda_device_nodes(node: str, probe: CudaProbeReport) -> Verdict:
     return failed(cid, node, "a GPU pod on this node lacks " + ", ".join(missing) + (
         " (nvidia_uvm is not loaded: nvidia-smi works but CUDA fails)" if "/dev/nvidia-uvm" in missing else ""),
         expected="/dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidiaN", observed="missing " + ", ".join(missing),
-        evidence=evidence)
+        evidence=evidence, causes={"device-node-missing"})

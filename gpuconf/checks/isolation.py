@@ -230,6 +230,11 @@ def _blind(view: GpuView) -> str | None:
 # The checks
 
 
+#: The finding (gpuconf/data/checks.yaml) a pod that should see no GPU but does stands for, by check:
+#: the envvar pod's is the toolkit honouring NVIDIA_VISIBLE_DEVICES; the no-request pod's is its own.
+_SEES_NONE_FINDING = {"isolation.envvar-without-request-gets-no-gpu": frozenset({"envvar-honoured"})}
+
+
 def _sees_none(cid: str, node: str, seen: Sighting, who: str) -> Verdict:
     if seen.report is None:
         return _no_output(cid, node, seen, f"{who} could not be observed")
@@ -245,7 +250,7 @@ def _sees_none(cid: str, node: str, seen: Sighting, who: str) -> Verdict:
     uuids = view.nvml or view.cuda or view.dev
     return failed(cid, node, f"{who} sees {count} GPU{'s' if count != 1 else ''}: {_ids(uuids)}",
                   expected="no /dev/nvidiaN, no CUDA device, no NVML GPU", observed=view.describe(),
-                  evidence=evidence)
+                  evidence=evidence, causes=_SEES_NONE_FINDING.get(cid, frozenset()))
 
 
 def evaluate_no_request_sees_no_gpu(node: str, seen: Sighting) -> Verdict:
@@ -304,7 +309,9 @@ def evaluate_sees_only_allocated(node: str, seen: Sequence[tuple[int, Sighting]]
                           f"{', '.join(problems)}: {_ids(view.uuids())}",
                           expected=f"{want} GPU{'s' if requested != 1 else ''} in every view"
                           + (f" (time-sliced {replicas} ways)" if shared else ""),
-                          observed=view.describe(), evidence=tuple(evidence))
+                          observed=view.describe(), evidence=tuple(evidence),
+                          causes={"sees-more" if any(len(set(ids)) > requested for ids in view.views().values())
+                                  else "sees-fewer"})
         if (why := _blind(view)) is not None:
             blind.append(f"{s.where} (requested {requested}): {why}")
     if not seen:
@@ -331,7 +338,8 @@ def evaluate_sees_only_allocated(node: str, seen: Sequence[tuple[int, Sighting]]
                     return not_tested(cid, node, f"blocked by {CLAIM_OWNER}: {finding}", blocked_by=CLAIM_OWNER)
                 return failed(cid, node, f"{finding} (the check that reports this, {CLAIM_OWNER}, is not part of "
                               "this run)", expected=f"exactly {', '.join(grant.uuids)}",
-                              observed=", ".join(sorted(ids)) or "none", evidence=tuple(evidence))
+                              observed=", ".join(sorted(ids)) or "none", evidence=tuple(evidence),
+                              causes={"claim-mismatch"})
         claimed = "; each pod sees exactly the devices its claim was allocated"
     counts = sorted({n for n, _ in seen})
     note = ""

@@ -550,6 +550,24 @@ def _no_output(cid: str, node: str, seen: Sighting, what: str) -> Verdict:
                   observed=seen.failure or "no document")
 
 
+def _on_parents(parents: Mapping[str, Any], seen: Sequence[Sighting]) -> str:
+    """``on 4 MIG-enabled GPUs``, or why the MIG pods' NVML could not count them."""
+    blind = [why for s in seen if (why := _nvml_blind(s)) is not None]
+    if blind:
+        return f"on MIG-enabled GPUs NVML could not count ({'; '.join(blind)})"
+    return f"on {len(parents)} MIG-enabled GPUs"
+
+
+def _nvml_blind(seen: Sighting) -> str | None:
+    """Why the GPUs ``seen``'s container was given, and their MIG mode, cannot be read from NVML
+    (None: NVML was read). CUDA is no substitute: it enumerates one MIG device and no whole GPU
+    beside it, and never a MIG-enabled GPU itself."""
+    report = seen.report
+    if report is None or report.nvml_absent_reason is None:
+        return None
+    return f"NVML did not load in {seen.where} ({report.nvml_absent_reason})"
+
+
 # -------------------------------------------------------------------------------------------------
 # The checks
 
@@ -919,6 +937,12 @@ def _dra_not_also_full(node: str, devices: Sequence[SliceDevice], full_seen: Sig
                              else f"MIG instances {', '.join(instances)}"),
                           expected="whole GPUs with MIG disabled only", observed=f"{len(bad)} MIG-enabled GPUs, "
                           f"{len(instances)} instances", evidence=tuple(evidence))
+        if (blind := _nvml_blind(full_seen)) is not None:
+            # The slice alone still shows no MIG parent published whole: only the pod's view is missing.
+            return passed(cid, node, f"the DRA driver publishes the {len(parents)} MIG-enabled GPUs as their "
+                          f"{len(migs)} MIG devices only, none also as type gpu ({len(whole)} whole GPUs published)",
+                          evidence=tuple(evidence), not_judged=(f"the MIG mode of the GPUs a whole-GPU claim is "
+                                                                f"given: {blind}",))
         return passed(cid, node, f"the {len(gpus)} GPUs a whole-GPU claim is given have MIG disabled, and the DRA "
                       f"driver publishes none of the {len(parents)} MIG-enabled GPUs as type gpu",
                       evidence=tuple(evidence))
@@ -961,11 +985,18 @@ def evaluate_not_also_full_gpu(node: str, *, labels: Mapping[str, str], capacity
                           evidence=tuple(f"{s.where}: {GpuView.of(s.report).describe(full=True)}; "
                                          f"NVIDIA_VISIBLE_DEVICES={s.report.env.get('NVIDIA_VISIBLE_DEVICES')!r}"
                                          for s in mig_seen if s.report is not None))
-        return passed(cid, node, f"all {full} {GPU} on {node} are MIG instances (single strategy), on "
-                      f"{len(parents)} MIG-enabled GPUs")
+        for s in mig_seen:
+            env = s.report.env.get("NVIDIA_VISIBLE_DEVICES") if s.report is not None else None
+            if (blind := _nvml_blind(s)) is not None and s.report is not None and listed_devices(s.report) is None:
+                return not_tested(cid, node, f"whether {GPU} on {node} hands out a whole GPU beside MIG instances "
+                                  f"could not be read: {blind}, and NVIDIA_VISIBLE_DEVICES={env!r} names no device "
+                                  "(CDI or volume-mounts), while CUDA enumerates one MIG device and no whole GPU "
+                                  "beside it", kind=COULD_NOT_RUN)
+        return passed(cid, node, f"all {full} {GPU} on {node} are MIG instances (single strategy), "
+                      f"{_on_parents(parents, mig_seen)}")
     if full == 0:
-        return passed(cid, node, f"{node} advertises no whole {GPU}; its MIG instances sit on {len(parents)} "
-                      "MIG-enabled GPUs")
+        return passed(cid, node, f"{node} advertises no whole {GPU}; its MIG instances sit "
+                      f"{_on_parents(parents, mig_seen)}")
     if full_seen is None:
         return not_tested(cid, node, f"{node} advertises {full} {GPU} but none is allocatable to look at",
                           kind=COULD_NOT_RUN)
@@ -989,5 +1020,16 @@ def evaluate_not_also_full_gpu(node: str, *, labels: Mapping[str, str], capacity
                       expected=f"{GPU} only for GPUs with MIG disabled",
                       observed=f"MIG enabled on {len(enabled)}, parent of an instance: {len(shared)}, "
                       f"instances: {len(instances)}", evidence=evidence)
+    if (blind := _nvml_blind(full_seen)) is not None:
+        return not_tested(cid, node, f"whether {GPU} on {node} hands out a MIG-enabled GPU could not be read: {blind}, "
+                          f"the only view of the MIG mode of the GPUs it holds (NVIDIA_VISIBLE_DEVICES="
+                          f"{report.env.get('NVIDIA_VISIBLE_DEVICES')!r}; CUDA never enumerates a MIG-enabled GPU)",
+                          kind=COULD_NOT_RUN)
+    if not gpus:
+        return not_tested(cid, node, f"{full_seen.where}, holding every {GPU} ({full} advertised), shows no GPU in "
+                          "NVML: no whole GPU to judge", kind=COULD_NOT_RUN)
+    unread = [u for u, _, mig in gpus if mig is None]
     return passed(cid, node, f"the {len(gpus)} whole GPUs behind {GPU} have MIG disabled and none is a parent of "
-                  f"the instances on {len(parents)} MIG-enabled GPUs", evidence=evidence)
+                  f"the instances {_on_parents(parents, mig_seen)}", evidence=evidence,
+                  not_judged=tuple(f"whether {u} has MIG enabled: NVML gave no MIG mode for it (it is no parent of "
+                                   "the instances seen)" for u in unread))

@@ -108,7 +108,7 @@ from dataclasses import dataclass
 from gpuconf.cluster import PodOutcome
 from gpuconf.compat import tables
 from gpuconf.compat.versions import VersionError, parse_cuda
-from gpuconf.verdict import Outcome, Verdict, failed, not_tested
+from gpuconf.verdict import Outcome, Verdict, check, failed, not_tested
 
 __all__ = ["DRA_OWNER", "EXTENDED_OWNER", "RUNTIME_OWNER", "SMOKE", "Block", "Blocked", "ProbeBlock",
            "claim_prepare_block", "blocked_by", "evaluate_block", "evaluate_probe_block", "probe_block",
@@ -352,10 +352,21 @@ _FAILING = frozenset({Outcome.FAIL, Outcome.DEGRADED})
 def blocked_by(verdict: Verdict, *owners: Verdict | None) -> Verdict:
     """A dependant check's ``verdict``, or NOT TESTED "blocked by <owner>: <its finding>" where it
     fails and one of ``owners`` (the checks whose cause it would report again, in order of
-    precedence, each judged on the same node) fails too."""
+    precedence) fails on the same node for a cause the dependant depends on: one of the owner's
+    findings (``Verdict.causes``) that gpuconf/data/checks.yaml declares under the dependant's
+    ``blocked_by``. An owner that passed, was not tested or fails for another finding folds nothing:
+    the dependant's own failure stands. An owner the dependant declares no dependency on is a
+    mistake in the suite (ValueError), found on the first run of it."""
+    declared = check(verdict.check).blocked_by
+    present = [o for o in owners if o is not None]
+    if undeclared := sorted({o.check for o in present} - set(declared)):
+        raise ValueError(f"{verdict.check} declares no dependency on {', '.join(undeclared)} "
+                         "(gpuconf/data/checks.yaml blocked_by)")
     if verdict.outcome not in _FAILING:
         return verdict
-    owner = next((o for o in owners if o is not None and o.outcome in _FAILING), None)
+    owner = next((o for o in present if o.outcome in _FAILING and o.node in (verdict.node, None)
+                  and o.causes & declared[o.check]), None) if verdict.node is not None else next(
+        (o for o in present if o.outcome in _FAILING and o.causes & declared[o.check]), None)
     if owner is None:
         return verdict
     return not_tested(verdict.check, verdict.node, f"blocked by {owner.check}: {owner.summary}",
