@@ -7,8 +7,10 @@ fetch the facts and act on the verdict; reports map outcomes to JUnit, JSON and 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from types import MappingProxyType
 from typing import Any
 
 from gpuconf import outcomes
@@ -40,6 +42,13 @@ class Check:
     #: What it judges: probe (pods launched on the node), node (what the node's own pods serve), api
     #: (API objects only); a node that takes no probes has its probe (and, NotReady, node) checks NOT TESTED.
     reads: str = "probe"
+    #: An owner's findings: each tag a failing verdict of this check may carry in ``causes``, with what
+    #: it means. Declared so that a dependant can name the findings it would report again.
+    findings: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    #: A dependant's owners: for each check whose failure this check would report again, the findings
+    #: of that owner that are this check's cause too (gpuconf.checks.probe_start.blocked_by folds this
+    #: check behind an owner only for one of them).
+    blocked_by: Mapping[str, frozenset[str]] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @cache
@@ -47,7 +56,10 @@ def checks() -> dict[str, Check]:
     out = {}
     for row in tables.load("checks")["checks"]:
         out[row["id"]] = Check(row["id"], row["title"], row["requirement"], row["severity"], row["remediation"],
-                               row["suite"], tuple(row.get("sources", [])), row["reads"])
+                               row["suite"], tuple(row.get("sources", [])), row["reads"],
+                               MappingProxyType(dict(row.get("findings", {}))),
+                               MappingProxyType({owner: frozenset(tags)
+                                                 for owner, tags in row.get("blocked_by", {}).items()}))
     return out
 
 
@@ -76,6 +88,9 @@ class Verdict:
     kind: str | None = None
     #: NOT TESTED blocked by another check's failure: that check's id (kind is then "blocked").
     blocked_by: str | None = None
+    #: A failing verdict's findings, as tags its check declares (Check.findings): what a dependant's
+    #: declared dependency (Check.blocked_by) is matched against. Empty: a finding no dependant shares.
+    causes: frozenset[str] = frozenset()
 
     @property
     def remediation(self) -> str:
@@ -108,10 +123,15 @@ def passed(check_id: str, node: str | None, summary: str, **kw: Any) -> Verdict:
     return Verdict(check_id, node, Outcome.PASS, summary, **kw)
 
 
-def failed(check_id: str, node: str | None, summary: str, **kw: Any) -> Verdict:
-    """The check's own severity decides FAIL or DEGRADED."""
-    outcome = Outcome.FAIL if check(check_id).severity == "fail" else Outcome.DEGRADED
-    return Verdict(check_id, node, outcome, summary, **kw)
+def failed(check_id: str, node: str | None, summary: str, *, causes: frozenset[str] | set[str] = frozenset(),
+           **kw: Any) -> Verdict:
+    """The check's own severity decides FAIL or DEGRADED. ``causes``: the findings, as tags the check
+    declares in gpuconf/data/checks.yaml (``findings``), that checks depending on it may share."""
+    meta = check(check_id)
+    if undeclared := set(causes) - set(meta.findings):
+        raise ValueError(f"{check_id} declares no finding {sorted(undeclared)} (gpuconf/data/checks.yaml findings)")
+    outcome = Outcome.FAIL if meta.severity == "fail" else Outcome.DEGRADED
+    return Verdict(check_id, node, outcome, summary, causes=frozenset(causes), **kw)
 
 
 def not_tested(check_id: str, node: str | None, reason: str, *, kind: str | None = None,

@@ -494,20 +494,22 @@ def evaluate_claim_allocates_probed_device(node: str, sighting: Sighting | None,
     evidence = [*shown, f"the pod sees: {', '.join(seen) or 'no GPU'}"]
     if len(pairs) != 1:
         return failed(check, node, f"the claim for one GPU was allocated {len(pairs)} devices", expected="1 device",
-                      observed=f"{len(pairs)}", evidence=tuple(evidence))
+                      observed=f"{len(pairs)}", evidence=tuple(evidence), causes={"allocation-count"})
     result, device = pairs[0]
     if device is None:
         return failed(check, node, f"the claim was allocated {result.driver}/{result.pool}/{result.device}, which no "
                       f"ResourceSlice of {node} publishes", expected="a published device",
-                      observed=result.device, evidence=tuple(evidence))
+                      observed=result.device, evidence=tuple(evidence), causes={"unpublished-device"})
     if tuple(seen) != (device.uuid,):
         return failed(check, node, f"the claim was allocated {device.describe()} but the pod sees "
                       f"{', '.join(seen) or 'no GPU'}", expected=f"exactly {device.uuid}",
-                      observed=", ".join(seen) or "none", evidence=tuple(evidence))
+                      observed=", ".join(seen) or "none", evidence=tuple(evidence),
+                      causes={"sees-another-device"})
     memory = next((d.total_memory_bytes for d in report.devices if d.uuid == device.uuid), None)
     if memory is not None and memory < min_gib * 2**30 * (1 - MEMORY_TOLERANCE):
         return failed(check, node, f"the selector asked for at least {min_gib} GiB but {device.describe()} has "
-                      f"{_mib(memory)}", expected=f">= {min_gib} GiB", observed=_mib(memory), evidence=tuple(evidence))
+                      f"{_mib(memory)}", expected=f">= {min_gib} GiB", observed=_mib(memory), evidence=tuple(evidence),
+                      causes={"memory-below-selector"})
     # The device's identity came from NVML when CUDA failed in the pod: its memory was not read.
     why = f"CUDA did not initialise in the pod: {report.init.name}" if not report.init.ok else "CUDA gave none"
     unread = "" if memory is not None else (

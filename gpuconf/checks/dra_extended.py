@@ -82,7 +82,7 @@ def evaluate_extended_resource_served(node: str, *, resource: str, outcome: PodO
                       remedy=f"Compare DeviceClass {device_class}'s selectors with the node's ResourceSlice "
                       "(kubectl get deviceclass -o yaml; kubectl get resourceslices --field-selector "
                       f"spec.nodeName={node} -o yaml): fix the selector, or point extendedResourceName at a class "
-                      "that selects the node's GPUs.")
+                      "that selects the node's GPUs.", causes={"class-selects-no-device"})
     claim = extended_claim(outcome)
     if claim is None:
         why = (f"the pod's claims are not all known ({outcome.claims_error})" if outcome.claims_error
