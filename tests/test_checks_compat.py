@@ -13,6 +13,7 @@ from gpuconf.checks import compat
 from gpuconf.cluster.outcomes import make_outcome
 from gpuconf.compat import rules
 from gpuconf.compat.versions import parse_driver
+from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.sim import emulate
 from gpuconf.sim.agent_model import image_facts
 from gpuconf.sim.node_facts import node_labels
@@ -151,9 +152,41 @@ def test_the_majority_decides_so_a_lone_enforcing_node_is_the_odd_one():
 
 
 def test_a_pool_all_on_cdi_passes_and_pools_are_per_product():
+    c = canaries(a=False, b=False, h=True, i=True)
+    pools = {"a": "Tesla-T4", "b": "Tesla-T4", "h": "NVIDIA-H100-80GB-HBM3", "i": "NVIDIA-H100-80GB-HBM3"}
+    assert all(compat.evaluate_require_enforced(n, c, pools).outcome is Outcome.PASS for n in c)
+
+
+def test_a_pool_of_one_node_has_nothing_to_compare_its_enforcement_with():
+    """A lone node passed "as every probed node of the pool (1)": a pool of one is uniform with nothing."""
     c = canaries(a=False, b=False, h=True)
     pools = {"a": "Tesla-T4", "b": "Tesla-T4", "h": "NVIDIA-H100-80GB-HBM3"}
-    assert all(compat.evaluate_require_enforced(n, c, pools).outcome is Outcome.PASS for n in c)
+    lone = compat.evaluate_require_enforced("h", c, pools)
+    assert (lone.outcome, lone.kind) == (Outcome.NOT_TESTED, NOT_APPLICABLE)
+    assert lone.summary == ("h is the only node of the NVIDIA-H100-80GB-HBM3 pool: there is no other node to compare "
+                            "its requirement enforcement with (NVIDIA_REQUIRE_CUDA enforced at container creation "
+                            "(legacy mode))")
+    # a declared mode judges it alone
+    assert compat.evaluate_require_enforced("h", c, pools, declared="legacy").outcome is Outcome.PASS
+
+
+def test_a_node_whose_pool_mates_enforcement_is_unknown_is_not_compared_and_a_pass_names_who_was_not():
+    c = {**canaries(a=False, b=False), "u": compat.Canary(None, "the pod never started")}
+    pools = dict.fromkeys(c, "Tesla-T4")
+    full = compat.evaluate_require_enforced("a", c, pools)
+    assert full.outcome is Outcome.PASS
+    assert full.summary == "NVIDIA_REQUIRE_CUDA not checked (cdi or jit-cdi mode), as every probed node of the " \
+        "Tesla-T4 pool (2)"
+    assert full.not_judged == ("the enforcement of u (no canary reading), so it is compared with 1 of the pool's 2 "
+                               "other nodes",)
+    alone = compat.evaluate_require_enforced("a", {"a": c["a"], "u": c["u"]}, {"a": "Tesla-T4", "u": "Tesla-T4"})
+    assert (alone.outcome, alone.kind) == (Outcome.NOT_TESTED, COULD_NOT_RUN)
+    assert alone.summary == ("the requirement enforcement of the other node(s) of the Tesla-T4 pool is unknown (u): "
+                             "a's (NVIDIA_REQUIRE_CUDA not checked (cdi or jit-cdi mode)) has nothing to be compared "
+                             "with")
+    unpooled = compat.evaluate_require_enforced("a", c, {"a": None, "b": None})
+    assert (unpooled.outcome, unpooled.kind) == (Outcome.NOT_TESTED, COULD_NOT_RUN)
+    assert unpooled.summary.startswith("a has no pool to be compared with (no nvidia.com/gpu.product label")
 
 
 def test_a_declared_mode_is_the_expectation_instead_of_the_pool():
@@ -408,9 +441,11 @@ def test_require_cuda_enforced_is_not_applicable_where_the_dra_driver_injects_an
     assert v.outcome is Outcome.NOT_TESTED
     assert v.summary == ("not applicable: the DRA driver injects through CDI: NVIDIA_REQUIRE_CUDA is not enforced "
                          "there")
-    # the plugin node is judged against its pool's plugin nodes only: alone, and enforcing, it passes
+    # the plugin node is judged against its pool's plugin nodes only: alone, it has none to compare with
     lone = compat.evaluate_require_enforced("h", c, pools, dra=dra)
-    assert lone.outcome is Outcome.PASS and "(1)" in lone.summary
+    assert (lone.outcome, lone.kind) == (Outcome.NOT_TESTED, NOT_APPLICABLE)
+    assert lone.summary.startswith("h is the only node of the NVIDIA-H100-80GB-HBM3 pool not given its GPUs through "
+                                   "DRA: there is no other node to compare")
     assert compat.evaluate_require_enforced("h", c, pools).outcome is Outcome.DEGRADED  # without: the odd one
 
 

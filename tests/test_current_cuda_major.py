@@ -52,6 +52,17 @@ def test_the_older_major_failing_is_not_this_check_s_business_and_no_outcome_is_
     assert evaluate_current_major_runs("n", None, []).outcome is Outcome.NOT_TESTED
 
 
+def test_one_current_major_image_unobserved_is_not_a_pass_and_names_it() -> None:
+    """13.0.2 ran and 13.2.0 showed no outcome: that the CUDA 13 images run is half proven, so NOT TESTED
+    (the sibling comparisons, outcome-matches-prediction and forward-compat-runs, say the same)."""
+    other = Observation("other", "pod Pending: image pull back-off")
+    v = evaluate_current_major_runs("n", None, [row("12.9.1", RUNS), row("13.0.2", RUNS), row("13.2.0", other)])
+    assert (v.outcome, v.kind) == (Outcome.NOT_TESTED, "could-not-run")
+    assert v.summary == ("1 of 2 CUDA 13 images' outcome on n could not be observed: "
+                         "nvidia/cuda:13.2.0-devel-ubuntu24.04: pod Pending: image pull back-off (seen: "
+                         "nvidia/cuda:13.0.2-devel-ubuntu24.04: runs (libcuda 580.95.05))")
+
+
 def test_a_node_on_a_branch_cuda_13_does_not_support_is_degraded_by_the_compat_suite(pytester) -> None:
     """healthy-h100 with one node on R550 (native CUDA 12.4, no forward compatibility for 13.x on that
     branch): the suite predicts its 13.x failures, and this check still degrades the node."""

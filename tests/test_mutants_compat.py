@@ -147,7 +147,16 @@ CASES: dict[str, tuple[Callable[[], Any], tuple[str, ...]]] = {
         "c enforces NVIDIA_REQUIRE_CUDA while 2 of 3 nodes of the Tesla-T4 pool do not",)),
     "enforced: a node without a pool": (lambda: compat.evaluate_require_enforced(
         "c", pool(a=False, c=True), {"a": None, "c": None}), (
-        "as every probed node of the c (no nvidia.com/gpu.product label) pool (1)",)),
+        "c has no pool to be compared with (no nvidia.com/gpu.product label or productName attribute): "
+        "NVIDIA_REQUIRE_CUDA enforced at container creation (legacy mode), not judged",)),
+    "enforced: a pool of one": (lambda: compat.evaluate_require_enforced(
+        "c", pool(a=False, c=True), {"a": "Tesla-T4", "c": "NVIDIA-L40S"}), (
+        "c is the only node of the NVIDIA-L40S pool: there is no other node to compare its requirement enforcement "
+        "with (NVIDIA_REQUIRE_CUDA enforced at container creation (legacy mode))",)),
+    "enforced: the pool's other node unknown": (lambda: compat.evaluate_require_enforced(
+        "a", pool(a=False, b=None), dict.fromkeys("ab", "Tesla-T4")), (
+        "the requirement enforcement of the other node(s) of the Tesla-T4 pool is unknown (b): a's "
+        "(NVIDIA_REQUIRE_CUDA not checked (cdi or jit-cdi mode)) has nothing to be compared with",)),
     "enforced: no canary": (lambda: compat.evaluate_require_enforced("z", pool(a=True), {"a": "x"}), (
         "no canary ran on z",)),
     "enforced: unknown": (lambda: compat.evaluate_require_enforced("a", pool(a=None), {"a": "x"}), (
@@ -216,7 +225,12 @@ CASES: dict[str, tuple[Callable[[], Any], tuple[str, ...]]] = {
     "major: only twins": (lambda: compat.evaluate_current_major_runs("n", None, twins(RAN_COMPAT)[1:]), (
         "no probe-matrix image ran on n",)),
     "major: unobserved": (lambda: compat.evaluate_current_major_runs(
-        "h100-0", None, rows_of("h100", "h100-0", "uvm")), ("the CUDA 13 images' outcome on h100-0 could not be",)),
+        "h100-0", None, rows_of("h100", "h100-0", "uvm")), ("2 of 2 CUDA 13 images' outcome on h100-0 could not be "
+                                                            "observed: nvidia/cuda:13.0.2-devel-ubuntu24.04: device",)),
+    "major: one of two unobserved": (lambda: compat.evaluate_current_major_runs(
+        "h100-0", None, [*rows_of("h100", "h100-0")[:2], *rows_of("h100", "h100-0", "uvm")[2:]]), (
+        "1 of 2 CUDA 13 images' outcome on h100-0 could not be observed: nvidia/cuda:13.2.0-devel-ubuntu24.04: "
+        "device nodes missing", "(seen: nvidia/cuda:13.0.2-devel-ubuntu24.04: runs")),
 }
 
 

@@ -579,23 +579,39 @@ def evaluate_require_enforced(node: str, canaries: Mapping[str, Canary], pools: 
                       f"{declared}", expected=f"{_enforcement(want)} (declared mode {declared})", observed=observed,
                       evidence=canary.evidence)
     pool = pools.get(node)
-    members = [n for n, p in pools.items() if p == pool and n not in dra] if pool is not None else [node]
+    if pool is None:
+        return not_tested(cid, node, f"{node} has no pool to be compared with (no nvidia.com/gpu.product label or "
+                          f"productName attribute): {_enforcement(canary.enforcing)}, not judged", kind=COULD_NOT_RUN)
+    members = [n for n, p in pools.items() if p == pool and n not in dra]
+    others = [n for n in members if n != node]
+    if not others:  # a pool of one is uniform with nothing: there is no majority to hold it against
+        through_dra = any(p == pool and n in dra for n, p in pools.items())
+        return not_tested(cid, node, f"{node} is the only node of the {pool} pool"
+                          + (" not given its GPUs through DRA" if through_dra else "")
+                          + ": there is no other node to compare its requirement enforcement with "
+                          f"({_enforcement(canary.enforcing)})", kind=NOT_APPLICABLE)
     known = {n: canaries[n].enforcing for n in members if n in canaries and canaries[n].enforcing is not None}
+    unknown = [n for n in others if n not in known]
+    if len(known) == 1:
+        return not_tested(cid, node, f"the requirement enforcement of the other node(s) of the {pool} pool is "
+                          f"unknown ({', '.join(unknown)}): {node}'s ({_enforcement(canary.enforcing)}) has nothing "
+                          "to be compared with", kind=COULD_NOT_RUN)
+    caveat = (f"the enforcement of {', '.join(unknown)} (no canary reading), so it is compared with "
+              f"{len(known) - 1} of the pool's {len(others)} other nodes",) if unknown else ()
     votes = Counter(known.values())
-    name = pool or f"{node} (no nvidia.com/gpu.product label)"
     if len(votes) == 1:
-        return passed(cid, node, f"{_enforcement(canary.enforcing)}, as every probed node of the {name} pool "
-                      f"({len(known)})", evidence=canary.evidence)
+        return passed(cid, node, f"{_enforcement(canary.enforcing)}, as every probed node of the {pool} pool "
+                      f"({len(known)})", evidence=canary.evidence, not_judged=caveat)
     want = votes[True] >= votes[False]
     tie = " (a tie: not checking requirements is the weaker state, so the non-enforcing nodes are the odd ones)" \
         if votes[True] == votes[False] else ""
     if canary.enforcing == want:
-        return passed(cid, node, f"{_enforcement(want)}, as {votes[want]} of {len(known)} nodes of the {name} pool"
-                      + tie, evidence=canary.evidence)
+        return passed(cid, node, f"{_enforcement(want)}, as {votes[want]} of {len(known)} nodes of the {pool} pool"
+                      + tie, evidence=canary.evidence, not_judged=caveat)
     odd = "does not enforce" if want else "enforces"
     return failed(cid, node, f"{node} {odd} NVIDIA_REQUIRE_CUDA while {votes[want]} of {len(known)} nodes of the "
-                  f"{name} pool {'do' if want else 'do not'}{tie}",
-                  expected=f"{_enforcement(want)}, as the {name} pool", observed=observed, evidence=canary.evidence)
+                  f"{pool} pool {'do' if want else 'do not'}{tie}",
+                  expected=f"{_enforcement(want)}, as the {pool} pool", observed=observed, evidence=canary.evidence)
 
 
 # --- compat.outcome-matches-prediction ------------------------------------------------------------
@@ -710,9 +726,14 @@ def evaluate_current_major_runs(node: str, target: Target | None, rows: Sequence
             f"{r.image} {o.describe()}{note}" for r, o, note in bad),
             expected=f"every CUDA {major}.x image of the matrix runs", observed="; ".join(lines),
             evidence=tuple(e for _, o, _ in bad for e in o.evidence))
-    if all(o.result == "other" for _, o, _ in current):
-        return not_tested(cid, node, f"the CUDA {major} images' outcome on {node} could not be observed: "
-                          + "; ".join(f"{r.image}: {o.detail}" for r, o, _ in current), kind=COULD_NOT_RUN)
+    # A PASS says every image of the major runs: one whose outcome was not seen leaves that unproven,
+    # as it leaves the other compat checks' comparisons incomplete (NOT TESTED, the images named).
+    unobserved = [(r, o) for r, o, _ in current if o.result == "other"]
+    if unobserved:
+        ran = [f"{r.label}: {o.describe()}{note}" for r, o, note in current if o.result != "other"]
+        return not_tested(cid, node, f"{len(unobserved)} of {len(current)} CUDA {major} images' outcome on {node} "
+                          "could not be observed: " + "; ".join(f"{r.image}: {o.detail}" for r, o in unobserved)
+                          + (f" (seen: {'; '.join(ran)})" if ran else ""), kind=COULD_NOT_RUN)
     return passed(cid, node, f"the CUDA {major} images run on {node}{facts}: " + "; ".join(lines))
 
 
