@@ -27,9 +27,10 @@ def driver(version: str | None) -> Fact:
     return Fact(version, Source.GFD, "nvidia.com/cuda.driver-version.full") if version else Fact(None, Source.NONE)
 
 
-def pod(name: str, node: str | None, *images: str, namespace: str = "gpu-operator") -> dict[str, Any]:
+def pod(name: str, node: str | None, *images: str, namespace: str = "gpu-operator",
+        phase: str = "Running") -> dict[str, Any]:
     return {"metadata": {"name": name, "namespace": namespace}, "spec": {"nodeName": node, "containers": [
-        {"name": f"c{i}", "image": image} for i, image in enumerate(images)]}, "status": {"phase": "Running"}}
+        {"name": f"c{i}", "image": image} for i, image in enumerate(images)]}, "status": {"phase": phase}}
 
 
 TOOLKIT = "nvcr.io/nvidia/k8s/container-toolkit:v{}-ubuntu20.04"
@@ -59,6 +60,7 @@ def test_each_published_image_reference_gives_its_components_versions(row: dict[
 def test_the_real_toolkit_pod_of_gpu_operator_24_6_1_reads_as_toolkit_1_16_1_and_fails_on_cve_2024_0132() -> None:
     sample = yaml.safe_load((REAL / "toolkit-daemonset-pod-v1.16.1.yaml").read_text())
     sample["spec"]["nodeName"] = "n"
+    sample["status"] = {"phase": "Running"}  # the excerpt prints no status: a pod that is not Running runs nothing
     pods = component_pods([sample])
     assert [p.images for p in pods] == [("nvcr.io/nvidia/k8s/container-toolkit:v1.16.1-ubuntu20.04",)]  # no init
     got = sec.node_readings(node="n", driver=driver("580.159.03"), labels={}, pods=pods, cluster_policy=None)
@@ -225,6 +227,130 @@ def test_another_nodes_pods_say_nothing_of_this_node_but_the_operators_pod_count
                            pod("op", "other", "nvcr.io/nvidia/gpu-operator:v26.3.2")])
     got = sec.node_readings(node="n", driver=driver("580.159.03"), labels={}, pods=pods, cluster_policy=None)
     assert got["container-toolkit"].version is None and got["gpu-operator"].version == "26.3.2"
+
+
+# --- every pod of a component, Running pods only ----------------------------------------------------
+
+TK = "nvidia-container-toolkit-daemonset-"
+OTHERS = tuple(CURRENT[1:])
+
+
+def judged(*pods: dict[str, Any], drv: str | None = "580.159.03", policy: dict[str, Any] | None = None,
+           nvml: str | None = None) -> Any:
+    """The verdict on node n with these pods (beside the current exporter, operator and plugin, each Running)."""
+    stack = [pod(f"other-{i}", "n", image) for i, image in enumerate(OTHERS)]
+    got = sec.node_readings(node="n", driver=driver(drv), labels={}, pods=component_pods([*stack, *pods]),
+                            cluster_policy=policy, nvml_driver=nvml, probe="gpuconf/inventory-n" if nvml else None)
+    return sec.evaluate_component_versions("n", got, sec.builtin_floors())
+
+
+@pytest.mark.parametrize("running, pending", [("zq9x2", "ab12c"), ("ab12c", "zq9x2")],
+                         ids=["the Running pod sorts last", "the Running pod sorts first"])
+def test_a_rollout_with_the_old_toolkit_running_and_the_new_one_pending_fails_on_the_running_one(
+        running: str, pending: str) -> None:
+    v = judged(pod(TK + running, "n", TOOLKIT.format("1.17.3")),
+               pod(TK + pending, "n", TOOLKIT.format("1.19.1"), phase="Pending"))
+    assert v.outcome is Outcome.FAIL, v.message()
+    assert v.summary.startswith("2 security advisories (critical, high) affect NVIDIA Container Toolkit 1.17.3: ")
+    assert v.observed == ("NVIDIA Container Toolkit 1.17.3 < 1.17.8 (bulletin 5659, critical); NVIDIA Container "
+                          "Toolkit 1.17.3 < 1.19.1 (bulletin 5850, high)")
+    assert (f"read: NVIDIA Container Toolkit 1.17.3 (image {TOOLKIT.format('1.17.3')} of pod gpu-operator/{TK}"
+            f"{running})") in v.evidence
+    assert (f"not judged: NVIDIA Container Toolkit 1.19.1 in the image {TOOLKIT.format('1.19.1')} of pod "
+            f"gpu-operator/{TK}{pending}, which is Pending: not running, not judged") in v.evidence
+
+
+@pytest.mark.parametrize("old, new", [("zq9x2", "ab12c"), ("ab12c", "zq9x2")],
+                         ids=["the old pod sorts last", "the old pod sorts first"])
+def test_two_running_toolkit_pods_are_judged_by_the_worst_version(old: str, new: str) -> None:
+    v = judged(pod(TK + old, "n", TOOLKIT.format("1.17.3")), pod(TK + new, "n", TOOLKIT.format("1.19.1")))
+    assert v.outcome is Outcome.FAIL, v.message()
+    assert [f["version"] for f in v.facts["findings"]] == ["1.17.3", "1.17.3"]
+    assert (f"read: NVIDIA Container Toolkit 1.17.3 (image {TOOLKIT.format('1.17.3')} of pod gpu-operator/{TK}{old}; "
+            f"also running: 1.19.1 (image {TOOLKIT.format('1.19.1')} of pod gpu-operator/{TK}{new}))") in v.evidence
+
+
+@pytest.mark.parametrize("phase", ["Failed", "Pending", "Succeeded", "Unknown"])
+def test_a_toolkit_pod_that_is_not_running_is_no_pass_however_fixed_its_tag(phase: str) -> None:
+    v = judged(pod(TK + "ab12c", "n", TOOLKIT.format("1.19.1"), phase=phase))
+    assert v.outcome is Outcome.NOT_TESTED and v.kind == "could-not-run", v.message()
+    assert v.summary == ("NVIDIA Container Toolkit version not readable: no toolkit pod on n (a Running "
+                         "app=nvidia-container-toolkit-daemonset in any namespace; 1 not Running, named in the "
+                         "evidence) and no ClusterPolicy spec.toolkit.version for it: a toolkit installed on the host "
+                         "shows its version only there (nvidia-ctk --version)")
+    assert (f"not judged: NVIDIA Container Toolkit 1.19.1 in the image {TOOLKIT.format('1.19.1')} of pod "
+            f"gpu-operator/{TK}ab12c, which is {phase}: not running, not judged") in v.evidence
+
+
+def test_the_clusterpolicys_toolkit_version_alone_is_what_is_configured_not_a_pass() -> None:
+    policy = {"toolkit": {"enabled": True, "version": "v1.19.1-ubuntu20.04"}}
+    v = judged(policy=policy)
+    assert v.outcome is Outcome.NOT_TESTED and v.kind == "could-not-run", v.message()
+    assert v.summary == ("NVIDIA Container Toolkit 1.19.1 is only what the ClusterPolicy spec.toolkit.version "
+                         "'v1.19.1-ubuntu20.04' configures: no pod of it runs on n, so what n runs is not known")
+    assert ("read: NVIDIA Container Toolkit 1.19.1 (ClusterPolicy spec.toolkit.version 'v1.19.1-ubuntu20.04': "
+            "configured, no pod of it runs on the node)") in v.evidence
+    # a Pending toolkit pod beside it changes nothing: the configured version is still not what runs
+    v = judged(pod(TK + "ab12c", "n", TOOLKIT.format("1.19.1"), phase="Pending"), policy=policy)
+    assert v.outcome is Outcome.NOT_TESTED and v.summary.startswith("NVIDIA Container Toolkit 1.19.1 is only what")
+    # a Running pod is what the node runs, whatever the ClusterPolicy says
+    assert judged(pod(TK + "zq9x2", "n", TOOLKIT.format("1.19.1")), policy={"toolkit": {"version": "v1.17.3"}}
+                  ).outcome is Outcome.PASS
+
+
+def test_an_optional_component_only_configured_passes_naming_it_not_judged() -> None:
+    stack = [pod("tk", "n", TOOLKIT.format("1.19.1")), pod("op", "n", CURRENT[2]), pod("dp", "n", CURRENT[3])]
+    got = sec.node_readings(node="n", driver=driver("580.159.03"), labels={}, pods=component_pods(stack),
+                            cluster_policy={"dcgmExporter": {"version": "4.5.3-4.8.2-ubuntu22.04"}},
+                            nvml_driver="580.159.03", probe="gpuconf/inventory-n")
+    v = sec.evaluate_component_versions("n", got, sec.builtin_floors())
+    assert v.outcome is Outcome.PASS, v.message()
+    assert v.not_judged == ("DCGM exporter 4.8.2 (ClusterPolicy spec.dcgmExporter.version '4.5.3-4.8.2-ubuntu22.04': "
+                            "configured, no pod of it runs on the node)",)
+
+
+def test_a_pending_optional_component_is_not_deployed_and_named_beside_the_pass() -> None:
+    stack = [pod("tk", "n", TOOLKIT.format("1.19.1")), pod("dp", "n", "nvcr.io/nvidia/k8s-device-plugin:v0.14.0",
+                                                          phase="Pending")]
+    got = sec.node_readings(node="n", driver=driver("580.159.03"), labels={}, pods=component_pods(stack),
+                            cluster_policy=None, nvml_driver="580.159.03", probe="gpuconf/inventory-n")
+    assert not got["device-plugin"].deployed
+    v = sec.evaluate_component_versions("n", got, sec.builtin_floors())
+    assert v.outcome is Outcome.PASS, v.message()
+    assert v.not_judged == ("NVIDIA device plugin 0.14.0 in the image nvcr.io/nvidia/k8s-device-plugin:v0.14.0 of pod "
+                            "gpu-operator/dp, which is Pending: not running, not judged",)
+
+
+def test_a_running_pod_whose_version_cannot_be_read_is_not_hidden_by_a_readable_one() -> None:
+    v = judged(pod(TK + "zq9x2", "n", TOOLKIT.format("1.19.1")),
+               pod(TK + "ab12c", "n", "nvcr.io/nvidia/k8s/container-toolkit:latest"))
+    assert v.outcome is Outcome.NOT_TESTED, v.message()
+    assert v.summary == ("NVIDIA Container Toolkit version not readable: the image tag 'latest' of "
+                         "nvcr.io/nvidia/k8s/container-toolkit:latest carries no version gpuconf can read")
+
+
+# --- the driver from the most direct reading ----------------------------------------------------------
+
+
+def test_the_driver_is_judged_as_nvml_reads_it_and_a_stale_label_is_named_not_judged() -> None:
+    v = judged(pod(TK + "zq9x2", "n", TOOLKIT.format("1.19.1")), drv="580.95.05", nvml="580.159.03")
+    assert v.outcome is Outcome.PASS, v.message()
+    assert "read: GPU driver 580.159.03 (NVML in the probe pod gpuconf/inventory-n on n)" in v.evidence
+    assert v.not_judged == ("the node's GFD label nvidia.com/cuda.driver-version.full says 580.95.05, NVML on the node "
+                            "580.159.03: judged as NVML reads it (a stale label is labels.gfd-matches-hardware's "
+                            "finding)",)
+    v = judged(pod(TK + "zq9x2", "n", TOOLKIT.format("1.19.1")), drv="580.159.03", nvml="580.95.05")
+    assert v.outcome is Outcome.FAIL and "GPU driver 580.95.05 < 580.159.03 (bulletin 5821, high)" in (v.observed or "")
+
+
+def test_a_driver_read_from_the_label_alone_says_nvml_was_not_read() -> None:
+    v = judged(pod(TK + "zq9x2", "n", TOOLKIT.format("1.19.1")))
+    assert v.outcome is Outcome.PASS, v.message()
+    assert v.not_judged == ("the driver version NVML reports on n: no probe of this run read it, the GFD label "
+                            "nvidia.com/cuda.driver-version.full was judged",)
+    dra = sec.node_readings(node="n", driver=Fact("580.159.3", Source.SLICE, "driverVersion"), labels={},
+                            pods=(), cluster_policy=None, nvml_driver="580.159.03", probe="p")["driver"]
+    assert dra.notes == () and dra.version == "580.159.03"  # one version, spelled as semver by the DRA driver
 
 
 # --- --security-floor ------------------------------------------------------------------------------

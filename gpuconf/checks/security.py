@@ -2,17 +2,29 @@
 versions the cluster shows, judged against NVIDIA's security bulletins
 (gpuconf/data/security_advisories.yaml, or a site's own table given with ``--security-floor``).
 
-Where each version is read, per node, from what the API shows (reads: api):
+Where each version is read, per node, from the most direct reading the run has (reads: api), the
+verdict naming it:
 
-* the GPU driver: the node's facts (GFD's ``nvidia.com/cuda.driver-version.full``, else the DRA
-  driver's ``driverVersion`` attribute; gpuconf.nodes.facts);
+* the GPU driver: NVML's driver version in the run's whole-node probe on the node, where this run
+  launched one (the inventory suite); else the node's facts (GFD's
+  ``nvidia.com/cuda.driver-version.full``, else the DRA driver's ``driverVersion`` attribute;
+  gpuconf.nodes.facts). A label that disagrees with NVML is named in the evidence, never judged: a stale
+  label is labels.gfd-matches-hardware's finding;
 * the Container Toolkit: the image tag of the toolkit pod on the node (the GPU Operator's
-  ``nvidia-container-toolkit-daemonset``: ``nvcr.io/nvidia/k8s/container-toolkit:v1.17.4-ubuntu20.04``),
-  else the ClusterPolicy's ``spec.toolkit.version`` where the operator deploys the toolkit there;
+  ``nvidia-container-toolkit-daemonset``: ``nvcr.io/nvidia/k8s/container-toolkit:v1.17.4-ubuntu20.04``);
 * the device plugin, the DCGM exporter (``dcgm-exporter:4.1.1-4.0.4-ubuntu22.04``: DCGM 4.1.1,
-  exporter 4.0.4), a standalone DCGM and NVIDIA's DRA driver: their pods' image tags on the node
-  (ClusterPolicy ``spec.<operand>.version`` where the operator deploys one and no pod was seen);
+  exporter 4.0.4), a standalone DCGM and NVIDIA's DRA driver: their pods' image tags on the node;
 * the GPU Operator: its own pod's image tag (one for the cluster).
+
+What a node runs is what its Running pods run: every Running pod of a component is judged and the
+worst version decides (two toolkit pods, a second install or a rollout's surge, give the same verdict
+whatever their names). A pod in any other phase (Pending, Failed, Succeeded, Unknown) runs nothing:
+its version is named in the evidence (and beside a PASS, as not judged), never judged. So a rollout
+with the old pod still Running and the new one Pending reads as the old version: what runs until the
+new pod does. Where no pod of a component runs on the node, the ClusterPolicy's ``spec.<operand>.version``
+is what the operator is told to deploy, not what runs: a floor it is below is a finding (the operator
+deploys that version), but it never makes a PASS: for the toolkit the node is NOT TESTED naming the
+configured version, for an optional component a PASS names it as not judged.
 
 The driver and the toolkit are required: a node where either cannot be read is NOT TESTED naming
 it (never PASS). The others are optional: absent, they are "not deployed" in the evidence. A
@@ -26,7 +38,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, cast
@@ -116,6 +128,10 @@ def parse_image(image: str) -> tuple[str | None, dict[str, str], str | None]:
 # --- what each node runs -------------------------------------------------------------------------
 
 
+#: The one pod phase in which a pod's images run on its node (every other phase runs nothing).
+RUNNING = "Running"
+
+
 @dataclass(frozen=True)
 class Reading:
     """One component on one node: its version and where it was read, or why it could not be."""
@@ -123,8 +139,12 @@ class Reading:
     component: str
     version: str | None
     source: str  # where it was read (or looked for)
-    problem: str | None = None  # present, but the version cannot be read
+    problem: str | None = None  # present, but a version (or one of its Running pods' versions) cannot be read
     deployed: bool = True  # False: an optional component that is not there
+    #: read from the ClusterPolicy: the version the operator is told to deploy, not one a pod runs
+    configured: bool = False
+    #: what was seen but not judged: pods of it that are not Running, a label NVML contradicts
+    notes: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         name = COMPONENTS[self.component]
@@ -132,7 +152,9 @@ class Reading:
             return f"{name}: not deployed ({self.source})"
         if self.version is None:
             return f"{name}: version not readable: {self.problem}"
-        return f"{name} {self.version} ({self.source})"
+        unread = f"; version not readable: {self.problem}" if self.problem else ""
+        configured = ": configured, no pod of it runs on the node" if self.configured else ""
+        return f"{name} {self.version} ({self.source}{configured}){unread}"
 
 
 def _policy_version(policy: Mapping[str, Any] | None, labels: Mapping[str, str], component: str) -> Reading | None:
@@ -148,18 +170,28 @@ def _policy_version(policy: Mapping[str, Any] | None, labels: Mapping[str, str],
     if not version:
         return None
     m = _EXPORTER_TAG.fullmatch(version) if component == "dcgm-exporter" else _SEMVER.fullmatch(version)
-    where = f"ClusterPolicy spec.{key}.version {version!r}, no {COMPONENTS[component]} pod seen on the node"
+    where = f"ClusterPolicy spec.{key}.version {version!r}"
     if m is None:
-        return Reading(component, None, where, problem=f"ClusterPolicy spec.{key}.version {version!r} is not a version")
-    return Reading(component, m.group(2) if component == "dcgm-exporter" else m.group(1), where)
+        return Reading(component, None, where, problem=f"ClusterPolicy spec.{key}.version {version!r} is not a version",
+                       configured=True)
+    return Reading(component, m.group(2) if component == "dcgm-exporter" else m.group(1), where, configured=True)
 
 
-def node_readings(*, node: str, driver: Fact, labels: Mapping[str, str], pods: Iterable[ComponentPod],
-                  cluster_policy: Mapping[str, Any] | None) -> dict[str, Reading]:
-    """Every component's reading on ``node``: ``pods`` are the GPU stack's pods of the whole cluster
-    (those on the node give its versions; the GPU Operator's own pod may run anywhere);
-    ``cluster_policy`` the ClusterPolicy's spec, None when there is none."""
-    found: dict[str, Reading] = {}
+@dataclass(frozen=True)
+class _Seen:
+    """One component's version (or why it has none) in one image of one pod."""
+
+    version: str | None
+    where: str
+    problem: str | None
+    phase: str
+    own: bool  # the component's own image (a standalone DCGM), not one that embeds it (the exporter's DCGM)
+
+
+def _seen(node: str, pods: Iterable[ComponentPod]) -> dict[str, list[_Seen]]:
+    """Every version of every component the pods on ``node`` (and the GPU Operator's, wherever it runs)
+    carry, whatever their phase."""
+    found: dict[str, list[_Seen]] = {}
     for pod in pods:
         if pod.node != node and not any(parse_image(i)[0] == "gpu-operator" for i in pod.images):
             continue
@@ -169,30 +201,82 @@ def node_readings(*, node: str, driver: Fact, labels: Mapping[str, str], pods: I
                 continue
             where = f"image {image} of pod {pod.ref}"
             if problem is not None:
-                found.setdefault(component, Reading(component, None, where, problem=problem))
-                continue
+                found.setdefault(component, []).append(_Seen(None, where, problem, pod.phase, True))
             for name, version in versions.items():
-                # a standalone DCGM pod's version outranks the one the exporter image embeds
-                if name not in found or found[name].version is None or component == name:
-                    found[name] = Reading(name, version, where)
-    out: dict[str, Reading] = {}
-    for component in COMPONENTS:
-        if component == "driver":
-            out[component] = (Reading(component, driver.value, f"{driver.source.value} {driver.key}")
-                              if driver.value is not None else
-                              Reading(component, None, "node facts", problem="the node publishes no driver version "
-                                      "(GFD label nvidia.com/cuda.driver-version.full, DRA attribute driverVersion)"))
-            continue
-        reading = found.get(component) or _policy_version(cluster_policy, labels, component)
+                found.setdefault(name, []).append(_Seen(version, where, None, pod.phase, component == name))
+    return found
+
+
+def _from_pods(component: str, seen: Sequence[_Seen]) -> Reading | None:
+    """The component's reading from its Running pods, the worst version deciding, or None where none runs."""
+    running = [s for s in seen if s.phase == RUNNING]
+    # a standalone DCGM pod's version outranks the one the exporter image embeds (the exporter uses the
+    # node's hostengine where one runs)
+    running = [s for s in running if s.own] or running
+    if not running:
+        return None
+    readable = sorted((s for s in running if s.version is not None),
+                      key=lambda s: (version_tuple(str(s.version)), s.where))
+    problem = "; ".join(str(s.problem) for s in running if s.version is None) or None
+    if not readable:
+        return Reading(component, None, running[0].where, problem=problem)
+    worst, others = readable[0], readable[1:]
+    also = "; also running: " + ", ".join(f"{s.version} ({s.where})" for s in others) if others else ""
+    return Reading(component, worst.version, worst.where + also, problem=problem)
+
+
+def _same(a: str, b: str) -> bool:
+    """One version however it is spelled (the DRA driver's semver 580.159.3 is NVML's 580.159.03)."""
+    try:
+        return version_tuple(a) == version_tuple(b)
+    except ValueError:
+        return a == b
+
+
+def _driver(node: str, facts: Fact, nvml: str | None, probe: str | None) -> Reading:
+    """The driver's reading: NVML's in the run's whole-node probe, else the node's label or attribute
+    (a note says NVML was not read)."""
+    label = f"{facts.source.value} {facts.key}"
+    if nvml is not None:
+        stale = facts.value is not None and not _same(facts.value, nvml)
+        return Reading("driver", nvml, f"NVML in the probe pod {probe} on {node}", notes=(
+            f"the node's {label} says {facts.value}, NVML on the node {nvml}: judged as NVML reads it (a stale "
+            "label is labels.gfd-matches-hardware's finding)",) if stale else ())
+    if facts.value is None:
+        return Reading("driver", None, "node facts", problem="the node publishes no driver version (GFD label "
+                       "nvidia.com/cuda.driver-version.full, DRA attribute driverVersion) and no probe of this run "
+                       "read NVML's")
+    return Reading("driver", facts.value, label, notes=(
+        f"the driver version NVML reports on {node}: no probe of this run read it, the {label} was judged",))
+
+
+def node_readings(*, node: str, driver: Fact, labels: Mapping[str, str], pods: Iterable[ComponentPod],
+                  cluster_policy: Mapping[str, Any] | None, nvml_driver: str | None = None,
+                  probe: str | None = None) -> dict[str, Reading]:
+    """Every component's reading on ``node``: ``pods`` are the GPU stack's pods of the whole cluster
+    (those Running on the node give its versions; the GPU Operator's own pod may run anywhere);
+    ``cluster_policy`` the ClusterPolicy's spec, None when there is none; ``nvml_driver`` the driver
+    version NVML reported in this run's whole-node probe pod ``probe`` on the node, None where the run
+    has none (the node's ``driver`` fact is read then)."""
+    seen = _seen(node, pods)
+    out: dict[str, Reading] = {"driver": _driver(node, driver, nvml_driver, probe)}
+    for component in list(COMPONENTS)[1:]:
+        pods_of = seen.get(component, [])
+        idle = tuple(f"{COMPONENTS[component]} {s.version or 'of no readable version'} in the {s.where}, which is "
+                     f"{s.phase}: not running, not judged" for s in pods_of if s.phase != RUNNING)
+        reading = _from_pods(component, pods_of)
+        if reading is None:
+            reading = _policy_version(cluster_policy, labels, component)
         if reading is not None:
-            out[component] = reading
+            out[component] = replace(reading, notes=idle)
         elif component in REQUIRED:
-            out[component] = Reading(component, None, "looked for", problem=(
-                f"no toolkit pod on {node} (app=nvidia-container-toolkit-daemonset in any namespace) and no "
-                "ClusterPolicy spec.toolkit.version for it: a toolkit installed on the host shows its version "
-                "only there (nvidia-ctk --version)"))
+            out[component] = Reading(component, None, "looked for", notes=idle, problem=(
+                f"no toolkit pod on {node} (a Running app=nvidia-container-toolkit-daemonset in any namespace"
+                + (f"; {len(idle)} not Running, named in the evidence" if idle else "")
+                + ") and no ClusterPolicy spec.toolkit.version for it: a toolkit installed on the host shows its "
+                "version only there (nvidia-ctk --version)"))
         else:
-            out[component] = Reading(component, None, f"no pod on {node} runs its image", deployed=False)
+            out[component] = Reading(component, None, f"no pod on {node} runs its image", deployed=False, notes=idle)
     return out
 
 
@@ -336,12 +420,16 @@ def judge(readings: Iterable[Reading], floors: Floors) -> list[Finding]:
 def evaluate_component_versions(node: str, readings: Mapping[str, Reading], floors: Floors, *,
                                 pods_problem: str | None = None) -> Verdict:
     """The node's verdict: FAIL on a finding of a FAIL severity, DEGRADED on findings of DEGRADED
-    severities only, NOT TESTED where a required component (or a present one) cannot be read, or
-    the GPU stack's pods could not be listed (``pods_problem``), PASS otherwise."""
+    severities only, NOT TESTED where a required component (or a present one) cannot be read, where
+    the toolkit is only what the ClusterPolicy configures (no pod runs it on the node), or the GPU
+    stack's pods could not be listed (``pods_problem``), PASS otherwise, naming as not judged what
+    it saw and did not judge (pods not Running, an optional component only configured, a driver
+    version NVML did not read)."""
     ordered: Sequence[Reading] = [readings[c] for c in COMPONENTS if c in readings]
     findings = judge(ordered, floors)
+    notes = [n for r in ordered for n in r.notes]
     evidence = tuple([*(f"finding: {f}" for f in findings), *(f"read: {r}" for r in ordered),
-                      f"judged against {floors.source}"])
+                      *(f"not judged: {n}" for n in notes), f"judged against {floors.source}"])
     facts = {"components": {r.component: r.version for r in ordered if r.version is not None},
              "findings": [{"component": f.component, "version": f.version, "advisory": f.advisory.id,
                            "cves": [c.id for c in f.cves], "severity": f.severity, "fixed": f.fixed}
@@ -360,11 +448,15 @@ def evaluate_component_versions(node: str, readings: Mapping[str, Reading], floo
                        evidence=evidence, facts=facts)
     if pods_problem is not None:
         return not_tested(CHECK, node, f"the component versions could not be read: {pods_problem}", kind=COULD_NOT_RUN)
-    unread = [r for r in ordered if r.deployed and r.version is None]
+    unread = [f"{COMPONENTS[r.component]} version not readable: {r.problem}"
+              for r in ordered if r.deployed and r.problem is not None]
+    unread += [f"{COMPONENTS[r.component]} {r.version} is only what the {r.source} configures: no pod of it runs "
+               f"on {node}, so what {node} runs is not known" for r in ordered
+               if r.configured and r.component in REQUIRED and r.problem is None]
     if unread:
-        return Verdict(CHECK, node, Outcome.NOT_TESTED,
-                       "; ".join(f"{COMPONENTS[r.component]} version not readable: {r.problem}" for r in unread),
-                       evidence=evidence, facts=facts, kind=COULD_NOT_RUN)
+        return Verdict(CHECK, node, Outcome.NOT_TESTED, "; ".join(unread), evidence=evidence, facts=facts,
+                       kind=COULD_NOT_RUN)
+    configured = [f"{r}" for r in ordered if r.configured]
     return passed(CHECK, node, "no component below a security floor: " + ", ".join(
         f"{COMPONENTS[r.component]} {r.version}" for r in ordered if r.version is not None),
-        evidence=evidence, facts=facts)
+        evidence=evidence, facts=facts, not_judged=tuple(notes + configured))
