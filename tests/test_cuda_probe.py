@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import stat
 import subprocess
 import time
@@ -359,7 +360,8 @@ def test_watchdog_covers_nvml_calls(probe, fakes):
 
 @pytest.mark.parametrize("args", [["--bogus"], ["--timeout", "0"], ["--timeout", "abc"], ["--timeout"],
                                   ["--elements", "0"], ["--elements", "-5"], ["--verbose=yes"], ["extra"],
-                                  ["--copy-mib", "4097"], ["--copy-mib", "-1"], ["--copy-mib"]])
+                                  ["--copy-mib", "4097"], ["--copy-mib", "-1"], ["--copy-mib"],
+                                  ["--rendezvous"], ["--rendezvous-wait", "soon"]])
 def test_bad_flags_exit_2_with_one_line_and_no_document(probe, args):
     r = run_probe(probe, *args)
     assert r.code == 2
@@ -384,6 +386,124 @@ def test_help_prints_usage_and_the_exit_codes(probe):
     r = run_probe(probe, "--help")
     assert r.code == 0 and r.stdout.startswith("usage: cuda-probe")
     assert "6 watchdog timeout" in r.stdout
+    assert "--rendezvous PEER[,PEER...]" in r.stdout and "env GPUCONF_PROBE_RENDEZVOUS" in r.stdout
+
+
+@pytest.mark.parametrize(("args", "env", "message"), [
+    (["--rendezvous", "a,"], {}, "invalid --rendezvous 'a,': empty peer in 'a,'"),
+    (["--rendezvous", "a:http"], {}, "invalid --rendezvous 'a:http': peer 'a:http' has a bad port"),
+    (["--rendezvous", "[::1"], {}, "invalid --rendezvous '[::1': peer '[::1' has no closing ']'"),
+    (["--rendezvous-port", "80"], {}, "invalid --rendezvous-port '80': expected a port from 1025 to 65535"),
+    (["--rendezvous-wait", "3601"], {}, "invalid --rendezvous-wait '3601': expected seconds > 0 and <= 3600"),
+    ([], {"GPUCONF_PROBE_RENDEZVOUS_PORT": "1024"},
+     "invalid GPUCONF_PROBE_RENDEZVOUS_PORT '1024': expected a port from 1025 to 65535"),
+    ([], {"GPUCONF_PROBE_RENDEZVOUS_WAIT": "0"},
+     "invalid GPUCONF_PROBE_RENDEZVOUS_WAIT '0': expected seconds > 0 and <= 3600"),
+], ids=["empty peer", "port not a number", "unclosed v6 bracket", "privileged port", "wait too long",
+        "privileged port in the environment", "no wait in the environment"])
+def test_bad_rendezvous_settings_are_usage_errors(probe, args, env, message):
+    r = run_probe(probe, *args, env=clean_env(**env))
+    assert (r.code, r.stdout) == (2, "")
+    assert r.stderr == f"cuda-probe: {message} (try --help)\n"
+
+
+# ------------------------------------------------------------------------------------------------
+# Rendezvous: two real probes on 127.0.0.1 hold their devices until each has seen the other's
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _start(binary: Path, *args: str, env: dict[Any, Any]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([str(binary), "--copy-mib", "0", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+
+
+def _document(proc: subprocess.Popen[bytes], t0: float, timeout: float = 60) -> tuple[dict[str, Any], float]:
+    out, err = proc.communicate(timeout=timeout)
+    elapsed = time.monotonic() - t0
+    run = Run(subprocess.CompletedProcess(proc.args, proc.returncode, out, err), elapsed)
+    return run.doc(), elapsed
+
+
+def test_two_probes_meet_each_reading_the_others_gpus_and_measure_their_overlap(probe, fakes):
+    """One probe sees the fake NVML's two GPUs, the other none: each reports the other's line, both
+    release once they have met, long before the wait ends, with the overlap they proved."""
+    pa, pb = _free_ports(2)
+    t0 = time.monotonic()
+    a = _start(probe, "--rendezvous", f"127.0.0.1:{pb}", "--rendezvous-port", str(pa), "--rendezvous-wait", "30",
+               env=clean_env(LD_LIBRARY_PATH=str(fakes["nvml"])))
+    time.sleep(0.5)  # b comes later: a retries until it answers
+    b = _start(probe, "--rendezvous-wait", "30", env=clean_env(GPUCONF_PROBE_RENDEZVOUS=f"localhost:{pa}",
+                                                               GPUCONF_PROBE_RENDEZVOUS_PORT=str(pb)))
+    (da, ta), (db, tb) = _document(a, t0), _document(b, t0)
+    ra, rb = da["rendezvous"], db["rendezvous"]
+    host = socket.gethostname()
+    assert (ra["met"], rb["met"], ra["reason"], rb["reason"]) == (True, True, None, None)
+    assert max(ta, tb) < NO_GPU_BOUND_S + 5  # released when met, not at the end of the 30 s wait
+    gpus = ["GPU-11111111-2222-3333-4444-555555555555", "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"]
+    assert (ra["name"], ra["nvml_uuids"], ra["cuda_uuids"]) == (f"{host}:{pa}", gpus, [])
+    assert (rb["name"], rb["nvml_uuids"], rb["peers"]) == (f"{host}:{pb}", [], [f"localhost:{pa}"])
+    (la,), (lb,) = ra["peer_lines"], rb["peer_lines"]
+    assert (la["peer"], la["answered"], la["name"], la["nvml_uuids"]) == (f"127.0.0.1:{pb}", True, f"{host}:{pb}", [])
+    assert (lb["answered"], lb["name"], lb["nvml_uuids"], lb["cuda_uuids"]) == (True, f"{host}:{pa}", gpus, [])
+    assert la["attempts"] >= 2  # a found no listener at first and tried again
+    assert (ra["acknowledged_by"], rb["acknowledged_by"]) == ([f"{host}:{pb}"], [f"{host}:{pa}"])
+    # b held for a while before a read its line (it enumerated first): a's overlap is at least that
+    # much less the retry; b read a's line at once and a had held since before b started
+    assert 0 <= ra["overlap_ms"] <= la["held_ms"] + 1 and rb["overlap_ms"] >= 0
+    assert lb["held_ms"] >= 400 and ra["waited_ms"] >= 300
+
+
+def test_a_peer_that_never_comes_ends_the_bounded_wait_with_met_false_and_the_reason(probe):
+    (port, absent) = _free_ports(2)
+    t0 = time.monotonic()
+    doc, elapsed = _document(_start(probe, "--rendezvous", f"127.0.0.1:{absent},nosuchhost.invalid",
+                                    "--rendezvous-port", str(port), "--rendezvous-wait", "2", env=clean_env()), t0)
+    r = doc["rendezvous"]
+    assert r["met"] is False and r["overlap_ms"] is None
+    assert r["reason"] == (f"peer 127.0.0.1:{absent} did not answer within 2 s: Connection refused; peer "
+                           "nosuchhost.invalid did not answer within 2 s: name resolution failed: "
+                           + r["peer_lines"][1]["error"].split(": ", 1)[1])
+    assert r["peer_lines"][1]["error"].startswith("name resolution failed: ")
+    assert [p["answered"] for p in r["peer_lines"]] == [False, False] and r["acknowledged_by"] == []
+    assert 2.0 <= elapsed < 2.0 + NO_GPU_BOUND_S and 1900 < r["waited_ms"] < 4000
+    # the rendezvous decides no exit code: the probe's own findings do (no driver here: 3)
+    assert doc["exit_code"] == (0 if DRIVER_PRESENT else 3)
+
+
+def test_a_peer_that_answers_but_never_reads_our_line_is_not_a_meeting(probe):
+    """A listener that prints a rendezvous line and closes (it never acknowledges): the probe read
+    its line but cannot know the peer saw it hold, so they did not meet."""
+    port, fake = _free_ports(2)
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", fake))
+    server.listen(8)
+    server.settimeout(10)
+    t0 = time.monotonic()
+    proc = _start(probe, "--rendezvous", f"127.0.0.1:{fake}", "--rendezvous-port", str(port),
+                  "--rendezvous-wait", "2", env=clean_env())
+    conn, _ = server.accept()
+    conn.sendall(b"gpuconf-rendezvous/1 name=liar:1 held_ms=50 cuda=GPU-x nvml=-\n")
+    try:
+        doc, _ = _document(proc, t0)
+    finally:
+        conn.close()
+        server.close()
+    r = doc["rendezvous"]
+    assert (r["met"], r["overlap_ms"]) == (False, None)
+    assert r["reason"] == "1 of 1 peer(s) did not read this probe's line within 2 s"
+    (line,) = r["peer_lines"]
+    assert (line["answered"], line["name"], line["cuda_uuids"], line["nvml_uuids"]) == (True, "liar:1", ["GPU-x"], [])
 
 
 # ------------------------------------------------------------------------------------------------

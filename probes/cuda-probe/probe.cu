@@ -17,8 +17,14 @@
 // happen under g.mu, and the main thread never holds g.mu inside a CUDA or NVML call.
 
 #include <cuda_runtime.h>
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -827,7 +833,8 @@ struct CudaDeviceRef {
 
 // Fills root["nvml"] and, while NVML is initialised, tells which CUDA devices are MIG instances
 // (a CUDA device whose UUID NVML knows as a MIG device handle).
-void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices, size_t copy_bytes) {
+void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices, size_t copy_bytes,
+              std::vector<std::string>* nvml_uuids) {
   Nvml nv;
   const std::string lib_name = "libnvidia-ml.so.1";
   std::string open_error;
@@ -1158,6 +1165,7 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices, size_t copy_
       set("pcie", std::move(pcie));
     }
     if (!uuid_read.empty()) nvml_gpus.push_back({uuid_read, gpu, dev, sfx});
+    if (!uuid_read.empty()) nvml_uuids->push_back(uuid_read);
   }
 
   // MIG: a CUDA device is a MIG instance when NVML knows its UUID as a MIG device handle.
@@ -1226,6 +1234,402 @@ void run_nvml(Json* root, std::vector<CudaDeviceRef>& cuda_devices, size_t copy_
 }
 
 // ---------------------------------------------------------------------------------------------
+// Rendezvous (--rendezvous PEER,...): hold the GPUs until every peer has been seen holding its
+// own, so two pods that must use their GPUs at the same time (isolation's concurrent pods,
+// sharing's oversubscribed GPUs) overlap by construction, not by scheduling luck. Plain TCP
+// between the pods (no API access, no host path or network, an unprivileged port): each probe
+// listens on its port and answers every connection with one line naming itself, how long it has
+// held its devices and their UUIDs; it connects to each peer, reads the peer's line, and only
+// once it has read every peer's line acknowledges them ("ack NAME"). A probe releases (finishes
+// its document and exits) when it has read every peer's line and every peer has acknowledged
+// its own, or when the bounded wait has passed (met false, with why).
+//
+// Why the acknowledgements are deferred: when a probe has read its last peer's line, no peer
+// can have released yet (each waits for this probe's acknowledgement), so at that moment every
+// one of them holds its devices: the overlap is proven, and measured on this probe's clock as
+// from the latest moment any of them (itself included) may have begun holding (the moment its
+// line was read, less the time it said it had held) to that moment.
+
+constexpr int kDefaultRendezvousPort = 7171;
+constexpr double kDefaultRendezvousWaitS = 90.0;
+constexpr double kMaxRendezvousWaitS = 3600.0;
+constexpr const char* kRendezvousMagic = "gpuconf-rendezvous/1";
+constexpr int kRendezvousRetryMs = 200;
+
+struct RendezvousPeer {
+  std::string spec;  // as given: HOST or HOST:PORT ([V6]:PORT)
+  std::string host;
+  int port = kDefaultRendezvousPort;
+};
+
+struct PeerLine {
+  bool answered = false;
+  std::string name;
+  double held_ms = 0;   // how long the peer had held its devices when it answered
+  double read_at = 0;   // this probe's clock (ms since its start) when the line was read
+  std::string cuda, nvml;  // comma lists, as the peer reported them
+  std::string error;    // the last failure while trying to reach it
+  int attempts = 0;
+};
+
+struct RendezvousState {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<PeerLine> peers;
+  size_t lines = 0;
+  std::vector<std::string> acks;  // distinct names of the peers that read this probe's line
+  size_t acks_sent = 0;  // peers this probe has acknowledged (it exits only after sending them)
+  bool done = false;
+  std::string self, cuda, nvml;
+  Clock::time_point deadline;
+};
+
+double since_start_ms() { return ms_between(g.start, Clock::now()); }
+
+std::string join_strings(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+bool parse_port(const std::string& s, int lowest, int* out) {
+  if (s.empty() || s.size() > 5 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+  const int v = std::atoi(s.c_str());
+  if (v < lowest || v > 65535) return false;
+  *out = v;
+  return true;
+}
+
+// "a,b:7200,[::1]:7300" -> peers; false (with why) on an empty or malformed entry.
+bool parse_peers(const std::string& s, int default_port, std::vector<RendezvousPeer>* out, std::string* why) {
+  size_t pos = 0;
+  out->clear();
+  while (pos <= s.size()) {
+    const size_t comma = s.find(',', pos);
+    const std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    pos = comma == std::string::npos ? s.size() + 1 : comma + 1;
+    RendezvousPeer p;
+    p.spec = item;
+    p.port = default_port;
+    std::string port;
+    if (!item.empty() && item[0] == '[') {
+      const size_t close = item.find(']');
+      if (close == std::string::npos) return *why = "peer '" + item + "' has no closing ']'", false;
+      p.host = item.substr(1, close - 1);
+      if (close + 1 < item.size()) {
+        if (item[close + 1] != ':') return *why = "peer '" + item + "': expected ':PORT' after ']'", false;
+        port = item.substr(close + 2);
+        if (!parse_port(port, 1, &p.port)) return *why = "peer '" + item + "' has a bad port", false;
+      }
+    } else {
+      const size_t colon = item.rfind(':');
+      p.host = item.substr(0, colon);
+      if (colon != std::string::npos && !parse_port(item.substr(colon + 1), 1, &p.port))
+        return *why = "peer '" + item + "' has a bad port", false;
+    }
+    if (p.host.empty()) return *why = "empty peer in '" + s + "'", false;
+    out->push_back(p);
+  }
+  return true;
+}
+
+bool write_line(int fd, const std::string& line) {
+  size_t off = 0;
+  while (off < line.size()) {
+    const ssize_t n = ::send(fd, line.data() + off, line.size() - off, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// One '\n'-terminated line (at most 4 KiB) before `deadline`; false with why otherwise.
+bool read_line(int fd, Clock::time_point deadline, std::string* line, std::string* why) {
+  line->clear();
+  char c;
+  while (line->size() < 4096) {
+    const double left = ms_between(Clock::now(), deadline);
+    if (left <= 0) return *why = "no line before the deadline", false;
+    pollfd pfd{fd, POLLIN, 0};
+    const int r = ::poll(&pfd, 1, static_cast<int>(std::min(left, 1000.0)) + 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return *why = std::string("poll: ") + std::strerror(errno), false;
+    if (r == 0) continue;
+    const ssize_t n = ::recv(fd, &c, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return *why = std::string("read: ") + std::strerror(errno), false;
+    if (n == 0) return *why = "the connection closed before a full line", false;
+    if (c == '\n') return true;
+    line->push_back(c);
+  }
+  return *why = "a line longer than 4 KiB", false;
+}
+
+// "KEY=VALUE" among the space-separated words of `line` ("" when absent).
+std::string line_field(const std::string& line, const std::string& key) {
+  size_t pos = 0;
+  while (pos < line.size()) {
+    size_t end = line.find(' ', pos);
+    if (end == std::string::npos) end = line.size();
+    const std::string word = line.substr(pos, end - pos);
+    if (word.rfind(key + "=", 0) == 0) return word.substr(key.size() + 1);
+    pos = end + 1;
+  }
+  return "";
+}
+
+// A connected socket to host:port before `deadline` (each attempt bounded by 1 s), or -1 and why.
+int connect_to(const RendezvousPeer& p, Clock::time_point deadline, std::string* why) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int gai = ::getaddrinfo(p.host.c_str(), std::to_string(p.port).c_str(), &hints, &res);
+  if (gai != 0) {
+    *why = "name resolution failed: " + std::string(::gai_strerror(gai));
+    return -1;
+  }
+  int fd = -1;
+  for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      *why = std::string("socket: ") + std::strerror(errno);
+      continue;
+    }
+    const int flags = ::fcntl(fd, F_GETFL, 0);
+    ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      const double left = std::min(1000.0, std::max(1.0, ms_between(Clock::now(), deadline)));
+      pollfd pfd{fd, POLLOUT, 0};
+      rc = ::poll(&pfd, 1, static_cast<int>(left));
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (rc == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0) {
+        rc = 0;
+      } else {
+        errno = rc == 0 ? ETIMEDOUT : (err ? err : errno);
+        rc = -1;
+      }
+    }
+    if (rc != 0) {
+      *why = std::strerror(errno);
+      ::close(fd);
+      fd = -1;
+      continue;
+    }
+    ::fcntl(fd, F_SETFL, flags);
+  }
+  ::freeaddrinfo(res);
+  return fd;
+}
+
+// This probe's line for a peer: its name, how long it has held its devices, their UUIDs.
+std::string own_line(RendezvousState* rv) {
+  char held[32];
+  std::snprintf(held, sizeof held, "%.0f", since_start_ms());
+  return std::string(kRendezvousMagic) + " name=" + rv->self + " held_ms=" + held + " cuda=" +
+         (rv->cuda.empty() ? "-" : rv->cuda) + " nvml=" + (rv->nvml.empty() ? "-" : rv->nvml) + "\n";
+}
+
+// Serves one connection: our line, then the peer's acknowledgement once it has read every line.
+void serve_peer(RendezvousState* rv, int fd) {
+  std::string line, why;
+  if (write_line(fd, own_line(rv)) && read_line(fd, rv->deadline, &line, &why) && line.rfind("ack ", 0) == 0) {
+    const std::string name = line.substr(4);
+    std::lock_guard<std::mutex> lk(rv->mu);
+    if (std::find(rv->acks.begin(), rv->acks.end(), name) == rv->acks.end()) rv->acks.push_back(name);
+    rv->cv.notify_all();
+  }
+  ::close(fd);
+}
+
+void listen_loop(RendezvousState* rv, int server) {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lk(rv->mu);
+      if (rv->done) break;
+    }
+    pollfd pfd{server, POLLIN, 0};
+    if (::poll(&pfd, 1, 50) <= 0) continue;
+    const int fd = ::accept4(server, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd >= 0) std::thread(serve_peer, rv, fd).detach();
+  }
+  ::close(server);
+}
+
+// Reaches one peer (retrying until the deadline), reads its line, and acknowledges it once every
+// peer's line is in.
+void reach_peer(RendezvousState* rv, size_t i, RendezvousPeer p) {
+  while (Clock::now() < rv->deadline) {
+    std::string why, line;
+    const int fd = connect_to(p, rv->deadline, &why);
+    bool ok = false;
+    if (fd >= 0) {
+      if (!read_line(fd, rv->deadline, &line, &why)) {
+        why = "connected, but " + why;
+      } else if (line.rfind(std::string(kRendezvousMagic) + " ", 0) != 0) {
+        why = "answered with something else than a rendezvous line: '" + line.substr(0, 80) + "'";
+      } else {
+        ok = true;
+      }
+    }
+    if (ok) {
+      std::unique_lock<std::mutex> lk(rv->mu);
+      PeerLine& pl = rv->peers[i];
+      pl.attempts++;
+      pl.answered = true;
+      pl.error.clear();
+      pl.name = line_field(line, "name");
+      pl.held_ms = std::atof(line_field(line, "held_ms").c_str());
+      pl.read_at = since_start_ms();
+      pl.cuda = line_field(line, "cuda");
+      pl.nvml = line_field(line, "nvml");
+      rv->lines++;
+      rv->cv.notify_all();
+      rv->cv.wait_until(lk, rv->deadline, [rv] { return rv->lines == rv->peers.size() || rv->done; });
+      const bool all = rv->lines == rv->peers.size();
+      lk.unlock();
+      const bool sent = all && write_line(fd, "ack " + rv->self + "\n");
+      ::close(fd);
+      lk.lock();
+      if (sent) rv->acks_sent++;
+      rv->cv.notify_all();
+      return;
+    }
+    if (fd >= 0) ::close(fd);
+    {
+      std::lock_guard<std::mutex> lk(rv->mu);
+      rv->peers[i].attempts++;
+      rv->peers[i].error = why;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(kRendezvousRetryMs));
+  }
+}
+
+Json uuid_list(const std::string& csv) {
+  Json a = Json::array();
+  size_t pos = 0;
+  while (!csv.empty() && csv != "-" && pos <= csv.size()) {
+    const size_t comma = csv.find(',', pos);
+    a.push(csv.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    pos = comma == std::string::npos ? csv.size() + 1 : comma + 1;
+  }
+  return a;
+}
+
+// Runs the rendezvous and fills root["rendezvous"]. `cuda`/`nvml`: the UUIDs this probe holds.
+void run_rendezvous(Json* root, const std::vector<RendezvousPeer>& peers, int port, double wait_s,
+                    const std::vector<std::string>& cuda, const std::vector<std::string>& nvml) {
+  // Never freed: a peer's late connection may still be served while the document is printed.
+  auto* rv = new RendezvousState();
+  rv->self = hostname() + ":" + std::to_string(port);
+  rv->cuda = join_strings(cuda, ",");
+  rv->nvml = join_strings(nvml, ",");
+  rv->peers.resize(peers.size());
+  const double began = since_start_ms();
+  rv->deadline = Clock::now() + std::chrono::milliseconds(static_cast<long long>(wait_s * 1000));
+  Json r = Json::object();
+  Json names = Json::array();
+  for (const auto& p : peers) names.push(p.spec);
+  r.set("peers", std::move(names));
+  r.set("name", rv->self);
+  r.set("port", port);
+  r.set("wait_s", wait_s);
+  r.set("cuda_uuids", uuid_list(rv->cuda));
+  r.set("nvml_uuids", uuid_list(rv->nvml));
+
+  std::string reason;
+  const int server = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1, zero = 0;
+  int fd = server;
+  sockaddr_in6 a6{};
+  a6.sin6_family = AF_INET6;
+  a6.sin6_port = htons(static_cast<uint16_t>(port));
+  a6.sin6_addr = in6addr_any;
+  bool listening = false;
+  if (fd >= 0) {
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    listening = ::bind(fd, reinterpret_cast<sockaddr*>(&a6), sizeof a6) == 0 && ::listen(fd, 64) == 0;
+  }
+  if (!listening) {  // no IPv6 in this pod: IPv4 only
+    if (fd >= 0) ::close(fd);
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a4{};
+    a4.sin_family = AF_INET;
+    a4.sin_port = htons(static_cast<uint16_t>(port));
+    a4.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (fd >= 0) {
+      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+      listening = ::bind(fd, reinterpret_cast<sockaddr*>(&a4), sizeof a4) == 0 && ::listen(fd, 64) == 0;
+    }
+    if (!listening) {
+      reason = "could not listen on port " + std::to_string(port) + ": " + std::strerror(errno);
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  vlog("rendezvous: %s", listening ? "listening, reaching the peers" : reason.c_str());
+  bool met = false;
+  double all_lines_at = -1;
+  if (listening) {
+    std::thread(listen_loop, rv, fd).detach();
+    for (size_t i = 0; i < peers.size(); ++i) std::thread(reach_peer, rv, i, peers[i]).detach();
+    std::unique_lock<std::mutex> lk(rv->mu);
+    auto all = [rv] {
+      return rv->lines == rv->peers.size() && rv->acks.size() >= rv->peers.size() &&
+             rv->acks_sent == rv->peers.size();
+    };
+    rv->cv.wait_until(lk, rv->deadline, all);
+    met = all();
+    rv->done = true;
+    rv->cv.notify_all();
+    for (const auto& pl : rv->peers) all_lines_at = std::max(all_lines_at, pl.read_at);
+  }
+  std::lock_guard<std::mutex> lk(rv->mu);
+  Json seen = Json::array();
+  std::vector<std::string> missing;
+  double latest_start = 0;  // this probe began holding at its start (0 on its clock)
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const PeerLine& pl = rv->peers[i];
+    Json p = Json::object();
+    p.set("peer", peers[i].spec);
+    p.set("answered", pl.answered);
+    p.set("attempts", pl.attempts);
+    if (pl.answered) {
+      p.set("name", pl.name);
+      p.set("held_ms", pl.held_ms);
+      p.set("read_at_ms", pl.read_at);
+      p.set("cuda_uuids", uuid_list(pl.cuda));
+      p.set("nvml_uuids", uuid_list(pl.nvml));
+      latest_start = std::max(latest_start, pl.read_at - pl.held_ms);
+    } else {
+      p.set("error", pl.error.empty() ? Json(nullptr) : Json(pl.error));
+      if (listening)
+        missing.push_back("peer " + peers[i].spec + " did not answer within " + format_seconds(wait_s) + " s" +
+                          (pl.error.empty() ? "" : ": " + pl.error));
+    }
+    seen.push(std::move(p));
+  }
+  r.set("peer_lines", std::move(seen));
+  Json acks = Json::array();
+  for (const auto& n : rv->acks) acks.push(n);
+  r.set("acknowledged_by", std::move(acks));
+  if (listening && missing.empty() && rv->acks.size() < peers.size())
+    missing.push_back(std::to_string(peers.size() - rv->acks.size()) + " of " + std::to_string(peers.size()) +
+                      " peer(s) did not read this probe's line within " + format_seconds(wait_s) + " s");
+  if (reason.empty()) reason = join_strings(missing, "; ");
+  r.set("met", met);
+  r.set("waited_ms", since_start_ms() - began);
+  r.set("overlap_ms", met ? Json(std::max(0.0, all_lines_at - latest_start)) : Json(nullptr));
+  r.set("reason", met ? Json(nullptr) : Json(reason));
+  locked([&] { root->set("rendezvous", std::move(r)); });
+}
+
+// ---------------------------------------------------------------------------------------------
 // Command line
 
 struct Options {
@@ -1234,10 +1638,15 @@ struct Options {
   bool verbose = false;
   bool measure_alloc = false;
   unsigned long long copy_mib = kDefaultCopyMib;
+  std::vector<RendezvousPeer> rendezvous;  // empty: no rendezvous
+  int rendezvous_port = kDefaultRendezvousPort;
+  double rendezvous_wait_s = kDefaultRendezvousWaitS;
 };
 
 const char* kUsage =
-    "usage: cuda-probe [--timeout SECONDS] [--elements N] [--measure-alloc] [--verbose] [--help]\n"
+    "usage: cuda-probe [--timeout SECONDS] [--elements N] [--measure-alloc] [--copy-mib N]\n"
+    "                  [--rendezvous PEER[,PEER...]] [--rendezvous-port N] [--rendezvous-wait SECONDS]\n"
+    "                  [--verbose] [--help]\n"
     "\n"
     "Prints one JSON document (schema gpuconf.cuda-probe/v1) describing the CUDA runtime, driver,\n"
     "libcuda, device nodes, NVML and a verified vector-add and PTX-JIT kernel per device.\n"
@@ -1251,6 +1660,21 @@ const char* kUsage =
     "  --copy-mib N       pinned host<->device copy buffer in MiB, timed 8 times each way per\n"
     "                     full GPU with its PCIe link read under load (default 256, at most 4096;\n"
     "                     0 skips the copies); env GPUCONF_PROBE_COPY_MIB\n"
+    "  --rendezvous PEER[,PEER...]\n"
+    "                     after the checks, hold the devices until every peer (HOST or HOST:PORT,\n"
+    "                     another cuda-probe started with --rendezvous) has been seen holding its\n"
+    "                     own: serve this probe's name, time held and UUIDs on the port, read each\n"
+    "                     peer's, and release when every peer's line was read and every peer read\n"
+    "                     ours, or the wait passed; the document's \"rendezvous\" says whether they\n"
+    "                     met, the peers' UUIDs and the overlap measured. Plain TCP between pods, no\n"
+    "                     privileges; env GPUCONF_PROBE_RENDEZVOUS\n"
+    "  --rendezvous-port N\n"
+    "                     the port to listen on and the peers' default (default 7171, 1025 to\n"
+    "                     65535); env GPUCONF_PROBE_RENDEZVOUS_PORT\n"
+    "  --rendezvous-wait SECONDS\n"
+    "                     how long to wait for the peers (default 90, at most 3600); its end is\n"
+    "                     no failure of the probe: met is false with the reason, the exit code\n"
+    "                     unchanged; env GPUCONF_PROBE_RENDEZVOUS_WAIT\n"
     "  --verbose          diagnostics on stderr\n"
     "  --help             this text\n"
     "\n"
@@ -1293,8 +1717,26 @@ bool parse_mib(const std::string& s, unsigned long long* out) {
   _exit(kExitUsage);
 }
 
+bool parse_wait(const std::string& s, double* out) {
+  return parse_seconds(s, out) && *out <= kMaxRendezvousWaitS;
+}
+
 Options parse_args(int argc, char** argv) {
   Options o;
+  std::string peers;
+  bool have_peers = false;
+  if (const char* env = std::getenv("GPUCONF_PROBE_RENDEZVOUS")) {
+    peers = env;
+    have_peers = !peers.empty();
+  }
+  if (const char* env = std::getenv("GPUCONF_PROBE_RENDEZVOUS_PORT")) {
+    if (!parse_port(env, 1025, &o.rendezvous_port))
+      usage_error(std::string("invalid GPUCONF_PROBE_RENDEZVOUS_PORT '") + env + "': expected a port from 1025 to 65535");
+  }
+  if (const char* env = std::getenv("GPUCONF_PROBE_RENDEZVOUS_WAIT")) {
+    if (!parse_wait(env, &o.rendezvous_wait_s))
+      usage_error(std::string("invalid GPUCONF_PROBE_RENDEZVOUS_WAIT '") + env + "': expected seconds > 0 and <= 3600");
+  }
   if (const char* env = std::getenv("GPUCONF_PROBE_TIMEOUT")) {
     if (!parse_seconds(env, &o.timeout_s))
       usage_error(std::string("invalid GPUCONF_PROBE_TIMEOUT '") + env + "': expected seconds > 0 and <= 86400");
@@ -1343,6 +1785,17 @@ Options parse_args(int argc, char** argv) {
       const std::string v = take_value();
       if (!parse_mib(v, &o.copy_mib))
         usage_error("invalid --copy-mib '" + v + "': expected an integer from 0 to " + std::to_string(kMaxCopyMib));
+    } else if (a == "--rendezvous") {
+      peers = take_value();
+      have_peers = true;
+    } else if (a == "--rendezvous-port") {
+      const std::string v = take_value();
+      if (!parse_port(v, 1025, &o.rendezvous_port))
+        usage_error("invalid --rendezvous-port '" + v + "': expected a port from 1025 to 65535");
+    } else if (a == "--rendezvous-wait") {
+      const std::string v = take_value();
+      if (!parse_wait(v, &o.rendezvous_wait_s))
+        usage_error("invalid --rendezvous-wait '" + v + "': expected seconds > 0 and <= 3600");
     } else if (a == "--elements") {
       const std::string v = take_value();
       if (!parse_count(v, &o.elements))
@@ -1351,6 +1804,9 @@ Options parse_args(int argc, char** argv) {
       usage_error("unknown argument '" + a + "'");
     }
   }
+  std::string why;
+  if (have_peers && !parse_peers(peers, o.rendezvous_port, &o.rendezvous, &why))
+    usage_error("invalid --rendezvous '" + peers + "': " + why);
   return o;
 }
 
@@ -1649,7 +2105,8 @@ std::pair<int, std::string> run(const Options& opt) {
   }
 
   const size_t copy_bytes = static_cast<size_t>(opt.copy_mib) << 20;
-  run_nvml(root, cuda_devices, copy_bytes);
+  std::vector<std::string> nvml_uuids;
+  run_nvml(root, cuda_devices, copy_bytes, &nvml_uuids);
   // Without NVML (or before it listed the device) the copies are measured all the same.
   for (auto& cd : cuda_devices) {
     if (!cd.bw || cd.measured) continue;
@@ -1662,6 +2119,13 @@ std::pair<int, std::string> run(const Options& opt) {
       continue;
     }
     run_host_device_bw(cd.index, copy_bytes, cd.bw, LinkSampler{});
+  }
+  if (!opt.rendezvous.empty()) {
+    // The CUDA context is still held (it lives until the process exits): the devices are this
+    // probe's while it waits.
+    std::vector<std::string> cuda;
+    for (const auto& cd : cuda_devices) cuda.push_back(format_uuid(cd.uuid, cd.mig ? "MIG" : "GPU"));
+    run_rendezvous(root, opt.rendezvous, opt.rendezvous_port, opt.rendezvous_wait_s, cuda, nvml_uuids);
   }
   return {exit_code, exit_reason};
 }
