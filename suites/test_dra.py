@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,6 +64,10 @@ def dra_facts(gpu_inventory: Inventory) -> DraFacts:
     if reason is not None:
         skip_not_tested(reason, checks.dra_skip_kind(serves_v1=gpu_inventory.dra_served,
                                                      served=gpu_inventory.dra_version))
+    return facts_of(gpu_inventory)
+
+
+def facts_of(gpu_inventory: Inventory) -> DraFacts:
     slices = [s.raw for s in gpu_inventory.slices]
     return DraFacts({n.name: checks.slice_devices(slices, n.name) for n in gpu_inventory.gpu_nodes},
                     gpu_inventory.device_classes)
@@ -148,10 +152,42 @@ def _all_devices_template(config: pytest.Config, devices: tuple[checks.SliceDevi
     return _create_template(config, f"dra-{'usable' if held else 'all'}-{sized or 'gpu'}", requests)
 
 
+#: The session's DRA campaigns: launched once, by this suite or by the first check of another suite
+#: that needs its owner's verdict (the isolation suite's sees-only-allocated), whichever runs first.
+DRA_RUN = pytest.StashKey[DraRun]()
+
+
 @pytest.fixture(scope="module")
 def dra_run(request: pytest.FixtureRequest, gpu_inventory: Inventory, gpu_nodes: dict[str, NodeView],
-            dra_facts: DraFacts) -> Iterator[DraRun]:
-    config = request.config
+            dra_facts: DraFacts) -> DraRun:
+    return shared_run(request.config, gpu_inventory, gpu_nodes, dra_facts)
+
+
+def shared_run(config: pytest.Config, gpu_inventory: Inventory, gpu_nodes: dict[str, NodeView],
+               dra_facts: DraFacts) -> DraRun:
+    """The DRA campaigns, launched on the first call of the session and kept for the rest of it."""
+    if (run := config.stash.get(DRA_RUN, None)) is None:
+        run = config.stash[DRA_RUN] = _launch(config, gpu_inventory, gpu_nodes, dra_facts)
+    return run
+
+
+def claim_owner(config: pytest.Config, gpu_inventory: Inventory, gpu_nodes: dict[str, NodeView],
+                node: str) -> Verdict | None:
+    """dra.claim-allocates-the-probed-device's verdict on ``node``, from the session's DRA campaigns (launched
+    here when this suite has not run yet), for a check of another suite whose pods' claims it owns; None
+    where DRA is not served or the node's GPUs are not DRA-managed."""
+    if checks.dra_skip_reason(serves_v1=gpu_inventory.dra_served, device_classes=gpu_inventory.device_classes,
+                              served=gpu_inventory.dra_version) is not None:
+        return None
+    facts = facts_of(gpu_inventory)
+    devices = facts.devices.get(node, ())
+    if checks.node_skip_reason(node, devices) is not None:
+        return None
+    return probed_device(shared_run(config, gpu_inventory, gpu_nodes, facts), node, devices)
+
+
+def _launch(config: pytest.Config, gpu_inventory: Inventory, gpu_nodes: dict[str, NodeView],
+            dra_facts: DraFacts) -> DraRun:
     ctx = run_context(config)
     timeout = config.getoption("gpuconf_timeout")
     nodes = [n for n in gpu_inventory.gpu_nodes if dra_facts.devices.get(n.name)]
@@ -229,7 +265,7 @@ def dra_run(request: pytest.FixtureRequest, gpu_inventory: Inventory, gpu_nodes:
                 run.outcomes.setdefault(node_name, {})[role] = outcome
     generated = {a.claim for allocs in run.allocations.values() for a in allocs if a.pod_claim is not None}
     run.left, run.left_error = _claims_left(ctx, generated, CLAIM_DELETION_S)
-    yield run
+    return run
 
 
 def _claims_left(ctx: RunContext, names: set[str], wait_s: float) -> tuple[tuple[str, ...], str | None]:

@@ -10,7 +10,7 @@ import pytest
 
 from gpuconf.checks import isolation as checks
 from gpuconf.checks.probe_start import blocked_by
-from gpuconf.cluster import PodOutcome, run_campaign
+from gpuconf.cluster import Inventory, PodOutcome, run_campaign
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
 from gpuconf.kit import cuda_probe_pod, judge, require, run_context
 from gpuconf.nodes import GpuRequest, NodeView
@@ -80,8 +80,26 @@ def grants(gpu_nodes: dict[str, NodeView], probes: Observations, node: str) -> d
             for role, outcome in probes.get(node, {}).items() if role in ("one", "split", "two")}
 
 
+@pytest.fixture(scope="module")
+def claim_owners(request: pytest.FixtureRequest, gpu_inventory: Inventory, gpu_nodes: dict[str, NodeView],
+                 selected_check_ids: frozenset[str]) -> dict[str, Verdict | None]:
+    """dra.claim-allocates-the-probed-device's verdict on each node whose isolation pods get their GPUs
+    through DRA claims: sees-only-allocated defers a claim mismatch to it only where it failed on the
+    same node. Computed from the DRA suite's own campaigns (launched once per session, by whichever
+    suite needs them first), so it does not depend on the order the suites run in; empty where that
+    check is not part of the run."""
+    if checks.CLAIM_OWNER not in selected_check_ids:
+        return {}
+    owner = next((item.module for item in request.session.items if (mark := item.get_closest_marker("check"))
+                  is not None and mark.args[0] == checks.CLAIM_OWNER), None)
+    if owner is None:
+        return {}
+    return {name: owner.claim_owner(request.config, gpu_inventory, gpu_nodes, name)
+            for name, view in gpu_nodes.items() if view.blocked() is None and (ask := view.one_gpu()) and ask.dra}
+
+
 def sees_only_allocated(node: str, gpu_nodes: dict[str, NodeView], probes: Observations,
-                        selected: frozenset[str] = frozenset({checks.CLAIM_OWNER})) -> Verdict | None:
+                        owners: dict[str, Verdict | None]) -> Verdict | None:
     ask = gpu_nodes[node].one_gpu()
     if not isinstance(ask, GpuRequest):
         return None
@@ -89,8 +107,7 @@ def sees_only_allocated(node: str, gpu_nodes: dict[str, NodeView], probes: Obser
     return checks.evaluate_sees_only_allocated(node, observed, replicas=ask.replicas,
                                                allocatable=gpu_nodes[node].offered(ask),
                                                one_per_container=ask.per_container == 1,
-                                               grants=grants(gpu_nodes, probes, node),
-                                               owner_selected=checks.CLAIM_OWNER in selected)
+                                               grants=grants(gpu_nodes, probes, node), owner=owners.get(node))
 
 
 def envvar_honoured(node: str, probes: Observations) -> Verdict | None:
@@ -100,35 +117,35 @@ def envvar_honoured(node: str, probes: Observations) -> Verdict | None:
 
 @pytest.mark.cncf("secure_accelerator_access")
 @pytest.mark.check("isolation.no-request-sees-no-gpu")
-def test_no_request_sees_no_gpu(gpu_node, gpu_nodes, isolation_probes, record_property):
+def test_no_request_sees_no_gpu(gpu_node, gpu_nodes, isolation_probes, claim_owners, record_property):
     sighting = seen(isolation_probes, gpu_node, "none")
     assert sighting is not None
     judge(blocked_by(checks.evaluate_no_request_sees_no_gpu(gpu_node, sighting),
-                     sees_only_allocated(gpu_node, gpu_nodes, isolation_probes),
+                     sees_only_allocated(gpu_node, gpu_nodes, isolation_probes, claim_owners),
                      envvar_honoured(gpu_node, isolation_probes)), record_property)
 
 
 @pytest.mark.cncf("secure_accelerator_access")
 @pytest.mark.check("isolation.envvar-without-request-gets-no-gpu")
-def test_envvar_without_request_gets_no_gpu(gpu_node, gpu_nodes, isolation_probes, record_property):
+def test_envvar_without_request_gets_no_gpu(gpu_node, gpu_nodes, isolation_probes, claim_owners, record_property):
     sighting = seen(isolation_probes, gpu_node, "envvar")
     assert sighting is not None
     judge(blocked_by(checks.evaluate_envvar_without_request(gpu_node, sighting),
-                     sees_only_allocated(gpu_node, gpu_nodes, isolation_probes)), record_property)
+                     sees_only_allocated(gpu_node, gpu_nodes, isolation_probes, claim_owners)), record_property)
 
 
 @pytest.mark.cncf("secure_accelerator_access")
 @pytest.mark.needs_probe
 @pytest.mark.check("isolation.sees-only-allocated")
-def test_sees_only_allocated(gpu_node, gpu_nodes, isolation_probes, selected_check_ids, record_property):
+def test_sees_only_allocated(gpu_node, gpu_nodes, isolation_probes, claim_owners, record_property):
     gpu_request(gpu_nodes, gpu_node)  # NOT TESTED with the node view's reason where it cannot ask for one GPU
-    judge(sees_only_allocated(gpu_node, gpu_nodes, isolation_probes, selected_check_ids), record_property)
+    judge(sees_only_allocated(gpu_node, gpu_nodes, isolation_probes, claim_owners), record_property)
 
 
 @pytest.mark.cncf("secure_accelerator_access")
 @pytest.mark.needs_probe
 @pytest.mark.check("isolation.concurrent-pods-disjoint")
-def test_concurrent_pods_disjoint(gpu_node, gpu_nodes, isolation_probes, record_property):
+def test_concurrent_pods_disjoint(gpu_node, gpu_nodes, isolation_probes, claim_owners, record_property):
     ask = gpu_request(gpu_nodes, gpu_node)
     pods = isolation_probes.get(gpu_node, {})
     together = checks.held_together(pods["one"], pods["split"]) if {"one", "split"} <= set(pods) else None
@@ -136,16 +153,17 @@ def test_concurrent_pods_disjoint(gpu_node, gpu_nodes, isolation_probes, record_
         gpu_node, seen(isolation_probes, gpu_node, "one"), seen(isolation_probes, gpu_node, "split"),
         allocatable=gpu_nodes[gpu_node].offered(ask), replicas=ask.replicas, together=together,
         grants=grants(gpu_nodes, isolation_probes, gpu_node)),
-        sees_only_allocated(gpu_node, gpu_nodes, isolation_probes)), record_property)
+        sees_only_allocated(gpu_node, gpu_nodes, isolation_probes, claim_owners)), record_property)
 
 
 @pytest.mark.cncf("secure_accelerator_access")
 @pytest.mark.needs_probe
 @pytest.mark.check("isolation.only-requesting-container-sees-gpu")
-def test_only_requesting_container_sees_gpu(gpu_node, gpu_nodes, isolation_probes, record_property):
+def test_only_requesting_container_sees_gpu(gpu_node, gpu_nodes, isolation_probes, claim_owners,
+                                            record_property):
     ask = gpu_request(gpu_nodes, gpu_node)
     requester, other = seen(isolation_probes, gpu_node, "split"), seen(isolation_probes, gpu_node, "split", "sidecar")
     assert requester is not None and other is not None
     judge(blocked_by(checks.evaluate_only_requesting_container(gpu_node, requester, other, replicas=ask.replicas),
-                     sees_only_allocated(gpu_node, gpu_nodes, isolation_probes),
+                     sees_only_allocated(gpu_node, gpu_nodes, isolation_probes, claim_owners),
                      envvar_honoured(gpu_node, isolation_probes)), record_property)

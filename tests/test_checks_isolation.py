@@ -29,7 +29,7 @@ from gpuconf.probes.cuda import parse_cuda_probe
 from gpuconf.sim.agent_model import injected_devices
 from gpuconf.sim.emulate import Visible, cuda_probe_run
 from gpuconf.sim.profile import SimNode, expand, fault_catalog, load_profile, with_faults
-from gpuconf.verdict import Outcome, checks
+from gpuconf.verdict import Outcome, checks, failed, not_tested, passed
 
 NODE = "h100-0"
 ISOLATION_CHECKS = {"isolation.no-request-sees-no-gpu", "isolation.envvar-without-request-gets-no-gpu",
@@ -354,17 +354,65 @@ def test_a_pod_given_gpus_through_a_claim_sees_exactly_the_devices_its_claim_was
     assert v.outcome is Outcome.PASS and v.summary.endswith("; each pod sees exactly the devices its claim was "
                                                             "allocated")
     assert f"pod iso-one-h100-0: its claim was allocated gpu-0 ({n.gpus[0].uuid})" in v.evidence
-    # the DRA driver prepared another GPU than the claim's: the DRA suite's finding, once
+    # the DRA driver prepared another GPU than the claim's: the DRA suite's finding, once, where its
+    # check failed on this node; this check's own failure wherever it did not (finding 5 of the audit)
     wrong = claimed(pod_outcome("iso-one-h100-0", {"probe": run_probe(n, [Visible(n.gpus[1])], {})}), ["gpu-0"])
     grants["pod iso-one-h100-0"] = claim_grant(wrong, devices)
     mixed = [(1, sighting(wrong)), (2, sighting(two))]
-    blocked = evaluate_sees_only_allocated(NODE, mixed, allocatable=8, grants=grants)
     finding = (f"pod iso-one-h100-0 sees {n.gpus[1].uuid} but its claim was allocated gpu-0 ({n.gpus[0].uuid}): the "
                "DRA driver prepared another GPU than the one allocated")
-    assert blocked.outcome is Outcome.NOT_TESTED and blocked.summary == f"blocked by {CLAIM_OWNER}: {finding}"
-    alone = evaluate_sees_only_allocated(NODE, mixed, allocatable=8, grants=grants, owner_selected=False)
-    assert alone.outcome is Outcome.FAIL and alone.summary.startswith(finding)
-    assert f"{CLAIM_OWNER}, is not part of this run" in alone.summary
+    owner_fails = failed(CLAIM_OWNER, NODE, "the selector claim was allocated gpu-5, the pod sees gpu-6",
+                         causes={"sees-another-device"})
+    blocked = evaluate_sees_only_allocated(NODE, mixed, allocatable=8, grants=grants, owner=owner_fails)
+    assert blocked.outcome is Outcome.NOT_TESTED and blocked.blocked_by == CLAIM_OWNER
+    assert blocked.summary == (f"blocked by {CLAIM_OWNER}: the selector claim was allocated gpu-5, the pod sees "
+                               f"gpu-6 (here too: {finding})")
+    alone = evaluate_sees_only_allocated(NODE, mixed, allocatable=8, grants=grants)
+    assert alone.outcome is Outcome.FAIL
+    assert alone.summary == f"{finding} ({CLAIM_OWNER}, the check that reports this, did not judge h100-0 in this run)"
+    assert (alone.expected, alone.observed) == (f"exactly {n.gpus[0].uuid}", n.gpus[1].uuid)
+
+
+def test_a_claim_mismatch_is_deferred_only_to_an_owner_that_failed_on_the_same_node():
+    """A driver that swaps two devices only (gpu-2 and gpu-3): the DRA suite's own pod, allocated gpu-0,
+    sees gpu-0 and passes; the isolation pod allocated gpu-2 sees GPU 3 and must fail, not wait for
+    an owner that has nothing to report."""
+    from gpuconf.checks.isolation import CLAIM_OWNER, claim_grant
+
+    n = sim_node()
+    devices = slice_of(n)
+    swapped = claimed(pod_outcome("iso-one-h100-0", {"probe": run_probe(n, [Visible(n.gpus[3])], {})}), ["gpu-2"])
+    grants = {"pod iso-one-h100-0": claim_grant(swapped, devices)}
+    seen = [(1, sighting(swapped))]
+    finding = (f"pod iso-one-h100-0 sees {n.gpus[3].uuid} but its claim was allocated gpu-2 ({n.gpus[2].uuid}): the "
+               "DRA driver prepared another GPU than the one allocated")
+    owner_passed = passed(CLAIM_OWNER, NODE, "the claim was allocated gpu-0 and the pod sees it")
+    v = evaluate_sees_only_allocated(NODE, seen, allocatable=8, grants=grants, owner=owner_passed)
+    assert v.outcome is Outcome.FAIL
+    assert v.summary == (f"{finding} ({CLAIM_OWNER} passed on h100-0 with its own pod: the driver mixes up some "
+                         "devices only)")
+    skipped = not_tested(CLAIM_OWNER, NODE, "h100-0 publishes no GPU with a memory capacity: no memory selector to try")
+    v = evaluate_sees_only_allocated(NODE, seen, allocatable=8, grants=grants, owner=skipped)
+    assert v.outcome is Outcome.FAIL and v.summary == (
+        f"{finding} ({CLAIM_OWNER} did not judge it on h100-0: h100-0 publishes no GPU with a memory capacity: no "
+        "memory selector to try)")
+    # an owner failing on another node, or another check failing here, blocks nothing
+    elsewhere = failed(CLAIM_OWNER, "h100-1", "the pod sees another GPU")
+    for other in (elsewhere, failed("dra.distinct-claims-distinct-devices", NODE, "two claims, one GPU")):
+        v = evaluate_sees_only_allocated(NODE, seen, allocatable=8, grants=grants, owner=other)
+        assert v.outcome is Outcome.FAIL and v.summary == (
+            f"{finding} ({CLAIM_OWNER}, the check that reports this, did not judge h100-0 in this run)")
+    # an owner failing for a finding sees-only-allocated does not share (its selector's memory) blocks nothing
+    small = failed(CLAIM_OWNER, NODE, "the selector asked for at least 100 GiB but gpu-0 has 80 GiB",
+                   causes={"memory-below-selector"})
+    v = evaluate_sees_only_allocated(NODE, seen, allocatable=8, grants=grants, owner=small)
+    assert v.outcome is Outcome.FAIL and v.summary == (
+        f"{finding} ({CLAIM_OWNER} fails on h100-0 for another finding: the selector asked for at least 100 GiB but "
+        "gpu-0 has 80 GiB)")
+    for cause in ("sees-another-device", "unpublished-device"):
+        owner = failed(CLAIM_OWNER, NODE, "x", causes={cause})
+        v = evaluate_sees_only_allocated(NODE, seen, allocatable=8, grants=grants, owner=owner)
+        assert v.outcome is Outcome.NOT_TESTED and v.summary == f"blocked by {CLAIM_OWNER}: x (here too: {finding})"
 
 
 def test_an_unknown_claim_allocation_is_not_tested_and_claims_tell_two_pods_apart():

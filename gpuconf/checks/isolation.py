@@ -21,7 +21,7 @@ from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.probe_pods import probe_pod_name
 from gpuconf.probes import ProbeParseError
 from gpuconf.probes.cuda import CudaProbeReport, parse_cuda_probe
-from gpuconf.verdict import Verdict, failed, not_tested, passed
+from gpuconf.verdict import Outcome, Verdict, check, failed, not_tested, passed
 
 __all__ = [
     "CLAIM_OWNER",
@@ -281,15 +281,37 @@ def _count_problems(view: GpuView, requested: int, *, shared: bool) -> list[str]
     return problems
 
 
+def _owner_failed(owner: Verdict | None, node: str) -> bool:
+    """Whether ``owner`` is :data:`CLAIM_OWNER`'s verdict on ``node`` failing for a finding that
+    sees-only-allocated declares it shares (gpuconf/data/checks.yaml blocked_by: its pod saw
+    another device, or one no slice publishes)."""
+    shared = check("isolation.sees-only-allocated").blocked_by.get(CLAIM_OWNER, frozenset())
+    return (owner is not None and owner.check == CLAIM_OWNER and owner.node == node
+            and owner.outcome in (Outcome.FAIL, Outcome.DEGRADED) and bool(owner.causes & shared))
+
+
+def _owner_state(owner: Verdict | None, node: str) -> str:
+    """Why a claim mismatch is not deferred to :data:`CLAIM_OWNER`, for the failure's summary."""
+    if owner is None or owner.check != CLAIM_OWNER or owner.node != node:
+        return f"{CLAIM_OWNER}, the check that reports this, did not judge {node} in this run"
+    if owner.outcome is Outcome.PASS:
+        return f"{CLAIM_OWNER} passed on {node} with its own pod: the driver mixes up some devices only"
+    if owner.outcome is Outcome.NOT_TESTED:
+        return f"{CLAIM_OWNER} did not judge it on {node}: {owner.summary}"
+    return f"{CLAIM_OWNER} fails on {node} for another finding: {owner.summary}"
+
+
 def evaluate_sees_only_allocated(node: str, seen: Sequence[tuple[int, Sighting]], *, replicas: int = 1,
                                  allocatable: int | None = None, one_per_container: bool = False,
                                  grants: Mapping[str, ClaimGrant] | None = None,
-                                 owner_selected: bool = True) -> Verdict:
+                                 owner: Verdict | None = None) -> Verdict:
     """Each pod requesting N GPUs sees exactly N (1 to N distinct where ``replicas`` > 1). ``grants``
     (by sighting ``where``): the pods got their GPUs through DRA claims, and each must see exactly the
-    devices its claim was allocated; one that sees others is :data:`CLAIM_OWNER`'s finding (the DRA
-    driver prepared another device), NOT TESTED blocked by it, or a failure where that check is not
-    part of the run (``owner_selected`` False)."""
+    devices its claim was allocated. One that sees others is :data:`CLAIM_OWNER`'s finding (the DRA
+    driver prepared another device) only where ``owner``, that check's verdict on the same node, failed:
+    then this is NOT TESTED, blocked by it (one root cause, one failure). Where the owner passed (its own
+    pod got its device: a driver that mixes up some devices only), did not judge the node, or is not
+    part of the run (None), the mismatch is this check's own failure."""
     cid = "isolation.sees-only-allocated"
     shared = replicas > 1
     evidence: list[str] = []
@@ -334,10 +356,12 @@ def evaluate_sees_only_allocated(node: str, seen: Sequence[tuple[int, Sighting]]
             if ids != set(grant.uuids):
                 finding = (f"{s.where} sees {_ids(sorted(ids))} but its claim was allocated {_ids(grant.names)}: the "
                            "DRA driver prepared another GPU than the one allocated")
-                if owner_selected:
-                    return not_tested(cid, node, f"blocked by {CLAIM_OWNER}: {finding}", blocked_by=CLAIM_OWNER)
-                return failed(cid, node, f"{finding} (the check that reports this, {CLAIM_OWNER}, is not part of "
-                              "this run)", expected=f"exactly {', '.join(grant.uuids)}",
+                if _owner_failed(owner, node):
+                    assert owner is not None
+                    return not_tested(cid, node, f"blocked by {CLAIM_OWNER}: {owner.summary} (here too: {finding})",
+                                      blocked_by=CLAIM_OWNER)
+                return failed(cid, node, f"{finding} ({_owner_state(owner, node)})",
+                              expected=f"exactly {', '.join(grant.uuids)}",
                               observed=", ".join(sorted(ids)) or "none", evidence=tuple(evidence),
                               causes={"claim-mismatch"})
         claimed = "; each pod sees exactly the devices its claim was allocated"
