@@ -34,6 +34,23 @@ def test_pending_without_the_reason_fails_showing_what_was_said():
     assert verdict.outcome is Outcome.FAIL and verdict.observed == "no FailedScheduling event"
 
 
+TAINTED = ("0/2 nodes are available: 2 node(s) had untolerated taint {dedicated: training}. no new claims to "
+           "deallocate, preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.")
+
+
+def test_pending_for_another_reason_than_gpus_fails_quoting_the_scheduler():
+    """Pending is not the finding: an over-ask kept out by a taint says nothing about how the scheduler
+    answers a GPU shortage."""
+    verdict = evaluate_over_ask(outcome(None, TAINTED), requested=9, budget_s=10)
+    assert verdict.outcome is Outcome.FAIL
+    assert verdict.summary == ("the pod stayed Pending but the scheduler did not say 'Insufficient nvidia.com/gpu' "
+                               "within 10 s")
+    assert verdict.expected == "a FailedScheduling event with 'Insufficient nvidia.com/gpu'"
+    assert verdict.observed == TAINTED and verdict.evidence == (f"FailedScheduling: {TAINTED}",)
+    # the reason among several events counts wherever it is
+    assert evaluate_over_ask(outcome(None, TAINTED, REAL), requested=9, budget_s=10).outcome is Outcome.PASS
+
+
 def test_runtime_class_present_missing_and_without_handler():
     assert evaluate_runtime_class([("nvidia", "nvidia")]).outcome is Outcome.PASS
     missing = evaluate_runtime_class([("runc", "runc")])

@@ -5,7 +5,10 @@ not as a driver too old for CUDA or an NCCL failure."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,11 +25,17 @@ REAL = Path(__file__).parent / "data" / "real" / "runtime"
 NODE = "h100-0"
 
 
-def probe(name: str, gpus: int) -> Sighting:
-    """What the cuda-probe saw in a pod on h100-0 given ``gpus`` injected GPUs (0: none injected)."""
+def probe(name: str, gpus: int, edit: Callable[[dict[str, Any]], int] | None = None) -> Sighting:
+    """What the cuda-probe saw in a pod on h100-0 given ``gpus`` injected GPUs (0: none injected);
+    ``edit`` changes its document in place and returns the exit code it then has."""
     n = expand(load_profile("healthy-h100")).node(NODE)
     code, out = cuda_probe_run(n, visible=[Visible(g) for g in n.present_gpus[:gpus]], image_cuda=parse_cuda("13.0.2"),
                                env={}, compat=False, started_at="2026-12-01T00:00:00.000Z", hostname=name)
+    if edit is not None:
+        doc = json.loads(out)
+        code = edit(doc)
+        doc["exit_code"] = code
+        out = json.dumps(doc)
     t = "2026-12-01T00:00:00Z"
     pod = {"metadata": {"name": name}, "spec": {"nodeName": NODE, "containers": [{"name": "probe"}]},
            "status": {"phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": [
@@ -115,3 +124,85 @@ def test_the_diagnosis_wins_over_the_cuda_and_nccl_errors_that_follow() -> None:
     assert [d.category for d in diagnose(text)] == ["gpu-not-injected"]
     # without the missing library, the same CUDA error keeps its own diagnosis
     assert "cuda-insufficient-driver" in [d.category for d in diagnose(text.split("\n", 1)[1])]
+
+
+def device_nodes_only(doc: dict[str, Any]) -> int:
+    """runc given the device plugin's device specs: the kubelet created /dev/nvidia0, /dev/nvidiactl
+    and /dev/nvidia-uvm, but no runtime injected libcuda or libnvidia-ml (CUDA error 35)."""
+    doc["device_nodes"] = {"/dev/nvidiactl": True, "/dev/nvidia-uvm": True, "gpus": ["/dev/nvidia0"]}
+    return 3
+
+
+def driver_but_unknown_error(doc: dict[str, Any]) -> int:
+    """The NVIDIA runtime injected the driver and the GPU, but the container lost access to it (the
+    systemd cgroup driver after a daemon-reload): CUDA 999, NVML "Unknown Error"."""
+    err = {"code": 999, "name": "cudaErrorUnknown", "message": "unknown error", "ms": 0.05, "timed_out": False}
+    doc["init"] = {"call": "cudaFree(0)", **err}
+    doc["device_count"] = {"value": 0, "result": {"call": "cudaGetDeviceCount", **err}}
+    doc["devices"] = []
+    doc["nvml"] = {"available": False, "reason": "nvmlInit_v2: Unknown Error"}
+    return 3
+
+
+def driver_but_no_device(doc: dict[str, Any]) -> int:
+    """The driver's libraries injected but not the GPU: CUDA answers cudaErrorNoDevice, NVML initialises
+    and lists no GPU."""
+    err = {"code": 100, "name": "cudaErrorNoDevice", "message": "no CUDA-capable device is detected", "ms": 0.05,
+           "timed_out": False}
+    doc["init"] = {"call": "cudaFree(0)", **err}
+    doc["device_count"] = {"value": 0, "result": {"call": "cudaGetDeviceCount", **err}}
+    doc["devices"] = []
+    doc["nvml"]["gpus"] = []
+    doc["device_nodes"]["gpus"] = []
+    return 3
+
+
+NO_LIBRARIES = ("no libcuda (no libcuda.so* mapped: libcuda.so.1: cannot open shared object file: No such file or "
+                "directory); no NVML (libnvidia-ml.so.1: cannot open shared object file: No such file or directory)")
+
+
+def test_device_nodes_without_the_driver_are_no_gpu_the_default_runtime_is_not_nvidias() -> None:
+    """What runc gives a GPU pod when the device plugin passes device specs: /dev/nvidia0 and no driver.
+    The pod cannot use the GPU; that is the misconfiguration this check exists for, not a pass."""
+    runc = probe("runtime-default-h100-0", 0, device_nodes_only)
+    v = evaluate_default_runtime(NODE, runc, probe("inventory-h100-0", 8), "nvidia")
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary == ("only pods naming runtimeClassName nvidia get their GPU: a pod without it was allocated 1 "
+                         "nvidia.com/gpu but no runtime injected it (only the device nodes /dev/nvidia0, no driver "
+                         f"library to use them; {NO_LIBRARIES}); the node's default runtime is not the NVIDIA runtime")
+    assert v.evidence == ("pod runtime-default-h100-0: allocated 1 nvidia.com/gpu, only the device nodes "
+                          f"/dev/nvidia0, no driver library to use them; {NO_LIBRARIES}",
+                          "pod inventory-h100-0 (runtimeClassName nvidia) sees 8 GPU(s)")
+    assert "nvidia-ctk runtime configure --runtime=containerd --set-as-default" in v.message()
+    alone = evaluate_default_runtime(NODE, runc, None, None)
+    assert alone.outcome is Outcome.DEGRADED
+    assert alone.summary == ("no runtime injected the GPU: a pod given 1 nvidia.com/gpu sees none (only the device "
+                             f"nodes /dev/nvidia0, no driver library to use them; {NO_LIBRARIES}), and the cluster has "
+                             "no RuntimeClass for the NVIDIA runtime either")
+    both = evaluate_default_runtime(NODE, runc, probe("inventory-h100-0", 0, device_nodes_only), "nvidia")
+    assert both.summary.startswith("no runtime injected the GPU, with or without RuntimeClass nvidia (only the device "
+                                   "nodes /dev/nvidia0")
+
+
+def test_a_driver_that_cannot_read_its_gpu_says_nothing_about_the_runtime() -> None:
+    """libcuda is there (a runtime injected the driver) but CUDA and NVML both fail with an error that
+    does not say whether the GPU was given: NOT TESTED, pointing at the checks that judge that error."""
+    v = evaluate_default_runtime(NODE, probe("runtime-default-h100-0", 1, driver_but_unknown_error),
+                                 probe("inventory-h100-0", 8), "nvidia")
+    assert v.outcome is Outcome.NOT_TESTED and v.kind == "could-not-run"
+    assert v.summary == ("a pod naming no runtimeClassName, allocated 1 nvidia.com/gpu, has the driver (libcuda "
+                         "/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.03) but neither CUDA nor NVML could read a GPU "
+                         "(CUDA: cudaErrorUnknown (999): unknown error; NVML: nvmlInit_v2: Unknown Error): whether its "
+                         "GPU was injected is not judged; smoke.vector-add-every-gpu and driver.nvml-initializes "
+                         "judge why the driver cannot reach the GPUs")
+
+
+def test_a_driver_reading_no_device_is_a_gpu_not_given() -> None:
+    v = evaluate_default_runtime(NODE, probe("runtime-default-h100-0", 1, driver_but_no_device), None, "nvidia")
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary == ("a pod naming no runtimeClassName was allocated 1 nvidia.com/gpu and given the driver "
+                         "(libcuda /usr/lib/x86_64-linux-gnu/libcuda.so.580.159.03) but no GPU: CUDA sees no device "
+                         "(cudaErrorNoDevice (100): no CUDA-capable device is detected)")
+    assert v.evidence == ("pod runtime-default-h100-0: allocated 1 nvidia.com/gpu, CUDA sees no device "
+                          "(cudaErrorNoDevice (100): no CUDA-capable device is detected), device nodes none",)
+    assert v.remedy is not None and "deviceListStrategy" in v.remedy

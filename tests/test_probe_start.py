@@ -190,6 +190,35 @@ def test_a_probe_given_no_gpu_on_a_cluster_without_the_nvidia_runtimeclass_is_th
     assert whole_node_block("rtx-0", probe_of(0), MATRIX) is None
 
 
+def test_device_nodes_without_the_driver_are_no_gpu_injected_either():
+    """runc with the device plugin's device specs: /dev/nvidia0..7 and /dev/nvidiactl are there, no
+    libcuda, no NVML. Nothing was injected: the missing RuntimeClass owns it, as for a probe given no
+    device node at all. A driver that is there but fails (CUDA 999, NVML Unknown Error) was injected:
+    its checks judge the report."""
+    missing = "no RuntimeClass has the NVIDIA runtime's handler 'nvidia'"
+    runc = probe_of(0)
+    doc = json.loads(runc.logs["probe"])
+    doc["device_nodes"] = {"/dev/nvidiactl": True, "/dev/nvidia-uvm": True, "gpus": ["/dev/nvidia0", "/dev/nvidia1"]}
+    runc = outcome(IMAGE, reason="Completed", logs={"probe": json.dumps(doc)})
+    block = whole_node_block("rtx-0", runc, MATRIX, runtime_missing=missing)
+    assert block is not None and block.owner == "scheduling.runtimeclass-present" and block.cause.startswith(missing)
+    assert block.observed == ("only the device nodes /dev/nvidia0, /dev/nvidia1, no driver library to use them; no "
+                              "libcuda (no libcuda.so* mapped: libcuda.so.1: cannot open shared object file: No such "
+                              "file or directory); no NVML (libnvidia-ml.so.1: cannot open shared object file: No "
+                              "such file or directory)")
+    doc = json.loads(probe_of(8).logs["probe"])
+    err = {"code": 999, "name": "cudaErrorUnknown", "message": "unknown error", "ms": 0.05, "timed_out": False}
+    doc.update(init={"call": "cudaFree(0)", **err}, devices=[], exit_code=3,
+               device_count={"value": 0, "result": {"call": "cudaGetDeviceCount", **err}},
+               nvml={"available": False, "reason": "nvmlInit_v2: Unknown Error"})
+    lost = outcome(IMAGE, reason="Completed", logs={"probe": json.dumps(doc)})
+    assert whole_node_block("rtx-0", lost, MATRIX, runtime_missing=missing) is None
+    # a libcuda that is there alone (NVML absent) is a driver injected too
+    doc["nvml"] = {"available": False, "reason": "libnvidia-ml.so.1: cannot open shared object file: No such file"}
+    lost = outcome(IMAGE, reason="Completed", logs={"probe": json.dumps(doc)})
+    assert whole_node_block("rtx-0", lost, MATRIX, runtime_missing=missing) is None
+
+
 def test_a_dependant_failing_for_its_owners_cause_is_not_tested_blocked_by_the_owner():
     owner = failed("isolation.sees-only-allocated", "h100-0", "a pod given 1 GPU sees 8", causes={"sees-more"})
     other = failed("isolation.envvar-without-request-gets-no-gpu", "h100-0", "a pod asking for none sees 8",

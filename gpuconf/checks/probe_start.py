@@ -21,9 +21,9 @@ the probe, asking for the node's DRA-backed extended   dra.extended-resource-ser
 resource (KEP-5004: NodeView.extended), stayed        (the mapped DeviceClass selects no
 unschedulable: ``cannot allocate all claims``         device of the node)
 the probe ran without the NVIDIA runtime and was      scheduling.runtimeclass-present    no-runtimeclass
-given no GPU (no /dev/nvidia*, libcuda or NVML),      (the cluster has no RuntimeClass   (where the default
-while the cluster has no RuntimeClass with the        with the NVIDIA runtime's handler: runtime is runc; tests/
-NVIDIA runtime's handler                              no GPU pod gets its GPU injected)  test_runtime_class_by_
+given no driver (no libcuda, no NVML; /dev nodes      (the cluster has no RuntimeClass   (where the default
+alone are no GPU), while the cluster has no           with the NVIDIA runtime's handler: runtime is runc; tests/
+RuntimeClass with the NVIDIA runtime's handler        no GPU pod gets its GPU injected)  test_runtime_class_by_
                                                                                          handler.py)
 any other reason the probe printed nothing: a         smoke.vector-add-every-gpu         (none yet: a hook error,
 container-create or start error that is not the       ("every GPU runs a kernel": here   an image pull failure, a
@@ -225,7 +225,7 @@ def claim_prepare_block(node: str, outcome: PodOutcome, *, what: str) -> Blocked
 
 def _runtime_block(node: str, outcome: PodOutcome, runtime_missing: str) -> Blocked | None:
     """The runtime owner's finding where the whole-node probe's report shows no GPU injected at all."""
-    from gpuconf.checks.scheduling import _not_injected, _sees_gpu
+    from gpuconf.checks.scheduling import _no_driver, _not_injected
     from gpuconf.probes import ProbeParseError
     from gpuconf.probes.cuda import parse_cuda_probe
 
@@ -233,8 +233,8 @@ def _runtime_block(node: str, outcome: PodOutcome, runtime_missing: str) -> Bloc
         report = parse_cuda_probe(outcome.logs["probe"], source=f"probe pod on {node}")
     except ProbeParseError:
         return None  # an unreadable report is its checks' finding
-    if _sees_gpu(report):
-        return None
+    if not _no_driver(report):
+        return None  # a driver library is there: a runtime injected it, and the report is its checks' to judge
     lacks = _not_injected(report)
     return Blocked(node, RUNTIME_OWNER, f"{runtime_missing}: the whole-node probe on {node} ran under the node's "
                    f"default runtime and was given no GPU ({lacks})", observed=lacks)

@@ -57,22 +57,46 @@ def evaluate_runtime_class(names_to_handlers: Sequence[tuple[str, str]]) -> Verd
 
 
 def _sees_gpu(report: CudaProbeReport) -> list[str]:
-    """The GPUs a container saw: CUDA's devices, NVML's GPUs, or at least its /dev/nvidiaN nodes."""
+    """The GPUs a container saw: CUDA's devices and NVML's GPUs. Its /dev/nvidiaN nodes alone are no
+    GPU: the kubelet creates them for any runtime when the device plugin passes device specs, and a
+    container without the driver's libraries (runc) cannot use them."""
     found = [d.uuid or f"CUDA device {d.index}" for d in report.devices]
-    found += [g.uuid for g in report.nvml_gpus if g.uuid and g.uuid not in found]
-    return found or [str(p) for p in (report.device_nodes.get("gpus") or ())]
+    return found + [g.uuid for g in report.nvml_gpus if g.uuid and g.uuid not in found]
+
+
+#: dlopen's words for a library that is not in the container at all.
+_NO_LIBRARY = "cannot open shared object"
+
+
+def _no_driver(report: CudaProbeReport) -> bool:
+    """No driver library is in the container: libcuda.so.1 and libnvidia-ml.so.1 both failed to open
+    as absent. Both come from the host's driver, injected by the NVIDIA runtime (or CDI) alone, so
+    this is no runtime having injected anything, whatever /dev/nvidia* the kubelet created."""
+    return all(why is not None and _NO_LIBRARY in why for why in (report.libcuda_absent_reason,
+                                                                  report.nvml_absent_reason))
+
+
+def _reads_no_gpu(report: CudaProbeReport) -> str | None:
+    """What a working driver reading says when it shows the container no GPU: CUDA answering
+    cudaErrorNoDevice, NVML initialised and listing none; or None where neither could read (an
+    error that says nothing about what the container was given)."""
+    if report.init.code == 100:
+        return f"CUDA sees no device ({report.init})"
+    if report.nvml_absent_reason is None and not report.nvml_gpus:
+        return "NVML lists no GPU"
+    return None
 
 
 def _not_injected(report: CudaProbeReport) -> str:
-    """What the container lacked, in the words of the probe: no device node, no driver library."""
+    """What a container without the driver (:func:`_no_driver`) lacked, in the words of the probe:
+    the device nodes it has or lacks, and both driver libraries."""
     parts = []
+    if nodes := [str(p) for p in report.device_nodes.get("gpus") or ()]:
+        parts.append(f"only the device nodes {', '.join(nodes)}, no driver library to use them")
     if not report.device_nodes.get("/dev/nvidiactl"):
         parts.append("no /dev/nvidiactl")
-    if report.libcuda_absent_reason:
-        parts.append(f"no libcuda ({report.libcuda_absent_reason})")
-    if report.nvml_absent_reason:
-        parts.append(f"no NVML ({report.nvml_absent_reason})")
-    return "; ".join(parts) or "no GPU device"
+    return "; ".join([*parts, f"no libcuda ({report.libcuda_absent_reason})",
+                      f"no NVML ({report.nvml_absent_reason})"])
 
 
 def evaluate_default_runtime(node: str, default: Sighting, with_class: Sighting | None,
@@ -92,6 +116,12 @@ def evaluate_default_runtime(node: str, default: Sighting, with_class: Sighting 
         return passed(cid, node, f"a pod naming no runtimeClassName, given {given or '1 GPU'}, sees it "
                       f"({', '.join(seen)})",
                       expected="the allocated GPU visible", observed=", ".join(seen))
+    if not _no_driver(default.report):
+        # A driver library is in the container: a runtime injected the driver. Either a working
+        # reading shows no GPU (the allocated GPU was not given: the check's failure), or CUDA and NVML
+        # both failed for another reason, which proves nothing about what the pod was given: NOT
+        # TESTED, and the checks that judge a GPU the driver cannot use (smoke, NVML) say why.
+        return _driver_without_gpu(cid, node, default.where, default.report, allocated)
     lacks = _not_injected(default.report)
     evidence = (f"{default.where}: allocated {allocated}, {lacks}",)
     if runtime_class is None:
@@ -111,3 +141,25 @@ def evaluate_default_runtime(node: str, default: Sighting, with_class: Sighting 
                   "runtime is not the NVIDIA runtime", expected="the allocated GPU visible without a runtimeClassName",
                   observed=lacks, evidence=(*evidence, f"{with_class.where} (runtimeClassName {runtime_class}) "
                                             f"sees {len(_sees_gpu(with_class.report))} GPU(s)"))
+
+
+def _driver_without_gpu(cid: str, node: str, where: str, report: CudaProbeReport, allocated: str) -> Verdict:
+    """The verdict for a pod without runtimeClassName (``where``) that has a driver library but saw no GPU."""
+    driver = (f"libcuda {report.libcuda_path}" if report.libcuda_absent_reason is None
+              else f"NVML ({report.nvml_absent_reason or 'initialised'})")
+    zero = _reads_no_gpu(report)
+    if zero is None:
+        nvml = f"NVML: {report.nvml_absent_reason}" if report.nvml_absent_reason else "NVML lists no GPU"
+        return not_tested(cid, node, f"a pod naming no runtimeClassName, allocated {allocated}, has the driver "
+                          f"({driver}) but neither CUDA nor NVML could read a GPU (CUDA: {report.init}; {nvml}): "
+                          "whether its GPU was injected is not judged; smoke.vector-add-every-gpu and "
+                          "driver.nvml-initializes judge why the driver cannot reach the GPUs", kind=COULD_NOT_RUN)
+    return failed(cid, node, f"a pod naming no runtimeClassName was allocated {allocated} and given the driver "
+                  f"({driver}) but no GPU: {zero}", expected="the allocated GPU visible", observed=zero,
+                  evidence=(f"{where}: allocated {allocated}, {zero}, device nodes "
+                            f"{', '.join(str(p) for p in report.device_nodes.get('gpus') or ()) or 'none'}",),
+                  remedy="The runtime injected the driver's libraries but not the allocated GPU: the device "
+                  "plugin's device list (NVIDIA_VISIBLE_DEVICES, volume mounts or CDI annotations) did not reach "
+                  "the runtime. Make the device plugin's deviceListStrategy one the toolkit accepts (with "
+                  "accept-nvidia-visible-devices-as-volume-mounts for volume-mounts, CDI enabled for cdi-*), "
+                  "then restart the device plugin and the runtime on the node.")
