@@ -24,6 +24,8 @@ import pytest
 from jsonschema import Draft202012Validator
 from probe_build import build_probe, clean_env
 
+from gpuconf.probes.cuda import parse_cuda_probe
+
 ROOT = Path(__file__).resolve().parent.parent
 PROBE_DIR = ROOT / "probes" / "cuda-probe"
 BUILD_SH = PROBE_DIR / "build.sh"
@@ -461,6 +463,12 @@ def test_two_probes_meet_each_reading_the_others_gpus_and_measure_their_overlap(
     # much less the retry; b read a's line at once and a had held since before b started
     assert 0 <= ra["overlap_ms"] <= la["held_ms"] + 1 and rb["overlap_ms"] >= 0
     assert lb["held_ms"] >= 400 and ra["waited_ms"] >= 300
+    # the parser gives the checks the same facts
+    parsed = parse_cuda_probe(json.dumps(db)).rendezvous
+    assert parsed is not None and (parsed.met, parsed.reason, parsed.overlap_ms) == (True, None, rb["overlap_ms"])
+    assert (parsed.lines[0].name, parsed.lines[0].uuids, parsed.acknowledged_by) == (f"{host}:{pa}", tuple(gpus),
+                                                                                   (f"{host}:{pa}",))
+    assert parse_cuda_probe(json.dumps({k: v for k, v in db.items() if k != "rendezvous"})).rendezvous is None
 
 
 def test_a_peer_that_never_comes_ends_the_bounded_wait_with_met_false_and_the_reason(probe):
@@ -478,6 +486,10 @@ def test_a_peer_that_never_comes_ends_the_bounded_wait_with_met_false_and_the_re
     assert 2.0 <= elapsed < 2.0 + NO_GPU_BOUND_S and 1900 < r["waited_ms"] < 4000
     # the rendezvous decides no exit code: the probe's own findings do (no driver here: 3)
     assert doc["exit_code"] == (0 if DRIVER_PRESENT else 3)
+    parsed = parse_cuda_probe(json.dumps(doc)).rendezvous
+    assert parsed is not None and (parsed.met, parsed.overlap_ms, parsed.reason) == (False, None, r["reason"])
+    assert [(p.answered, p.error) for p in parsed.lines] == [(False, "Connection refused"),
+                                                             (False, r["peer_lines"][1]["error"])]
 
 
 def test_a_peer_that_answers_but_never_reads_our_line_is_not_a_meeting(probe):

@@ -13,7 +13,7 @@ from gpuconf.probes.errors import ProbeParseError
 from gpuconf.probes.schema import parse_document
 
 __all__ = ["EXIT_CODES", "SCHEMA_ID", "CudaCall", "CudaProbeReport", "DeviceReport", "HostDeviceBandwidth",
-           "LargestAlloc", "NvmlGpu", "PcieLink", "SmOccupancy", "parse_cuda_probe"]
+           "LargestAlloc", "NvmlGpu", "PcieLink", "PeerLine", "Rendezvous", "SmOccupancy", "parse_cuda_probe"]
 
 SCHEMA_ID = "gpuconf.cuda-probe/v1"
 
@@ -227,6 +227,56 @@ def _value(obj: Any, *keys: str) -> Any:
 
 
 @dataclass(frozen=True)
+class PeerLine:
+    """One peer of a rendezvous as this probe reached it: its line (name, how long it had held its
+    devices, their UUIDs as it reported them) or, when it never answered, the last error."""
+
+    peer: str  # as the probe was given it: HOST or HOST:PORT
+    answered: bool
+    attempts: int
+    name: str | None = None
+    held_ms: float | None = None
+    cuda_uuids: tuple[str, ...] = ()
+    nvml_uuids: tuple[str, ...] = ()
+    error: str | None = None
+
+    @property
+    def uuids(self) -> tuple[str, ...]:
+        """The peer's devices: CUDA's (MIG-aware) where it had any, else NVML's."""
+        return self.cuda_uuids or self.nvml_uuids
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    """The probe's ``--rendezvous``: whether it held its devices while every peer held its own
+    (``met``: it read every peer's line and every peer read its own), the overlap it proved in ms
+    (None when they did not meet) and, when not met, why."""
+
+    peers: tuple[str, ...]
+    name: str
+    met: bool
+    overlap_ms: float | None
+    waited_ms: float
+    wait_s: float
+    reason: str | None
+    lines: tuple[PeerLine, ...]
+    acknowledged_by: tuple[str, ...]
+    cuda_uuids: tuple[str, ...] = ()
+    nvml_uuids: tuple[str, ...] = ()
+
+
+def _rendezvous(obj: dict[str, Any] | None) -> Rendezvous | None:
+    if obj is None:
+        return None
+    lines = tuple(PeerLine(str(p["peer"]), bool(p["answered"]), int(p["attempts"]), p.get("name"), p.get("held_ms"),
+                           tuple(p.get("cuda_uuids") or ()), tuple(p.get("nvml_uuids") or ()), p.get("error"))
+                  for p in obj["peer_lines"])
+    return Rendezvous(tuple(obj["peers"]), str(obj["name"]), bool(obj["met"]), obj["overlap_ms"],
+                      float(obj["waited_ms"]), float(obj["wait_s"]), obj["reason"], lines,
+                      tuple(obj["acknowledged_by"]), tuple(obj["cuda_uuids"]), tuple(obj["nvml_uuids"]))
+
+
+@dataclass(frozen=True)
 class CudaProbeReport:
     exit_code: int
     exit_reason: str
@@ -245,6 +295,7 @@ class CudaProbeReport:
     env: dict[str, str | None]
     device_nodes: dict[str, Any]
     raw: dict[str, Any] = field(repr=False, compare=False)
+    rendezvous: Rendezvous | None = None  # None: a probe run without --rendezvous (or an older probe)
 
     @property
     def timed_out(self) -> bool:
@@ -297,4 +348,5 @@ def parse_cuda_probe(stdout: str, *, exit_code: int | None = None, source: str =
         nvml_driver_version=nvml.get("driver_version") if nvml.get("available") else None,
         nvml_absent_reason=None if nvml.get("available") else nvml["reason"],
         nvml_gpus=gpus, env=dict(doc["env"]), device_nodes=dict(doc["device_nodes"]), raw=doc,
+        rendezvous=_rendezvous(doc.get("rendezvous")),
     )
