@@ -33,6 +33,7 @@ class DiagRuns:
     skipped: dict[str, str] = field(default_factory=dict)  # node -> why no pod
     kinds: dict[str, str] = field(default_factory=dict)  # node -> that NOT TESTED's kind
     outcomes: dict[str, PodOutcome] = field(default_factory=dict)
+    gpus: dict[str, int] = field(default_factory=dict)  # node -> the GPUs its diag pod was given
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +60,7 @@ def dcgm_runs(request: pytest.FixtureRequest, gpu_cluster: ClusterHandle, gpu_no
             runs.skipped[node.name], runs.kinds[node.name] = reason, kind
             continue
         ask = require(node.exclusive(check="the diagnostic"))  # not_a_diag_node said it is a GpuRequest
+        runs.gpus[node.name] = ask.count
         pods.append(checks.make_dcgm_diag_pod(
             name=checks.pod_name(node.name), namespace=ctx.namespace, run_id=ctx.run_id, node=node.name,
             level=level, timeout_s=budget, registry=config.getoption("--registry"), runtime_class=node.runtime_class,
@@ -76,6 +78,7 @@ class NodeRun:
     output: str | None
     exit_code: int | None
     failure: str | None
+    gpus: int  # the GPUs the diag pod was given: each test must cover every one
 
 
 def node_run(runs: DiagRuns, node: str) -> tuple[int, NodeRun]:
@@ -89,18 +92,18 @@ def node_run(runs: DiagRuns, node: str) -> tuple[int, NodeRun]:
     output = outcome.logs.get("probe")
     failure = None if output else " ".join(p for p in (outcome.phase, outcome.reason or "", outcome.message or "",
                                                         outcome.missing_logs.get("probe", "")) if p)
-    return runs.level, NodeRun(output, container.exit_code if container else None, failure or None)
+    return runs.level, NodeRun(output, container.exit_code if container else None, failure or None, runs.gpus[node])
 
 
 @pytest.mark.check("dcgm.diag-passes")
 def test_diag_passes(gpu_node: str, dcgm_runs: DiagRuns, record_property: Any) -> None:
     level, run = node_run(dcgm_runs, gpu_node)
-    judge(checks.evaluate_dcgm_diag(gpu_node, run.output, level, exit_code=run.exit_code, failure=run.failure),
-          record_property)
+    judge(checks.evaluate_dcgm_diag(gpu_node, run.output, level, exit_code=run.exit_code, failure=run.failure,
+                                    gpus=run.gpus), record_property)
 
 
 @pytest.mark.check("dcgm.diag-no-warnings")
 def test_diag_no_warnings(gpu_node: str, dcgm_runs: DiagRuns, record_property: Any) -> None:
     level, run = node_run(dcgm_runs, gpu_node)
-    judge(checks.evaluate_dcgm_warnings(gpu_node, run.output, level, exit_code=run.exit_code, failure=run.failure),
-          record_property)
+    judge(checks.evaluate_dcgm_warnings(gpu_node, run.output, level, exit_code=run.exit_code, failure=run.failure,
+                                        gpus=run.gpus), record_property)

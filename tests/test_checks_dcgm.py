@@ -5,6 +5,7 @@ rule proven both ways on the documents of tests/fixtures/dcgm (constructed to th
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,12 +26,13 @@ def fixture(name: str) -> str:
     return (FIXTURES / name).read_text()
 
 
-def diag(name: str, level: int = 2, exit_code: int | None = 0) -> Verdict:
-    return dcgm.evaluate_dcgm_diag("node-a", fixture(name), level, exit_code=exit_code)
+def diag(name: str, level: int = 2, exit_code: int | None = 0, gpus: int | None = 2) -> Verdict:
+    """The fixtures' node has 2 GPUs, both given to the diag pod."""
+    return dcgm.evaluate_dcgm_diag("node-a", fixture(name), level, exit_code=exit_code, gpus=gpus)
 
 
-def warnings(name: str, level: int = 2, exit_code: int | None = 0) -> Verdict:
-    return dcgm.evaluate_dcgm_warnings("node-a", fixture(name), level, exit_code=exit_code)
+def warnings(name: str, level: int = 2, exit_code: int | None = 0, gpus: int | None = 2) -> Verdict:
+    return dcgm.evaluate_dcgm_warnings("node-a", fixture(name), level, exit_code=exit_code, gpus=gpus)
 
 
 # --- the data -------------------------------------------------------------------------------------
@@ -132,7 +134,8 @@ def test_a_dra_only_node_is_diagnosed_through_one_claim_on_its_usable_gpus() -> 
 def test_a_4x_level2_run_where_every_gpu_passes_every_test_passes() -> None:
     v = diag("v4-level2-pass.json")
     assert v.outcome is Outcome.PASS
-    assert v.summary == "DCGM level 2 (medium) diagnostic passed: software, pcie, memory"
+    assert v.summary == "DCGM level 2 (medium) diagnostic passed on the pod's 2 GPU(s): software, pcie, memory"
+    assert v.not_judged == ()
 
 
 def test_a_failed_gpu_result_fails_though_the_test_summary_said_pass() -> None:
@@ -261,8 +264,81 @@ def test_a_test_of_the_level_skipped_is_named_with_dcgms_reason() -> None:
 def test_the_3x_names_of_the_level_count_as_its_tests() -> None:
     doc = json.loads(fixture("v3-pcie-fail.json"))
     doc["DCGM GPU Diagnostic"]["test_categories"][1]["tests"][0]["results"][1] = {"gpu_ids": "1", "status": "Pass"}
-    v = dcgm.evaluate_dcgm_diag("node-a", json.dumps(doc), 2, exit_code=0)
-    assert v.summary == "DCGM level 2 (medium) diagnostic passed: Blacklist, NVML Library, PCIe, GPU Memory"
+    v = dcgm.evaluate_dcgm_diag("node-a", json.dumps(doc), 2, exit_code=0, gpus=2)
+    assert v.summary == ("DCGM level 2 (medium) diagnostic passed on the pod's 2 GPU(s): Blacklist, NVML Library, "
+                         "PCIe, GPU Memory")
     doc["DCGM GPU Diagnostic"]["test_categories"].pop()  # no GPU Memory
     v = dcgm.evaluate_dcgm_diag("node-a", json.dumps(doc), 2, exit_code=0)
     assert v.outcome is Outcome.NOT_TESTED and "not in its output: memory" in v.summary
+
+
+# --- a level is passed only on every GPU ------------------------------------------------------------
+
+
+SERIAL = {"0": "1650123000001", "1": "1650123000002"}
+
+
+def skip_on_gpu1(test_name: str, info: str = "GPU 1 is in use") -> Callable[[list], None]:
+    def edit(categories: list) -> None:
+        for c in categories:
+            for t in c["tests"]:
+                if t["name"] == test_name:
+                    t["results"][1] = {"entity_group": "GPU", "entity_group_id": 1, "entity_id": 1, "status": "Skip",
+                                       "info": [info]}
+    return edit
+
+
+def gpu0_only(categories: list) -> None:
+    for c in categories:
+        for t in c["tests"]:
+            t["results"] = [r for r in t["results"] if r["entity_id"] == 0]
+
+
+@pytest.mark.parametrize("gpus", [2, None], ids=["the pod's GPU count known", "only the document's GPUs"])
+def test_a_level_whose_memory_test_skipped_a_gpu_is_not_tested_naming_the_gpu_and_dcgms_reason(gpus: int | None):
+    v = dcgm.evaluate_dcgm_diag("node-a", level2_with(skip_on_gpu1("memory")), 2, exit_code=0, gpus=gpus)
+    assert v.outcome is Outcome.NOT_TESTED and v.kind == "could-not-run", v.message()
+    count = "the pod's 2 GPU(s)" if gpus else "the 2 GPU(s) its output names"
+    assert v.summary == (f"DCGM level 2 (medium) diagnostic did not test every GPU of node-a ({count}): memory Skip "
+                         f"on GPU 1 (serial {SERIAL['1']}): GPU 1 is in use; every result it has passed, so the level "
+                         f"is not judged on GPU 1 (serial {SERIAL['1']})")
+
+
+def test_a_level_with_results_for_gpu_0_only_on_a_2_gpu_node_is_not_tested_naming_gpu_1() -> None:
+    output = level2_with(gpu0_only)
+    v = dcgm.evaluate_dcgm_diag("node-a", output, 2, exit_code=0, gpus=2)
+    assert v.outcome is Outcome.NOT_TESTED, v.message()
+    gpu1 = f"GPU 1 (serial {SERIAL['1']})"
+    assert v.summary == (f"DCGM level 2 (medium) diagnostic did not test every GPU of node-a (the pod's 2 GPU(s)): "
+                         f"software has no result for {gpu1}; pcie has no result for {gpu1}; memory has no result for "
+                         f"{gpu1}; every result it has passed, so the level is not judged on {gpu1}")
+    # the document's own GPU list is no stand-in for the pod's: without the count, the PASS says what it did not judge
+    doc = json.loads(output)
+    doc["entity_groups"][0]["entities"].pop()
+    v = dcgm.evaluate_dcgm_diag("node-a", json.dumps(doc), 2, exit_code=0)
+    assert v.outcome is Outcome.PASS
+    assert v.summary == ("DCGM level 2 (medium) diagnostic passed on the 1 GPU(s) its output names: software, pcie, "
+                         "memory")
+    assert v.not_judged == ("whether dcgmi tested every GPU of node-a: how many GPUs the diag pod was given is not "
+                            f"known, so only the GPUs its output names were compared (GPU 0 (serial {SERIAL['0']}))",)
+
+
+def test_a_3x_gpu_left_out_of_a_test_is_not_tested_and_a_result_naming_no_gpu_covers_the_node() -> None:
+    doc = json.loads(fixture("v3-pcie-fail.json"))
+    tests = doc["DCGM GPU Diagnostic"]["test_categories"]
+    tests[1]["tests"][0]["results"][1] = {"gpu_ids": "1", "status": "Pass"}
+    tests[2]["tests"][0]["results"] = [{"gpu_ids": "0", "status": "Pass"},
+                                       {"gpu_ids": "1", "status": "Skip", "warnings": [{"warning": "GPU 1 is in use"}]}]
+    v = dcgm.evaluate_dcgm_diag("node-a", json.dumps(doc), 2, exit_code=0, gpus=2)
+    assert v.outcome is Outcome.NOT_TESTED, v.message()
+    assert v.summary == ("DCGM level 2 (medium) diagnostic did not test every GPU of node-a (the pod's 2 GPU(s)): "
+                         "GPU Memory Skip on GPU 1: GPU 1 is in use; every result it has passed, so the level is not "
+                         "judged on GPU 1")
+
+
+def test_no_warnings_on_a_level_that_skipped_a_gpu_names_it_as_not_judged() -> None:
+    v = dcgm.evaluate_dcgm_warnings("node-a", level2_with(skip_on_gpu1("pcie", "Plugin is not allowed on this SKU")),
+                                    2, exit_code=0, gpus=2)
+    assert v.outcome is Outcome.PASS
+    assert v.summary == "no DCGM level 2 test warned on the pod's 2 GPU(s)"
+    assert v.not_judged == (f"pcie Skip on GPU 1 (serial {SERIAL['1']}): Plugin is not allowed on this SKU",)

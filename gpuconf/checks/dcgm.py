@@ -7,9 +7,12 @@ while one GPU's result failed or recorded an error; NVIDIA/DCGM issue #284 has t
 record DCGM_FR_MEMORY_ALLOC and still report Pass. Here any failed result, any result that records
 an error while claiming Pass, and any failed summary fail ``dcgm.diag-passes``; warnings make
 ``dcgm.diag-no-warnings`` degraded; a run where every test skipped is not tested, with DCGM's own
-reasons. Both JSON generations are read: 3.x (``"DCGM GPU Diagnostic"``, results with
-``gpu_ids``/``gpu_id``) and 4.x (``"DCGM Diagnostic"``, per-test ``test_summary``, results per
-entity with ``entity_group``/``entity_id``, errors as ``warnings`` entries carrying ``error_id``).
+reasons; a level passes only where each of its tests has a passing result for every GPU the pod was
+given (a per-GPU ``Skip``, "GPU 1 is in use", or results for GPU 0 only on a 2-GPU node leave those
+GPUs not tested: NOT TESTED naming them, never a pass on the GPUs that were). Both JSON generations
+are read: 3.x (``"DCGM GPU Diagnostic"``, results with ``gpu_ids``/``gpu_id``) and 4.x (``"DCGM
+Diagnostic"``, per-test ``test_summary``, results per entity with ``entity_group``/``entity_id``,
+errors as ``warnings`` entries carrying ``error_id``).
 The facts and their sources are in gpuconf/data/dcgm_diag.yaml.
 
 The pod (:func:`make_dcgm_diag_pod`) runs NVIDIA's DCGM image with an embedded hostengine
@@ -402,14 +405,19 @@ def _document(node: str, check: str, level: int, output: str | None, exit_code: 
 
 
 def evaluate_dcgm_diag(node: str, output: str | None, level: int, *, exit_code: int | None,
-                       failure: str | None = None) -> Verdict:
+                       failure: str | None = None, gpus: int | None = None) -> Verdict:
     """``dcgm.diag-passes``: every test that ran passed on every GPU. Fails on any failed result, any
     result or summary recording an error while claiming Pass, a failed summary, a nonzero exit
-    with nothing failing, and output that is no diag document; not tested when every test
-    skipped (DCGM's reasons) or dcgmi refused the node's MIG configuration, and when a test of the
-    level (gpuconf/data/dcgm_diag.yaml) is missing from the output or skipped, naming it: a level is
-    passed only whole (a diag that left out its memory test is no pass). ``failure``: why the pod
-    has no output (its phase and reason) when it has none."""
+    with nothing failing, and output that is no document; not tested when every test skipped
+    (DCGM's reasons) or dcgmi refused the node's MIG configuration, when a test of the level
+    (gpuconf/data/dcgm_diag.yaml) is missing from the output or skipped, naming it: a level is passed
+    only whole (a diag that left out its memory test is no pass), and when a test of the level has no
+    passing result for a GPU of the node (skipped on it, "GPU 1 is in use", or no result for it at
+    all), naming the GPUs and DCGM's reasons: a level is passed only on every GPU. ``gpus``: how many
+    GPUs the diag pod was given (the hostengine's ids 0..gpus-1); None where not known, and then only
+    the GPUs the document names are compared, the PASS saying so. ``failure``: why the pod has no
+    output (its phase and reason) when it has none. A skip is not a fault: what kept a test off a GPU
+    (another process on it, a SKU the plugin does not run on) is DCGM's to say, not a finding here."""
     got = _document(node, CHECK_PASSES, level, output, exit_code, failure)
     if isinstance(got, Verdict):
         return got
@@ -423,8 +431,7 @@ def evaluate_dcgm_diag(node: str, output: str | None, level: int, *, exit_code: 
             problems.append(f"{test.name} {kind} on {_gpu(doc, r.gpus)}: {_why(r.errors)}{said_pass}")
         if not bad and (test.summary == "Fail" or (test.summary == "Pass" and test.summary_errors)):
             problems.append(f"{test.name}: its test_summary says {test.summary}: {_why(test.summary_errors)}")
-    ran = [t for t in doc.tests if any(r.status in ("Pass", "Fail", "Warn") for r in t.results)
-           or t.summary in ("Pass", "Fail", "Warn")]
+    ran = [t for t in doc.tests if any(r.status in _RAN for r in t.results) or t.summary in _RAN]
     skipped = [t for t in doc.tests if t not in ran]
     level_tests = diag_level(level).tests
     if problems:
@@ -455,9 +462,81 @@ def evaluate_dcgm_diag(node: str, output: str | None, level: int, *, exit_code: 
                           f"{', '.join(level_tests)}) on {node}: {'; '.join(parts)}; the "
                           f"{', '.join(t.name for t in ran)} that ran passed, so the level is not judged",
                           kind=COULD_NOT_RUN)
+    # ... and a level is passed only on every GPU: each test of it, on each GPU of the node.
+    node_gpus = _node_gpus(doc, gpus)
+    gaps = [g for t in ran if canonical_test(t) in level_tests for g in _gaps(doc, t, node_gpus)]
+    if gaps:
+        untested = sorted({gpu for gap in gaps for gpu in gap.gpus}, key=_gpu_order)
+        return not_tested(CHECK_PASSES, node, f"{name} did not test every GPU of {node} ("
+                          f"{_count(node_gpus, gpus)}): " + "; ".join(str(g) for g in gaps)
+                          + f"; every result it has passed, so the level is not judged on {_gpu(doc, untested)}",
+                          kind=COULD_NOT_RUN)
     extra = [t for t in skipped if canonical_test(t) not in level_tests]
-    return passed(CHECK_PASSES, node, f"{name} passed: " + ", ".join(t.name for t in ran)
-                  + (f" (skipped, not of the level: {', '.join(t.name for t in extra)})" if extra else ""))
+    return passed(CHECK_PASSES, node, f"{name} passed on {_count(node_gpus, gpus)}: " + ", ".join(t.name for t in ran)
+                  + (f" (skipped, not of the level: {', '.join(t.name for t in extra)})" if extra else ""),
+                  not_judged=_unknown_count(doc, node, gpus, node_gpus))
+
+
+#: The statuses of a result (or test_summary) that ran its test.
+_RAN = ("Pass", "Fail", "Warn")
+
+
+@dataclass(frozen=True)
+class _Gap:
+    """GPUs a test of the level left untested: skipped on them (with DCGM's reasons) or no result at all."""
+
+    test: str
+    gpus: tuple[str, ...]
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _gpu_order(gpu: str) -> tuple[bool, int, str]:
+    return (not gpu.isdigit(), int(gpu) if gpu.isdigit() else 0, gpu)
+
+
+def _node_gpus(doc: DiagDocument, gpus: int | None) -> tuple[str, ...]:
+    """The GPUs every test must cover: the pod's (ids 0..gpus-1), else every GPU the document names."""
+    if gpus is not None:
+        return tuple(str(i) for i in range(gpus))
+    named = {*(doc.serials or {}), *(g for t in doc.tests for r in t.results for g in r.gpus)}
+    return tuple(sorted(named, key=_gpu_order))
+
+
+def _count(node_gpus: Sequence[str], gpus: int | None) -> str:
+    return f"the pod's {len(node_gpus)} GPU(s)" if gpus is not None else f"the {len(node_gpus)} GPU(s) its output names"
+
+
+def _unknown_count(doc: DiagDocument, node: str, gpus: int | None, node_gpus: Sequence[str]) -> tuple[str, ...]:
+    if gpus is not None:
+        return ()
+    return (f"whether dcgmi tested every GPU of {node}: how many GPUs the diag pod was given is not known, so "
+            f"only the GPUs its output names were compared ({_gpu(doc, node_gpus)})",)
+
+
+def _gaps(doc: DiagDocument, test: DiagTest, node_gpus: Sequence[str]) -> list[_Gap]:
+    """Where ``test`` (one that ran) has no passing result for a GPU of the node. A result that names
+    no GPU (3.x's deployment checks) covers the node."""
+    ran = [r for r in test.results if r.status in _RAN]
+    if any(not r.gpus for r in ran):
+        return []
+    covered = {g for r in ran for g in r.gpus}
+    out = []
+    for status in sorted({r.status for r in test.results if r.status not in _RAN}):
+        results = [r for r in test.results if r.status == status]
+        gpus = tuple(sorted({g for r in results for g in r.gpus if g in node_gpus and g not in covered},
+                            key=_gpu_order))
+        if gpus:
+            reasons = sorted({i for r in results for i in (*r.info, *(e.message for e in r.errors))})
+            out.append(_Gap(test.name, gpus, f"{test.name} {status or 'gave no status'} on {_gpu(doc, gpus)}: "
+                            + ("; ".join(reasons[:3]) or "DCGM gave no reason")))
+            covered.update(gpus)
+    absent = tuple(g for g in node_gpus if g not in covered)
+    if absent:
+        out.append(_Gap(test.name, absent, f"{test.name} has no result for {_gpu(doc, absent)}"))
+    return out
 
 
 #: dcgmi 3.x's display names of the tests whose canonical 4.x name (dcgm_diag.yaml) differs from
@@ -481,9 +560,11 @@ def _skip_reason(test: DiagTest) -> str:
 
 
 def evaluate_dcgm_warnings(node: str, output: str | None, level: int, *, exit_code: int | None,
-                           failure: str | None = None) -> Verdict:
+                           failure: str | None = None, gpus: int | None = None) -> Verdict:
     """``dcgm.diag-no-warnings`` (degraded): no test warned on any GPU. Output that is no
-    document, or a run that skipped everything, is ``dcgm.diag-passes``' to report: not tested."""
+    document, or a run that skipped everything, is ``dcgm.diag-passes``' to report: not tested. A
+    PASS names, as not judged, the GPUs a test that ran left untested (``gpus`` as for
+    :func:`evaluate_dcgm_diag`)."""
     got = _document(node, CHECK_WARNINGS, level, output, exit_code, failure)
     if not isinstance(got, DiagDocument):
         if got.outcome is Outcome.NOT_TESTED:
@@ -500,5 +581,8 @@ def evaluate_dcgm_warnings(node: str, output: str | None, level: int, *, exit_co
     if not any(r.status in ("Pass", "Fail", "Warn") for t in got.tests for r in t.results):
         return not_tested(CHECK_WARNINGS, node, f"DCGM level {level} diagnostic ran no test on {node}",
                           kind=COULD_NOT_RUN)
-    return passed(CHECK_WARNINGS, node, f"no DCGM level {level} test warned")
+    node_gpus = _node_gpus(got, gpus)
+    gaps = [str(g) for t in got.tests if any(r.status in _RAN for r in t.results) for g in _gaps(got, t, node_gpus)]
+    return passed(CHECK_WARNINGS, node, f"no DCGM level {level} test warned on {_count(node_gpus, gpus)}",
+                  not_judged=(*gaps, *_unknown_count(got, node, gpus, node_gpus)))
 
