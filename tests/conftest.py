@@ -44,10 +44,18 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.xdist_group(home))
 
 
+def _by_owner(blocked: list[str]) -> str:
+    """"3 by smoke.x, 1 by runtime.y" from the rows' "check (by owner)" entries."""
+    from collections import Counter
+
+    owners = Counter(entry.rpartition(" (by ")[2].rstrip(")") for entry in blocked)
+    return ", ".join(f"{n} by {owner}" for owner, n in sorted(owners.items()))
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     """The per-fault failure table of tests/test_suite_fault_matrix.py, from the rows its fault cases
-    wrote (on whichever worker ran them): fault, node, how many checks failed there, which, and the
-    documented exception where there is one."""
+    wrote (on whichever worker ran them): fault, node, how many checks failed there and how many were
+    NOT TESTED blocked by a failure there, which, and the documented exception where there is one."""
     import json
 
     factory = getattr(config, "_tmp_path_factory", None)
@@ -58,7 +66,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     terminalreporter.section("failing checks per fault, on the faulty node")
     for path in rows:
         row = json.loads(path.read_text())
-        terminalreporter.write_line(f"{row['fault']:<28} {row['node']:<14} {len(row['checks']):>2}  "
-                                    f"{', '.join(row['checks'])}")
+        blocked = row.get("blocked", [])
+        terminalreporter.write_line(f"{row['fault']:<28} {row['node']:<14} {len(row['checks']):>2} failing "
+                                    f"{len(blocked):>2} blocked  {', '.join(row['checks'])}"
+                                    + (f"; blocked: {_by_owner(blocked)}" if blocked else ""))
         if row.get("exception"):
             terminalreporter.write_line(f"{'':<28} exception: {row['exception']}")

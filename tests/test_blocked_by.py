@@ -35,7 +35,8 @@ def test_every_declared_dependency_names_an_owner_and_findings_the_owner_declare
     assert len(declared) >= 17  # compat x3, smoke, isolation x5, dra x6 behind their owners
     for dependant, owner, tags in declared:
         assert owner in catalog and owner != dependant, (dependant, owner)
-        assert tags and tags <= set(catalog[owner].findings), (dependant, owner, sorted(tags - set(catalog[owner].findings)))
+        known = set(catalog[owner].findings)
+        assert tags and tags <= known, (dependant, owner, sorted(tags - known))
     for c in catalog.values():  # a finding says what it means, in a sentence a reader of the reference acts on
         assert all(len(meaning) > 30 for meaning in c.findings.values()), c.id
 

@@ -9,7 +9,9 @@ the report: each failure carries its check id and node.
 One root cause, one failure (issue 26): each fault case also counts the distinct checks failing on
 the faulty node (a cluster-wide fault: on the node with the most; a failure of no node counts on
 every node) and allows at most MAX_FAILING, or the fault's documented exception in
-DISTINCT_FINDINGS. Each case writes its row where tests/conftest.py's terminal summary finds it, so a
+DISTINCT_FINDINGS. The checks NOT TESTED "blocked by" a failure there are counted and shown beside
+them: a dependant folds only behind its owner's declared finding (gpuconf/data/checks.yaml), and the
+table shows every fold. Each case writes its row where tests/conftest.py's terminal summary finds it, so a
 run of the matrix prints the per-fault failure table (also under pytest-xdist) without a second pass
 over the faults.
 """
@@ -223,6 +225,15 @@ def target(fault: FaultDef, example: str | None = None) -> tuple[str, str | None
     return re.sub(r"^faults:.*$", "", text, flags=re.M) + f"\nfaults:\n  - {spec}\n", node
 
 
+def blocked_on(tests: list[dict[str, Any]], node: str) -> list[str]:
+    """The checks NOT TESTED "blocked by" another check's failure on ``node`` (or on no node), each as
+    "check (by owner)": the fault's findings folded behind their owner, counted beside the failures so
+    that "one root cause, one failure" is never met by hiding an independent finding."""
+    return sorted(f"{t['extra']['check']} (by {t['extra']['blocked_by']})" for t in tests
+                  if t["status"] == "skipped" and (t.get("extra") or {}).get("blocked_by")
+                  and t["extra"].get("node") in (node, None))
+
+
 def failing_on_node(failed: set[Failure], node: str | None) -> tuple[str, list[str]]:
     """The faulty node and the distinct checks failing on it; for a cluster-wide fault (``node`` None)
     the node with the most. A failure of no node (a cluster-wide check, a test that failed before
@@ -252,6 +263,16 @@ def test_the_failing_check_count_rule_holds_on_crafted_failures():
     assert failing_on_node(failed, "n-2") == ("n-2", ["a.cluster"])
     assert failing_on_node(failed, None) == ("n-0", ["a.cluster", "a.one", "a.two"])
     assert failing_on_node({("a.cluster", None)}, None) == ("(no node)", ["a.cluster"])
+
+
+def test_the_blocked_count_reads_the_folded_checks_of_the_faulty_node():
+    tests = [{"status": "skipped", "extra": {"check": "smoke.x", "node": "n-0", "blocked_by": "runtime.y"}},
+             {"status": "skipped", "extra": {"check": "smoke.x", "node": "n-1", "blocked_by": "runtime.y"}},
+             {"status": "skipped", "extra": {"check": "health.z", "node": "n-0", "not_tested": "could-not-run"}},
+             {"status": "skipped", "extra": {"check": "dra.w", "node": None, "blocked_by": "dra.v"}},
+             {"status": "failed", "extra": {"check": "runtime.y", "node": "n-0"}}]
+    assert blocked_on(tests, "n-0") == ["dra.w (by dra.v)", "smoke.x (by runtime.y)"]
+    assert blocked_on(tests, "n-2") == ["dra.w (by dra.v)"]
 
 
 def test_the_diagnose_rule_reads_what_a_failure_observed_not_its_remedy():
@@ -287,11 +308,14 @@ def test_a_fault_fails_its_check_on_its_node_and_nothing_unrelated(pytester: pyt
     # one root cause, one failure: the row of the per-fault table, checked here, printed at the end
     where, on_node = failing_on_node(failed, node)
     case = fault.id if example == fault.example_profile else f"{fault.id} on {example}"
-    row = {"fault": case, "node": where, "checks": on_node, "exception": DISTINCT_FINDINGS.get(fault.id)}
+    blocked = blocked_on(tests, where)
+    row = {"fault": case, "node": where, "checks": on_node, "blocked": blocked,
+           "exception": DISTINCT_FINDINGS.get(fault.id)}
     rows = rows_dir(tmp_path_factory)
     rows.mkdir(parents=True, exist_ok=True)
     (rows / f"{case.replace(' ', '-')}.json").write_text(json.dumps(row))
-    print(f"{fault.id}: {len(on_node)} failing on {where}: {', '.join(on_node)}")
+    print(f"{fault.id}: {len(on_node)} failing on {where}: {', '.join(on_node)}; {len(blocked)} blocked: "
+          f"{', '.join(blocked)}")
     # a cluster-wide fault caught by a per-node check: on some node
     assert (fault.check, node) in failed or (node is None and any(c == fault.check for c, _ in failed)), \
         output[-4000:]
