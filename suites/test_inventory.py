@@ -57,14 +57,32 @@ def gpu_views(gpu_nodes):
 
 
 @pytest.fixture(scope="module")
-def driver_uniform(gpu_views, expect_profile):
+def driver_uniform(gpu_views, expect_profile, whole_node_probes):
     """Each node's driver.version-uniform-in-pool verdict, by node: judged once for every node (each
-    verdict weighs the node's whole pool; per node it was quadratic in the nodes, issue 29)."""
-    verdicts = checks.evaluate_driver_uniform(gpu_views, declared_driver_policy(expect_profile, gpu_views))
+    verdict weighs the node's whole pool; per node it was quadratic in the nodes, issue 29). The
+    driver is NVML's in the node's whole-node probe where it read one, else the labels' or slice's."""
+    verdicts = checks.evaluate_driver_uniform(gpu_views, declared_driver_policy(expect_profile, gpu_views),
+                                              probed=probed_drivers(whole_node_probes))
     by_node = {}
     for v in verdicts:
         by_node.setdefault(v.node, v)
     return by_node
+
+
+def probed_drivers(probes) -> dict[str, str]:
+    """Node -> the driver version NVML reported in its whole-node probe (nodes whose probe printed no
+    readable report, or whose NVML did not initialise, are left out: their labels speak for them)."""
+    out = {}
+    for name, outcome in probes.items():
+        if not outcome.logs.get("probe"):
+            continue
+        try:
+            version = parsed_probe(outcome, name).nvml_driver_version
+        except ProbeParseError:
+            continue
+        if version:
+            out[name] = version
+    return out
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,7 @@ from gpuconf.sim.profile import SimNode, expand, fault_catalog, load_profile, wi
 from gpuconf.verdict import Outcome, checks
 
 PROFILE = "healthy-h100"
+LABEL = " (label nvidia.com/cuda.driver-version.full)"  # the driver label, as a verdict names its source
 REAL_GFD = Path(__file__).parent / "data" / "real" / "gfd"
 
 
@@ -159,13 +160,15 @@ def test_a_stale_replicas_label_is_not_a_lost_gpu():
 
 
 @pytest.mark.parametrize(("policy", "outcome", "summary"), [
-    (None, Outcome.DEGRADED, "driver 580.82.07 while the NVIDIA-H100-80GB-HBM3 pool runs 580.159.03"),
+    (None, Outcome.DEGRADED, f"driver 580.82.07{LABEL} while the NVIDIA-H100-80GB-HBM3 pool runs "
+                             "580.159.03"),
     (DriverPolicy("h100", branch=580), Outcome.PASS,
-     "driver 580.82.07 on branch 580, which --expect allows for pool h100 (branch-only policy; the pool also runs "
-     "580.159.03)"),
+     f"driver 580.82.07{LABEL} on branch 580, which --expect allows for pool h100 (branch-only "
+     "policy; the pool also runs 580.159.03)"),
     (DriverPolicy("h100", branch=570), Outcome.DEGRADED,
-     "driver 580.82.07 is on branch 580 while --expect declares branch 570 for pool h100"),
-    (DriverPolicy("h100", version="580.82.07"), Outcome.PASS, "driver 580.82.07, as --expect declares for pool h100"),
+     f"driver 580.82.07{LABEL} is on branch 580 while --expect declares branch 570 for pool h100"),
+    (DriverPolicy("h100", version="580.82.07"), Outcome.PASS,
+     "driver 580.82.07 (label nvidia.com/cuda.driver-version.full), as --expect declares for pool h100"),
 ], ids=["without --expect the majority rules", "a branch-only policy allows skew inside the branch",
         "a branch-only policy still catches another branch", "an exact version is the reference"])
 def test_driver_uniformity_honours_the_declared_policy(policy, outcome, summary):
@@ -492,3 +495,60 @@ def test_the_checks_whose_subject_is_gfds_labels_are_marked_in_the_catalog():
     assert sorted(r["id"] for r in rows if r.get("subject") == "gfd-labels") == [
         "labels.gfd-matches-hardware", "sharing.product-label-shared", "sharing.replicas-match-config"]
     assert {r.get("subject") for r in rows} == {None, "gfd-labels"}
+
+
+# --- driver.version-uniform-in-pool: the most direct reading, and pools that cannot be compared ----
+
+
+def test_the_driver_is_nvml_s_in_the_probe_so_a_stale_label_is_the_label_check_s_finding_not_a_skew():
+    """GFD's driver label on h100-0 says 570.211.01 while the node runs 580.159.03 (NVML in its whole-node
+    probe): the pool is uniform; the stale label is labels.gfd-matches-hardware's failure alone."""
+    drift = {"id": "label-drift", "pool": "h100", "node": 0, "label": "nvidia.com/cuda.driver-version.full",
+             "value": "570.211.01"}
+    nodes = expand(with_faults(load_profile(PROFILE), [drift])).nodes
+    views = [view(n) for n in nodes]
+    probes = {n.name: whole_node_probe(n) for n in nodes}
+    probed = {name: p.nvml_driver_version for name, p in probes.items()}
+    verdicts = {v.node: v for v in evaluate_driver_uniform(views, probed=probed)}
+    assert {v.outcome for v in verdicts.values()} == {Outcome.PASS}
+    assert verdicts["h100-0"].summary == ("driver 580.159.03 (NVML in the whole-node probe), as the rest of the "
+                                          "NVIDIA-H100-80GB-HBM3 pool")
+    label = evaluate_labels_match_hardware(views[0], probes["h100-0"])
+    assert label.outcome is Outcome.FAIL
+    assert label.summary == ("GFD labels disagree with what a pod on the node sees: "
+                             "nvidia.com/cuda.driver-version.full says '570.211.01', the GPU says '580.159.03'")
+    # without the probe's reading the label is all there is, and it names itself as the source
+    stale = {v.node: v for v in evaluate_driver_uniform(views)}["h100-0"]
+    assert stale.outcome is Outcome.DEGRADED
+    assert stale.summary == ("driver 570.211.01 (label nvidia.com/cuda.driver-version.full) while the "
+                             "NVIDIA-H100-80GB-HBM3 pool runs 580.159.03")
+
+
+def test_a_lone_node_of_its_pool_has_nothing_to_be_uniform_with():
+    """A lone L40S passed "as the rest of the pool"; there is no rest: not applicable, unless --expect
+    declares the pool's driver."""
+    lone = NodeView.of("l40s-0", {"nvidia.com/gpu.product": "NVIDIA-L40S",
+                                  "nvidia.com/cuda.driver-version.full": "535.54.03"})
+    (v,) = evaluate_driver_uniform([lone])
+    assert (v.outcome, v.kind) == (Outcome.NOT_TESTED, "not-applicable")
+    assert v.summary == ("l40s-0 is the only node of the NVIDIA-L40S pool: there is no other node to compare its "
+                         "driver 535.54.03 (label nvidia.com/cuda.driver-version.full) with (--expect can declare "
+                         "the pool's driver)")
+    (declared,) = evaluate_driver_uniform([lone], {"l40s-0": DriverPolicy("l40s", version="535.54.03")})
+    assert declared.outcome is Outcome.PASS
+
+
+def test_a_pass_names_the_pool_mates_whose_driver_is_unknown_and_none_known_is_not_tested():
+    labels = {"nvidia.com/gpu.product": "NVIDIA-L40S", "nvidia.com/cuda.driver-version.full": "535.54.03"}
+    a, b = NodeView.of("a", labels), NodeView.of("b", labels)
+    blind = NodeView.of("u", {"nvidia.com/gpu.product": "NVIDIA-L40S"})
+    verdicts = evaluate_driver_uniform([a, b, blind])
+    assert [v.outcome for v in verdicts] == [Outcome.PASS, Outcome.PASS, Outcome.NOT_TESTED]
+    assert verdicts[0].not_judged == ("the driver of u (unknown), so it is compared with 1 of the pool's 2 other "
+                                      "nodes",)
+    alone, unknown = evaluate_driver_uniform([a, blind])
+    assert (alone.outcome, alone.kind) == (Outcome.NOT_TESTED, "could-not-run")
+    assert alone.summary == ("the driver of the other node(s) of the NVIDIA-L40S pool is unknown (u): a's driver "
+                             "535.54.03 (label nvidia.com/cuda.driver-version.full) has nothing to be compared with")
+    assert unknown.summary == ("no nvidia.com/cuda.driver-version.full or cuda.driver.major/minor label, no "
+                               "ResourceSlice attribute driverVersion and no NVML reading from a whole-node probe")

@@ -29,6 +29,7 @@ H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count
         "nvidia.com/gpu.compute.major": "9", "nvidia.com/gpu.compute.minor": "0",
         "nvidia.com/cuda.driver-version.full": "580.159.03", "nvidia.com/cuda.runtime-version.full": "13.0"}
 EIGHT = {"nvidia.com/gpu": "8"}
+LABEL = " (label nvidia.com/cuda.driver-version.full)"  # the driver label, as a verdict names its source
 
 
 def node(name: str = "n", labels: Mapping[str, str] | None = None, capacity: Mapping[str, str] | None = None,
@@ -275,27 +276,33 @@ def pool_of(*drivers: str, product: str = "NVIDIA-H100-80GB-HBM3") -> list[NodeV
 
 @pytest.mark.parametrize(("drivers", "declared", "outcomes", "words"), [
     (("580.159.03", "580.159.03", "570.211.01"), {}, ["pass", "pass", "degraded"],
-     ["driver 580.159.03, as the rest of the NVIDIA-H100-80GB-HBM3 pool",
-      "driver 570.211.01 while the NVIDIA-H100-80GB-HBM3 pool runs 580.159.03"]),
+     ["driver 580.159.03 (label nvidia.com/cuda.driver-version.full), as the rest of the NVIDIA-H100-80GB-HBM3 pool",
+      f"driver 570.211.01{LABEL} while the NVIDIA-H100-80GB-HBM3 pool runs 580.159.03"]),
     (("570.211.01", "580.159.03"), {}, ["degraded", "pass"], ["while the NVIDIA-H100-80GB-HBM3 pool runs 580.159.03"]),
-    (("580.95.5", "580.95.10"), {}, ["degraded", "pass"], ["driver 580.95.5 while the NVIDIA-H100-80GB-HBM3 pool runs "
-                                                        "580.95.10"]),
+    (("580.95.5", "580.95.10"), {}, ["degraded", "pass"], [f"driver 580.95.5{LABEL} while the NVIDIA-H100-80GB-HBM3 "
+                                                        "pool runs 580.95.10"]),
     (("580.159.03", "570.211.01"), {"version": "580.159.03"}, ["pass", "degraded"],
-     ["driver 580.159.03, as --expect declares for pool h100",
-      "driver 570.211.01 while --expect declares 580.159.03 for pool h100"]),
+     ["driver 580.159.03 (label nvidia.com/cuda.driver-version.full), as --expect declares for pool h100",
+      f"driver 570.211.01{LABEL} while --expect declares 580.159.03 for pool h100"]),
     (("580.159.03", "580.82.07"), {"branch": 580}, ["pass", "pass"],
-     ["driver 580.159.03 on branch 580, which --expect allows for pool h100 (branch-only policy; the pool also runs "
-      "580.82.07)"]),
+     [f"driver 580.159.03{LABEL} on branch 580, which --expect allows for pool h100 (branch-only "
+      "policy; the pool also runs 580.82.07)"]),
     (("580.159.03", "570.211.01"), {"branch": 580}, ["pass", "degraded"],
-     ["driver 570.211.01 is on branch 570 while --expect declares branch 580 for pool h100"]),
+     [f"driver 570.211.01{LABEL} is on branch 570 while --expect declares branch 580 for pool h100"]),
     (("580.159.03",), {"branch": 580}, ["pass"], ["(branch-only policy)"]),
     (("580.159.03", "580.82.07", "580.65.06"), {"branch": 580}, ["pass"] * 3, [
         "the pool also runs 580.65.06, 580.82.07)"]),
-    (("580.159.03", ""), {}, ["pass", "not-tested"], ["driver 580.159.03, as the rest of the"]),
+    (("580.159.03", ""), {}, ["not-tested", "not-tested"], [
+        "the driver of the other node(s) of the NVIDIA-H100-80GB-HBM3 pool is unknown (n1): n0's driver 580.159.03"]),
+    (("580.159.03", "580.159.03", ""), {}, ["pass", "pass", "not-tested"], [
+        f"driver 580.159.03{LABEL}, as the rest of the NVIDIA-H100-80GB-HBM3 pool"]),
+    (("580.159.03",), {}, ["not-tested"], [
+        "n0 is the only node of the NVIDIA-H100-80GB-HBM3 pool: there is no other node to compare its driver "
+        "580.159.03 (label nvidia.com/cuda.driver-version.full) with (--expect can declare the pool's driver)"]),
 ], ids=["the odd node of three", "a tie goes to the newer", "versions compare as numbers", "an exact policy",
         "a branch policy allows the branch", "a branch policy fails another branch", "a branch policy, one node",
         "a branch policy, three versions",
-        "a node without a driver label"])
+        "a node without a driver label", "a node without a driver label beside two", "a pool of one"])
 def test_the_driver_is_compared_within_the_pool_or_with_the_policy(drivers: tuple[str, ...], declared: dict[str, Any],
                                                                   outcomes: list[str], words: list[str]) -> None:
     nodes = pool_of(*drivers)
@@ -316,13 +323,17 @@ def test_the_driver_is_compared_within_the_pool_or_with_the_policy(drivers: tupl
 def test_pools_are_per_product_so_two_products_are_two_majorities() -> None:
     nodes = [*pool_of("580.159.03", "580.159.03"), *pool_of("570.211.01", product="NVIDIA-A100-SXM4-80GB-SHARED")]
     nodes[2] = dataclasses.replace(nodes[2], name="a")
-    assert [v.outcome.value for v in inv.evaluate_driver_uniform(nodes)] == ["pass", "pass", "pass"]
+    # the A100 alone is a pool of one: nothing to compare its 570 with, and no skew of the H100 pool
+    assert [(v.node, v.outcome.value) for v in inv.evaluate_driver_uniform(nodes)] == [
+        ("a", "not-tested"), ("n0", "pass"), ("n1", "pass")]
     shared = [*pool_of("580.159.03", "580.159.03"), *pool_of("570.211.01", product="NVIDIA-H100-80GB-HBM3-SHARED")]
     shared[2] = dataclasses.replace(shared[2], name="s")
     odd = inv.evaluate_driver_uniform(shared)[-1]
-    assert odd.node == "s" and odd.summary == "driver 570.211.01 while the NVIDIA-H100-80GB-HBM3 pool runs 580.159.03"
-    unlabelled = inv.evaluate_driver_uniform([node("u", labels={"nvidia.com/cuda.driver-version.full": "580.159.03"})])
-    assert unlabelled[0].summary == "driver 580.159.03, as the rest of the unknown pool"
+    assert odd.node == "s" and odd.summary == (f"driver 570.211.01{LABEL} while the NVIDIA-H100-80GB-HBM3 "
+                                               "pool runs 580.159.03")
+    unlabelled = inv.evaluate_driver_uniform([node("u", labels={"nvidia.com/cuda.driver-version.full": "580.159.03"}),
+                                              node("v", labels={"nvidia.com/cuda.driver-version.full": "580.159.03"})])
+    assert unlabelled[0].summary == f"driver 580.159.03{LABEL}, as the rest of the unknown pool"
 
 
 def test_the_pool_count_is_the_commonest_among_nodes_of_one_product_and_machine() -> None:

@@ -87,7 +87,8 @@ def test_one_driver_per_pool_is_judged_on_old_gfd_labels():
     verdicts = {v.node: v for v in evaluate_driver_uniform([old, upgraded, third])}
     assert verdicts["eksworker3"].outcome is Outcome.PASS
     assert verdicts["eksworker4"].outcome is Outcome.DEGRADED
-    assert verdicts["eksworker4"].summary == "driver 530.54.15 while the Tesla-T4 pool runs 530.41.03"
+    assert verdicts["eksworker4"].summary == ("driver 530.54.15 (label nvidia.com/cuda.driver.major/minor/rev) while "
+                                              "the Tesla-T4 pool runs 530.41.03")
 
 
 def test_the_labels_of_an_old_gfd_match_the_hardware_its_nvidia_smi_shows(tmp_path):

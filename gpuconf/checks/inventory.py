@@ -22,6 +22,7 @@ from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 __all__ = [
     "MIG_INVALID",
     "NVML_CHECK",
+    "PROBE_DRIVER",
     "DriverPolicy",
     "GfdDeployment",
     "OperatorPolicy",
@@ -463,17 +464,26 @@ def _branch(version: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-def node_driver(node: NodeView) -> tuple[str | None, str]:
-    """The node's driver version and where it was read, or None and why it is unknown: GFD's
-    ``cuda.driver-version.full`` (or, from older GFD releases, ``cuda.driver.major/minor/rev``), else
-    the DRA driver's ``driverVersion`` attribute (gpuconf.nodes.facts)."""
+#: Where :func:`node_driver` read a driver version from the probe (the most direct reading).
+PROBE_DRIVER = "NVML in the whole-node probe"
+
+
+def node_driver(node: NodeView, probed: str | None = None) -> tuple[str | None, str]:
+    """The node's driver version and where it was read, or None and why it is unknown, from the most
+    direct source the run has: ``probed``, the driver NVML reported in the whole-node probe (what a
+    pod given the node's GPUs runs on), else GFD's ``cuda.driver-version.full`` label (or, from older
+    GFD releases, ``cuda.driver.major/minor/rev``), else the DRA driver's ``driverVersion`` attribute
+    (gpuconf.nodes.facts). A label that disagrees with the probe is labels.gfd-matches-hardware's
+    finding, never a driver skew."""
+    if probed:
+        return probed, PROBE_DRIVER
     version, missing = label_driver_version(node.labels)
     if version is not None:
-        return version, missing
+        return version, f"label {missing}"
     fact = node.facts.driver
     if fact.value is not None:
         return fact.value, f"{fact.source.value} {fact.key}"
-    return None, f"{missing}, and no ResourceSlice attribute driverVersion"
+    return None, f"{missing}, no ResourceSlice attribute driverVersion and no NVML reading from a whole-node probe"
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -481,21 +491,24 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.split(".") if p.isdigit())
 
 
-def evaluate_driver_uniform(nodes: Sequence[NodeView],
-                            policy: Mapping[str, DriverPolicy] | None = None) -> list[Verdict]:
+def evaluate_driver_uniform(nodes: Sequence[NodeView], policy: Mapping[str, DriverPolicy] | None = None, *,
+                            probed: Mapping[str, str] | None = None) -> list[Verdict]:
     """One verdict per node: its driver against what --expect declares for its pool (``policy``,
     by node name: an exact version, or a branch that allows any version on it), else against the
     majority of its pool (same GPU product, :func:`fact_product`). The version is :func:`node_driver`'s
-    (GFD's label, else the DRA driver's attribute), compared as a version; a verdict on a version
-    read from a ResourceSlice names that source."""
+    (``probed``: node -> the driver NVML reported in its whole-node probe; else GFD's label, else the
+    DRA driver's attribute), compared as a version; every verdict names its source. A pool of one has
+    nothing to be uniform with (not applicable without a policy); a node whose pool's other drivers
+    are all unknown could not be compared; a PASS names the pool's nodes it was not compared with."""
     cid = "driver.version-uniform-in-pool"
     policy = policy or {}
+    probed = probed or {}
     pools: dict[str, list[NodeView]] = defaultdict(list)
     for n in nodes:
         pools[fact_product(n) or "unknown"].append(n)
     out = []
     for product, members in sorted(pools.items()):
-        versions = {n.name: node_driver(n) for n in members}
+        versions = {n.name: node_driver(n, probed.get(n.name)) for n in members}
         known = [_version(v) for v, _ in versions.values() if v]
         # The pool's version is the most common one; on a tie, the newest (a node left behind by
         # an upgrade is the usual odd one out). A declared --expect policy takes precedence.
@@ -507,14 +520,15 @@ def evaluate_driver_uniform(nodes: Sequence[NodeView],
             if version is None:
                 out.append(not_tested(cid, n.name, source, kind=COULD_NOT_RUN))
                 continue
-            shown = version if source.startswith("nvidia.com/") else f"{version} ({source})"
+            shown = f"{version} ({source})"
             if declared is not None and declared.version is not None:
                 if _version(version) == _version(declared.version):
                     out.append(passed(cid, n.name, f"driver {shown}, as --expect declares for pool {declared.pool}"))
                 else:
                     out.append(failed(cid, n.name, f"driver {shown} while --expect declares {declared.version} for "
                                       f"pool {declared.pool}", expected=declared.version, observed=version))
-            elif declared is not None and declared.branch is not None:
+                continue
+            if declared is not None and declared.branch is not None:
                 if _branch(version) == declared.branch:
                     others = sorted({v for v, _ in versions.values() if v and _version(v) != _version(version)})
                     out.append(passed(cid, n.name, f"driver {shown} on branch {declared.branch}, which --expect "
@@ -524,12 +538,31 @@ def evaluate_driver_uniform(nodes: Sequence[NodeView],
                     out.append(failed(cid, n.name, f"driver {shown} is on branch {_branch(version)} while --expect "
                                       f"declares branch {declared.branch} for pool {declared.pool}",
                                       expected=f"a {declared.branch}.x driver", observed=version))
-            elif _version(version) == top:
-                out.append(passed(cid, n.name, f"driver {shown}, as the rest of the {product} pool"))
-            else:
-                out.append(failed(cid, n.name, f"driver {shown} while the {product} pool runs {majority}",
-                                  expected=str(majority), observed=version))
+                continue
+            out.append(_against_pool(cid, n.name, product, shown, version, majority,
+                                     {m.name: versions[m.name][0] for m in members if m is not n}))
     return out
+
+
+def _against_pool(cid: str, node: str, product: str, shown: str, version: str, majority: str | None,
+                  others: Mapping[str, str | None]) -> Verdict:
+    """A node's driver against its pool's majority (``others``: every other node of the pool and its
+    version, None where unknown)."""
+    if not others:
+        return not_tested(cid, node, f"{node} is the only node of the {product} pool: there is no other node to "
+                          f"compare its driver {shown} with (--expect can declare the pool's driver)",
+                          kind=NOT_APPLICABLE)
+    unknown = [m for m, v in others.items() if v is None]
+    if len(unknown) == len(others):
+        return not_tested(cid, node, f"the driver of the other node(s) of the {product} pool is unknown ("
+                          f"{', '.join(unknown)}): {node}'s driver {shown} has nothing to be compared with",
+                          kind=COULD_NOT_RUN)
+    caveat = (f"the driver of {', '.join(unknown)} (unknown), so it is compared with {len(others) - len(unknown)} of "
+              f"the pool's {len(others)} other nodes",) if unknown else ()
+    if majority is not None and _version(version) == _version(majority):
+        return passed(cid, node, f"driver {shown}, as the rest of the {product} pool", not_judged=caveat)
+    return failed(cid, node, f"driver {shown} while the {product} pool runs {majority}",
+                  expected=str(majority), observed=version)
 
 
 NVML_CHECK = "driver.nvml-initializes"
