@@ -178,8 +178,9 @@ def test_preflight_gpus_free(gpu_node, gpu_nodes, intra_node, record_property):
 @pytest.mark.needs_probe
 @pytest.mark.check("nccl.allreduce-completes")
 def test_allreduce_completes(gpu_node, gpu_nodes, intra_node, record_property):
-    nccl_node(gpu_nodes, gpu_node)
-    judge(checks.evaluate_allreduce_completes(gpu_node, report(intra_node, gpu_node)), record_property)
+    node = nccl_node(gpu_nodes, gpu_node)
+    judge(checks.evaluate_allreduce_completes(gpu_node, report(intra_node, gpu_node), gpus=whole_gpus(node)),
+          record_property)
 
 
 @pytest.mark.needs_probe
@@ -214,7 +215,7 @@ BOOTSTRAP_TIMEOUT_S = 300
 MAX_MULTINODE = 16
 
 
-def intra_node_failure(run: IntraNode, node: str) -> str | None:
+def intra_node_failure(run: IntraNode, node: str, gpus: int) -> str | None:
     """Why ``node`` does not go on to the pairwise pass (None: its intra-node all-reduce completed
     correctly)."""
     verdict = run.preflight[node]
@@ -230,7 +231,7 @@ def intra_node_failure(run: IntraNode, node: str) -> str | None:
         doc = parse_nccl_probe(text, exit_code=outcome.container("probe").exit_code, source=f"nccl-probe on {node}")
     except ProbeParseError as exc:
         return f"its intra-node document is unreadable ({exc})"
-    verdict = checks.evaluate_allreduce_completes(node, doc)
+    verdict = checks.evaluate_allreduce_completes(node, doc, gpus=gpus)
     return None if verdict.outcome is Outcome.PASS else f"nccl.allreduce-completes failed ({verdict.summary})"
 
 
@@ -319,7 +320,7 @@ def pairwise(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView], int
     nodes = {name: n for name, n in gpu_nodes.items() if nccl_request(n)}
     groups: dict[str, list[str]] = {}
     for name, node in nodes.items():
-        why = intra_node_failure(intra_node, name)
+        why = intra_node_failure(intra_node, name, whole_gpus(node))
         if why is not None:
             out.excluded[name] = f"{name} is excluded from the pairwise pass: {why}"
             out.kinds[name] = not_run_kind(intra_node, name)
@@ -458,7 +459,7 @@ def burn_in(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView], intr
     for node in gpu_nodes.values():
         if not nccl_request(node):
             continue
-        why = intra_node_failure(intra_node, node.name)
+        why = intra_node_failure(intra_node, node.name, whole_gpus(node))
         if why is not None:
             out.excluded[node.name] = f"{node.name} is excluded from the burn-in: {why}"
             out.kinds[node.name] = not_run_kind(intra_node, node.name)
@@ -482,11 +483,11 @@ def burn_in(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeView], intr
 @pytest.mark.needs_probe
 @pytest.mark.check("nccl.burn-in-stable")
 def test_burn_in_stable(gpu_node, gpu_nodes, burn_in, record_property):
-    nccl_node(gpu_nodes, gpu_node)
+    node = nccl_node(gpu_nodes, gpu_node)
     if gpu_node in burn_in.excluded:
         skip_not_tested(burn_in.excluded[gpu_node], burn_in.kinds.get(gpu_node, COULD_NOT_RUN))
     rounds = burn_in.rounds[gpu_node]
-    verdict = checks.evaluate_burn_in_stable(gpu_node, rounds)
+    verdict = checks.evaluate_burn_in_stable(gpu_node, rounds, gpus=whole_gpus(node))
     for line in verdict.evidence:  # every round's figure, in junit.xml also when the check passes
         record_property("gpuconf.burn-in", line)
     # report.json carries each round's figure; `gpuconf report diff` compares the curve of the node's slowest round

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -25,6 +26,7 @@ def probe(profile: str = "healthy-h100", node: str = "h100-0", faults: list[dict
 
 
 H100 = checks.expected_floor("NVIDIA H100 80GB HBM3", 8)
+HEALTHY_8 = probe()
 
 
 def test_the_h100_board_is_expected_to_reach_the_nvls_floor():
@@ -36,14 +38,14 @@ def test_the_h100_board_is_expected_to_reach_the_nvls_floor():
 
 def test_a_healthy_node_passes_every_nccl_check():
     report = probe()
-    for verdict in (checks.evaluate_allreduce_completes("h100-0", report),
+    for verdict in (checks.evaluate_allreduce_completes("h100-0", report, gpus=8),
                     checks.evaluate_busbw("h100-0", report, H100), checks.evaluate_transport("h100-0", report, H100)):
         assert verdict.outcome is Outcome.PASS, verdict.message()
 
 
 def test_a_hang_fails_completion_naming_the_size_and_leaves_busbw_untested():
     report = probe(faults=[{"id": "nccl-hang", "pool": "h100", "node": 0}])
-    verdict = checks.evaluate_allreduce_completes("h100-0", report)
+    verdict = checks.evaluate_allreduce_completes("h100-0", report, gpus=8)
     assert verdict.outcome is Outcome.FAIL
     assert verdict.summary.startswith("the all-reduce hung at 1048576 bytes: timeout: all_reduce of 1048576 bytes")
     assert checks.evaluate_busbw("h100-0", report, H100).outcome is Outcome.NOT_TESTED
@@ -69,7 +71,7 @@ def test_wrong_results_fail_completion():
     report = probe()
     bad = dataclasses.replace(report, sizes=(dataclasses.replace(report.sizes[-1], correct=False, mismatches=3),),
                               all_correct=False)
-    verdict = checks.evaluate_allreduce_completes("h100-0", bad)
+    verdict = checks.evaluate_allreduce_completes("h100-0", bad, gpus=8)
     assert verdict.outcome is Outcome.FAIL and "4294967296 B: 3 mismatches" in (verdict.observed or "")
 
 
@@ -78,6 +80,68 @@ def test_a_ring_without_nvls_on_an_nvswitch_hopper_board_fails_the_transport():
     verdict = checks.evaluate_transport("h100-0", report, H100)
     assert verdict.outcome is Outcome.DEGRADED
     assert verdict.summary == "NCCL chose P2P/CUMEM, not NVLS, for 8 x NVIDIA H100 80GB HBM3 over nvswitch, nvls"
+
+
+
+def edited(edit) -> NcclProbeReport:
+    """The healthy h100-0 document, edited as JSON and parsed again through the probe's schema."""
+    p = load_profile("healthy-h100")
+    n = expand(p).node("h100-0")
+    code, out = nccl_probe_run(n, visible=[Visible(g) for g in n.gpus], image_cuda=parse_cuda("13.0.2"), env={},
+                               started_at="2026-12-01T00:00:00.000Z", hostname="h100-0", iters=20)
+    doc = json.loads(out)
+    edit(doc)
+    return parse_nccl_probe(json.dumps(doc), exit_code=code)
+
+
+def no_sizes(doc: dict) -> None:
+    doc["sweep"]["sizes"] = []
+
+
+def test_a_completed_sweep_that_records_no_message_size_proves_nothing():
+    """sweep.completed true with sizes [] passed "completed correctly at 0 message sizes"."""
+    report = edited(no_sizes)
+    assert report.sweep_completed is True and report.sizes == ()
+    v = checks.evaluate_allreduce_completes("h100-0", report, gpus=8)
+    assert (v.outcome, v.kind) == (Outcome.NOT_TESTED, "could-not-run")
+    assert v.summary == ("the NCCL probe on h100-0 says its sweep completed but records no message size: no "
+                         "all-reduce result to judge")
+    # a rank of a pair job with such a document has not finished either
+    rank = checks.RankResult(1, "h1", report)
+    assert not rank.finished and rank.why() == "rank 1 on h1: its sweep records no message size"
+    pair = checks.combine_job("p", ("h0", "h1"), [checks.RankResult(0, "h0", HEALTHY_8), rank])
+    call = checks.pair_completion_call(pair)
+    assert call.ok is False and call.text == "h0 + h1: rank 1 on h1: its sweep records no message size"
+
+
+def test_an_all_reduce_over_fewer_gpus_than_asked_for_fails_naming_both_counts():
+    """A 1-of-8 run completed correctly, and passed; the GPUs asked for were never compared."""
+    p = load_profile("healthy-h100")
+    n = expand(p).node("h100-0")
+    code, out = nccl_probe_run(n, visible=[Visible(n.gpus[0])], image_cuda=parse_cuda("13.0.2"), env={},
+                               started_at="2026-12-01T00:00:00.000Z", hostname="h100-0", iters=20)
+    one = parse_nccl_probe(out, exit_code=code)
+    assert one.exit_code == 0 and one.nranks == 1
+    v = checks.evaluate_allreduce_completes("h100-0", one, gpus=8)
+    assert v.outcome is Outcome.FAIL
+    assert v.summary == ("the all-reduce ran over 1 rank(s) where its pod asked for 8 GPUs: the probe used 1 GPU(s), "
+                         "so the job did not span them all")
+    assert (v.expected, v.observed) == ("8 ranks, one per GPU asked for", "1 ranks")
+    assert v.evidence == (f"GPU {n.gpus[0].uuid}",)
+    ok = checks.evaluate_allreduce_completes("h100-0", HEALTHY_8, gpus=8)
+    assert (ok.outcome, ok.summary) == (Outcome.PASS, "all-reduce over 8 GPUs completed correctly at 30 message "
+                                                      "sizes")
+    # a document that does not say how many ranks ran is not judged
+    blind = checks.evaluate_allreduce_completes("h100-0", dataclasses.replace(HEALTHY_8, nranks=None), gpus=8)
+    assert (blind.outcome, blind.kind) == (Outcome.NOT_TESTED, "could-not-run")
+    assert blind.summary == ("the NCCL probe on h100-0 records no rank count: whether the all-reduce ran over the 8 "
+                             "GPUs asked for is unknown")
+    # and a burn-in round over fewer GPUs is a round that did not complete correctly
+    short = checks.evaluate_burn_in_stable("h100-0", [checks.BurnInRound(1, HEALTHY_8), checks.BurnInRound(2, one)],
+                                           gpus=8)
+    assert short.outcome is Outcome.FAIL
+    assert short.summary.startswith("1 of 2 burn-in rounds on h100-0 did not complete correctly: round 2: the "
+                                    "all-reduce ran over 1 rank(s)")
 
 
 @pytest.mark.parametrize("capacity,allocatable,holders,outcome,text", [
@@ -239,7 +303,7 @@ def burn_in_rounds(*busbw: float | None, hung: int | None = None) -> list[checks
 
 
 def test_burn_in_rounds_that_agree_pass_with_every_round_in_the_evidence():
-    verdict = checks.evaluate_burn_in_stable("h100-0", burn_in_rounds(462.0, 455.5, 470.1))
+    verdict = checks.evaluate_burn_in_stable("h100-0", burn_in_rounds(462.0, 455.5, 470.1), gpus=8)
     assert verdict.outcome is Outcome.PASS, verdict.message()
     assert verdict.summary == ("3 rounds completed correctly; large-message busbw 455.5..470.1 GB/s, within 10% of "
                                "the best round")
@@ -249,20 +313,20 @@ def test_burn_in_rounds_that_agree_pass_with_every_round_in_the_evidence():
 
 
 def test_a_burn_in_round_that_hangs_fails_naming_the_round():
-    verdict = checks.evaluate_burn_in_stable("h100-0", burn_in_rounds(462.0, 462.0, 462.0, hung=2))
+    verdict = checks.evaluate_burn_in_stable("h100-0", burn_in_rounds(462.0, 462.0, 462.0, hung=2), gpus=8)
     assert verdict.outcome is Outcome.FAIL  # a hang is a failure although the check's severity is degraded
     assert verdict.summary.startswith("1 of 3 burn-in rounds on h100-0 did not complete correctly: round 2: the "
                                       "all-reduce hung at 1048576 bytes")
     assert verdict.observed == "2/3 completed"
     assert verdict.evidence[1].startswith("round 2: no large-message figure (200 iterations a size), exit 6 (timeout: "
                                           "all_reduce")
-    lost = checks.evaluate_burn_in_stable("h100-0", burn_in_rounds(462.0, None))
+    lost = checks.evaluate_burn_in_stable("h100-0", burn_in_rounds(462.0, None), gpus=8)
     assert lost.outcome is Outcome.FAIL
     assert "round 2 produced no nccl-probe document (no output: Failed DeadlineExceeded)" in lost.summary
 
 
 def test_a_burn_in_round_20_percent_slower_is_degraded_naming_the_round():
-    verdict = checks.evaluate_burn_in_stable("h100-0", burn_in_rounds(460.0, 368.0, 458.0))
+    verdict = checks.evaluate_burn_in_stable("h100-0", burn_in_rounds(460.0, 368.0, 458.0), gpus=8)
     assert verdict.outcome is Outcome.DEGRADED
     assert verdict.summary == ("large-message busbw on h100-0 dipped more than 10% below its best round (round 1, "
                                "460 GB/s): round 2 368 GB/s (20% below); an intermittent link, clock or thermal "
@@ -270,7 +334,7 @@ def test_a_burn_in_round_20_percent_slower_is_degraded_naming_the_round():
     assert verdict.expected == "every round >= 414 GB/s (10% below the best)"
     assert verdict.observed == "460, 368, 458 GB/s"
     assert "nvlink -e" in verdict.message()  # the remediation
-    assert checks.evaluate_burn_in_stable("h100-0", []).outcome is Outcome.NOT_TESTED
+    assert checks.evaluate_burn_in_stable("h100-0", [], gpus=8).outcome is Outcome.NOT_TESTED
 
 
 def test_the_burn_in_pod_asks_for_more_iterations_and_the_simulated_probe_runs_them():

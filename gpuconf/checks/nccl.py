@@ -71,7 +71,11 @@ def pool_gpu_counts(nodes: Sequence[tuple[str, str, int]]) -> dict[str, int]:
     return {name: usual[product] for name, product, _ in nodes}
 
 
-def evaluate_allreduce_completes(node: str, report: NcclProbeReport) -> Verdict:
+def evaluate_allreduce_completes(node: str, report: NcclProbeReport, *, gpus: int) -> Verdict:
+    """The all-GPU all-reduce completed its sweep with correct results at every message size, over
+    the ``gpus`` GPUs its pod asked for. A sweep the document calls complete but that records no
+    message size proves nothing about the results (NOT TESTED); one rank per GPU asked for is what
+    the document must show, so a job over fewer (or more) GPUs than asked for fails."""
     cid = "nccl.allreduce-completes"
     if report.hung:
         at = f" at {report.running_bytes} bytes" if report.running_bytes is not None else ""
@@ -85,8 +89,19 @@ def evaluate_allreduce_completes(node: str, report: NcclProbeReport) -> Verdict:
         return failed(cid, node, f"wrong all-reduce results at {len(wrong)} message size(s)",
                       expected="every element correct",
                       observed=", ".join(f"{s.bytes} B: {s.mismatches} mismatches" for s in wrong[:5]))
-    return passed(cid, node, f"all-reduce over {report.nranks or len(report.local_gpu_uuids)} GPUs completed "
-                  f"correctly at {len(report.sizes)} message sizes")
+    if not report.sizes:
+        return not_tested(cid, node, f"the NCCL probe on {node} says its sweep completed but records no message "
+                          "size: no all-reduce result to judge", kind=COULD_NOT_RUN)
+    ranks = report.nranks
+    if ranks is None:
+        return not_tested(cid, node, f"the NCCL probe on {node} records no rank count: whether the all-reduce ran "
+                          f"over the {gpus} GPUs asked for is unknown", kind=COULD_NOT_RUN)
+    if ranks != gpus:
+        return failed(cid, node, f"the all-reduce ran over {ranks} rank(s) where its pod asked for {gpus} GPUs: "
+                      f"the probe used {len(report.local_gpu_uuids)} GPU(s), so the job did not span them all",
+                      expected=f"{gpus} ranks, one per GPU asked for", observed=f"{ranks} ranks",
+                      evidence=tuple(f"GPU {uuid}" for uuid in report.local_gpu_uuids))
+    return passed(cid, node, f"all-reduce over {ranks} GPUs completed correctly at {len(report.sizes)} message sizes")
 
 
 def _fabric(gpu: str, gpus: int) -> str:
@@ -169,7 +184,7 @@ class RankResult:
     def finished(self) -> bool:
         r = self.report
         return (r is not None and r.exit_code == 0 and not r.hung and bool(r.sweep_completed)
-                and r.all_correct is not False and all(s.correct for s in r.sizes))
+                and r.all_correct is not False and bool(r.sizes) and all(s.correct for s in r.sizes))
 
     def why(self) -> str:
         r = self.report
@@ -181,6 +196,8 @@ class RankResult:
         wrong = [x for x in r.sizes if not x.correct]
         if r.exit_code == 0 and wrong:
             return f"rank {self.rank} on {self.node}: wrong results at {len(wrong)} message size(s)"
+        if r.exit_code == 0 and r.sweep_completed and not r.sizes:
+            return f"rank {self.rank} on {self.node}: its sweep records no message size"
         return f"rank {self.rank} on {self.node} exited {r.exit_code}: {r.exit_reason}"
 
 
@@ -392,7 +409,7 @@ def _round_line(r: BurnInRound) -> str:
     return f"round {r.number}: {figure}, exit {r.report.exit_code} ({r.report.exit_reason})"
 
 
-def evaluate_burn_in_stable(node: str, rounds: Sequence[BurnInRound], *,
+def evaluate_burn_in_stable(node: str, rounds: Sequence[BurnInRound], *, gpus: int,
                             tolerance: float = BURN_IN_TOLERANCE) -> Verdict:
     """Every round of the node's all-GPU all-reduce completes with correct results (a round that
     does not is a failure, whatever the check's severity: the node cannot be trusted with a long
@@ -408,7 +425,7 @@ def evaluate_burn_in_stable(node: str, rounds: Sequence[BurnInRound], *,
         if r.report is None:
             broken.append(f"round {r.number} produced no nccl-probe document ({r.problem})")
             continue
-        completes = evaluate_allreduce_completes(node, r.report)
+        completes = evaluate_allreduce_completes(node, r.report, gpus=gpus)
         if completes.outcome is not Outcome.PASS:
             broken.append(f"round {r.number}: {completes.summary}")
     if broken:
