@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -434,3 +435,54 @@ def test_an_unknown_claim_allocation_is_not_tested_and_claims_tell_two_pods_apar
     pair = {sighting(p).where: claim_grant(p, slice_of(leaky)) for p in (a, b)}
     v = evaluate_concurrent_pods_disjoint(NODE, sighting(a), sighting(b), allocatable=8, together=None, grants=pair)
     assert v.outcome is Outcome.FAIL and v.summary.startswith("their claims gave two pods different GPUs (")
+
+
+def as_mig(seen: Sighting, instances: int) -> Sighting:
+    """``seen`` as a pod given ``instances`` MIG instances of its one GPU: CUDA enumerates them as MIG
+    devices, NVML and /dev still show the one parent."""
+    report = seen.report
+    assert report is not None and len(report.devices) == 1
+    device = report.devices[0]
+    migs = tuple(replace(device, index=i, uuid=f"MIG-0000000{i}-aaaa-bbbb-cccc-dddddddddddd", mig=True)
+                 for i in range(instances))
+    return replace(seen, report=replace(report, devices=migs, device_count=instances))
+
+
+def test_cuda_showing_two_mig_devices_fails_even_where_nvml_shows_one_parent():
+    """A CUDA process enumerates one MIG device however many it was given (MIG User Guide): two are a
+    leak, also to a pod that asked for two."""
+    n = sim_node()
+    one = sighting(pod_outcome("iso-one-h100-0", {"probe": run_probe(n, [Visible(n.gpus[0])], {})}))
+    v = evaluate_sees_only_allocated(NODE, [(1, as_mig(one, 1))], allocatable=1)
+    assert v.outcome is Outcome.PASS
+    assert v.summary.startswith("pods requesting N = 1 GPUs see exactly N (1: MIG-0000000")
+    for asked in (1, 2):
+        v = evaluate_sees_only_allocated(NODE, [(asked, as_mig(one, 2))], allocatable=8)
+        assert v.outcome is Outcome.FAIL
+        assert v.summary == (f"a pod requesting {asked} GPU{'s' if asked > 1 else ''} sees CUDA devices: 2: "
+                             "MIG-00000000-aaaa-bbbb-cccc-dddddddddddd, MIG-00000001-aaaa-bbbb-cccc-dddddddddddd")
+    # two MIG instances on one parent asked as 2: CUDA's one MIG device and NVML's one parent are right
+    v = evaluate_sees_only_allocated(NODE, [(2, as_mig(one, 1))], allocatable=8)
+    assert v.outcome is Outcome.PASS
+    only = evaluate_only_requesting_container(NODE, as_mig(one, 2), sighting(pod_outcome(
+        "iso-split-h100-0", {"sidecar": run_probe(n, [], {})}), "sidecar"))
+    assert only.outcome is Outcome.FAIL and only.summary.startswith(
+        "the container that requests one GPU sees CUDA devices: 2: MIG-00000000")
+
+
+def test_a_claim_allocated_more_devices_than_the_pod_sees_fails():
+    """A claim for one GPU allocated two devices, and the pod sees one of them: not exactly its
+    allocation (the pod's count matches its request, the claim's does not)."""
+    from gpuconf.checks.isolation import CLAIM_OWNER, claim_grant
+
+    n = sim_node()
+    wide = claimed(pod_outcome("iso-one-h100-0", {"probe": run_probe(n, [Visible(n.gpus[0])], {})}),
+                   ["gpu-0", "gpu-1"])
+    grants = {"pod iso-one-h100-0": claim_grant(wide, slice_of(n))}
+    v = evaluate_sees_only_allocated(NODE, [(1, sighting(wide))], allocatable=8, grants=grants)
+    assert v.outcome is Outcome.FAIL
+    assert v.summary == (f"pod iso-one-h100-0 sees {n.gpus[0].uuid} but its claim was allocated gpu-0 "
+                         f"({n.gpus[0].uuid}), gpu-1 ({n.gpus[1].uuid}): the DRA driver prepared another GPU than the "
+                         f"one allocated ({CLAIM_OWNER}, the check that reports this, did not judge h100-0 in this "
+                         "run)")
+    assert v.expected == f"exactly {n.gpus[0].uuid}, {n.gpus[1].uuid}" and v.observed == n.gpus[0].uuid

@@ -553,3 +553,63 @@ def test_the_multi_replica_check_skips_time_slicing_and_needs_replicas() -> None
     assert v.outcome is Outcome.NOT_TESTED and "does not share its GPUs through MPS" in v.summary
     tight = replace(facts_of(mps_node()), allocatable={"nvidia.com/gpu": 1})
     assert mps_plan(tight, pods=2) == "a100-0 has 1 allocatable nvidia.com/gpu: not enough for 2 replicas"
+
+
+def with_alloc(seen: Sighting, **changes: Any) -> Sighting:
+    """The client's probe as if its largest-allocation bisection had found ``changes``."""
+    assert seen.report is not None
+    device = seen.report.devices[0]
+    assert device.largest_alloc is not None
+    measured = replace(device.largest_alloc, **changes)
+    return replace(seen, report=replace(seen.report, devices=(replace(device, largest_alloc=measured),)))
+
+
+def test_a_client_allocating_more_than_its_share_beyond_the_rounding_fails() -> None:
+    """memory / replicas is 20 GiB on a100-0: up to 5 % over it is NVML's memory over CUDA's and the
+    plugin's rounding; 30 GiB (1.5 x, a limit set for 2 or 3 replicas instead of 4) is no limit of 4."""
+    n = mps_node()
+    f, seen = facts_of(n), mps_client(n)
+    assert seen.report is not None
+    gpu = seen.report.devices[0].uuid
+    over = evaluate_mps_client_limits(f, with_alloc(seen, largest_ok_bytes=30 << 30), memory_mib=A100_MIB)
+    assert over.outcome is Outcome.FAIL
+    assert over.summary == (f"pod mps-limit-a100-0-0 (one of 4 MPS replicas of {gpu}) allocated 30.00 GiB in one "
+                            "piece, more than memory / replicas = 20.00 GiB: the MPS control daemon applies no "
+                            "per-client memory limit, so clients can starve each other")
+    assert over.observed == "CUDA_MPS_PIPE_DIRECTORY=/mps/nvidia.com/gpu/pipe, largest allocation 30.00 GiB"
+    edge = int(20 * 2**30 * 1.05)  # 21 GiB: the allowance itself passes, a byte more does not
+    assert evaluate_mps_client_limits(f, with_alloc(seen, largest_ok_bytes=edge), memory_mib=A100_MIB).outcome \
+        is Outcome.PASS
+    assert evaluate_mps_client_limits(f, with_alloc(seen, largest_ok_bytes=edge + 1), memory_mib=A100_MIB).outcome \
+        is Outcome.FAIL
+    # the lower bound the same way: a failed allocation at 3/4 of the share passes, a byte below does not
+    low = 15 << 30
+    fine = evaluate_mps_client_limits(f, with_alloc(seen, smallest_failed_bytes=low), memory_mib=A100_MIB)
+    assert fine.outcome is Outcome.PASS
+    small = evaluate_mps_client_limits(f, with_alloc(seen, smallest_failed_bytes=low - 1), memory_mib=A100_MIB)
+    assert small.outcome is Outcome.FAIL and small.summary == (
+        f"pod mps-limit-a100-0-0 could not allocate 15.00 GiB on {gpu}, less than 75% of memory / replicas = "
+        "20.00 GiB: the MPS limit is smaller than the labelled replicas give")
+
+
+def test_the_refusal_text_passes_only_with_the_pod_failed_at_admission() -> None:
+    """The device plugin's refusal in an event is not a refusal if the pod then ran (a retried
+    admission that succeeded) or never left Pending: only a pod that Failed with it passes."""
+    n = mps_node()
+    refused = rejected_outcome(n)
+    ran = replace(refused, phase="Running")
+    v = evaluate_rejects_multi_replica_request(facts_of(n), ran)
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary == ("pod mps-two-a100-0-0 asking 2 MPS replicas of nvidia.com/gpu on a100-0 was admitted and ran: "
+                         "the device plugin does not refuse more than one MPS replica per container")
+    assert v.observed == ("Running UnexpectedAdmissionError Pod was rejected: Allocate failed due to rpc error: code = "
+                          "Unknown desc = request for 'nvidia.com/gpu: 2' too large: maximum request size for shared "
+                          "resources is 1, which is unexpected")
+    pending = evaluate_rejects_multi_replica_request(facts_of(n), replace(refused, phase="Pending"))
+    assert pending.outcome is Outcome.NOT_TESTED and pending.summary.startswith(
+        "pod mps-two-a100-0-0 asking 2 replicas of nvidia.com/gpu did not reach a100-0's kubelet (Pending ")
+    assert pending.summary.endswith("): the refusal was not exercised")
+    other = evaluate_rejects_multi_replica_request(facts_of(n), replace(refused, phase="Unknown"))
+    assert other.outcome is Outcome.DEGRADED and other.summary.startswith(
+        "pod mps-two-a100-0-0 asking 2 MPS replicas of nvidia.com/gpu ended Unknown UnexpectedAdmissionError")
+    assert other.summary.endswith(", not with the device plugin's refusal")
