@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 __all__ = ["BUSY", "CORDONED", "NOT_READY", "TAINTED", "UNSCHEDULABLE_TAINT", "Availability",
@@ -154,10 +154,10 @@ def _since(when: str | None, now: datetime | None) -> str:
     if now is None:
         return f" since {when}"
     try:
-        then = datetime.fromisoformat(when.replace("Z", "+00:00"))
+        then = datetime.fromisoformat(when)  # Python 3.11 reads the API's "Z"
     except ValueError:
         return f" since {when}"
-    minutes = max(0, int((now - then).total_seconds() // 60))
+    minutes = max(0, (now - then) // timedelta(minutes=1))
     ago = f"{minutes} min" if minutes < 120 else f"{minutes // 60} h {minutes % 60} min"
     return f" since {when} ({ago})"
 
@@ -197,7 +197,7 @@ def availability(node: Any, tolerations: Sequence[Mapping[str, Any]], holders: S
         total = sum(h.gpus for h in holders)
         return Availability(BUSY, f"{name} is busy: {total} GPU(s) held by {len(holders)} other pod(s): "
                             f"{_named(holders)}", tuple(holders))
-    return Availability(None, "", ())
+    return Availability()
 
 
 #: The scheduler's words for a pod refused for want of a GPU resource.
