@@ -1,9 +1,11 @@
-"""Every check of gpuconf/data/checks.yaml can fail: some crafted input in the checks' unit tests makes
-it FAIL (or DEGRADED, its severity), or a fault of the simulator's catalog names it as the check that
-catches it (tests/test_suite_fault_matrix.py proves that one fails on the faulty node).
+"""Every check of gpuconf/data/checks.yaml is proven able to fail by a test that asserts it: a unit test
+whose assertions fail when that check's FAIL (or DEGRADED, its severity) on the test's crafted input is
+turned into a PASS, or a fault of the simulator's catalog that names it as the check that catches it
+(tests/test_suite_fault_matrix.py asserts that one fails on the faulty node).
 
-The unit tests run again in a subprocess under tests/verdict_recorder.py, which records the first test
-in which each check returned a failing verdict; the table (check, the test, the faults) is printed."""
+The unit tests run again in a subprocess under tests/verdict_recorder.py, which re-runs each passing
+test with each check it saw fail sabotaged; the table (check, the test that asserts its failure, the
+faults) is printed. A FAIL the product made in passing, with no assertion on it, proves nothing."""
 
 from __future__ import annotations
 
@@ -30,29 +32,52 @@ def test_every_check_fails_on_some_crafted_input_or_catalog_fault(tmp_path: Path
                           "-p", "no:cacheprovider", "-p", "no:hypothesispytest"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:]
-    failing: dict[str, str] = json.loads(log.read_text())
+    logged = json.loads(log.read_text())
+    proven: dict[str, str] = logged["proven"]
     faults: dict[str, list[str]] = {}
     for fault in fault_catalog().values():
         if fault.severity != "not-tested":
             faults.setdefault(fault.check, []).append(fault.id)
     width = max(map(len, checks()))
     for cid in sorted(checks()):
-        print(f"{cid:<{width}}  {failing.get(cid, '-')}  faults: {', '.join(faults.get(cid, [])) or '-'}")
-    never = sorted(cid for cid in checks() if cid not in failing and cid not in faults)
-    assert not never, f"checks no crafted input and no catalog fault makes fail: {never}"
+        print(f"{cid:<{width}}  {proven.get(cid, '-')}  faults: {', '.join(faults.get(cid, [])) or '-'}")
+    never = sorted(cid for cid in checks() if cid not in proven and cid not in faults)
+    assert not never, ("checks no test asserts the failure of and no catalog fault catches: "
+                       + ", ".join(f"{c} (failed unasserted in {logged['seen'][c]})" if c in logged["seen"] else c
+                                   for c in never))
     # The recorder saw only catalogued checks: a verdict for an unknown id would be a typo somewhere.
-    assert set(failing) <= set(checks()), set(failing) - set(checks())
+    assert set(logged["seen"]) <= set(checks()), set(logged["seen"]) - set(checks())
 
 
-def test_the_recorder_sees_a_failing_verdict_and_ignores_the_others(tmp_path: Path):
+def test_the_recorder_credits_a_test_that_asserts_a_failure_and_no_other(tmp_path: Path):
     (tmp_path / "test_probe.py").write_text(
-        "from gpuconf.verdict import failed, passed, not_tested\n"
-        "def test_fail():\n    failed('smoke.vector-add-every-gpu', 'n', 'x')\n"
-        "def test_other():\n    passed('inventory.gpu-resource-advertised', 'n', 'x')\n"
-        "    not_tested('dcgm.diag-passes', 'n', 'x')\n")
+        "from gpuconf.checks.probe_start import evaluate_block\n"
+        "from gpuconf.checks.probe_start import Blocked\n"
+        "from gpuconf.checks.inventory import evaluate_cuda_device_nodes\n"
+        "from gpuconf.verdict import Outcome, failed, passed\n"
+        "from test_checks_inventory import h100_0, whole_node_probe\n"
+        "import dataclasses\n"
+        "def broken():\n"
+        "    p = whole_node_probe(h100_0())\n"
+        "    return dataclasses.replace(p, device_nodes={**p.device_nodes, '/dev/nvidia-uvm': False})\n"
+        "def test_asserts():\n"
+        "    assert evaluate_cuda_device_nodes('n', broken()).outcome is Outcome.FAIL\n"
+        "def test_watches_only():\n"
+        "    evaluate_cuda_device_nodes('n', broken())\n"
+        "    v = evaluate_cuda_device_nodes('n', whole_node_probe(h100_0()))\n"
+        "    assert v.outcome is Outcome.PASS\n"
+        "def test_builds_its_own():\n"
+        "    assert failed('smoke.vector-add-every-gpu', 'n', 'x').outcome is Outcome.FAIL\n"
+        "    passed('inventory.gpu-resource-advertised', 'n', 'x')\n")
     log = tmp_path / "failing.json"
     env = {**os.environ, "GPUCONF_VERDICT_LOG": str(log), "PYTHONPATH": str(ROOT / "tests")}
-    subprocess.run([sys.executable, "-m", "pytest", str(tmp_path / "test_probe.py"), "-q", "-p", "no:xdist",
-                    "-p", "verdict_recorder", "-p", "no:cacheprovider", "--rootdir", str(tmp_path)],
-                   cwd=tmp_path, env=env, check=True, capture_output=True)
-    assert json.loads(log.read_text()) == {"smoke.vector-add-every-gpu": f"{'test_probe.py'}::test_fail"}
+    for only in ("test_watches_only or test_builds_its_own", "test_asserts or test_watches_only"):
+        subprocess.run([sys.executable, "-m", "pytest", str(tmp_path / "test_probe.py"), "-q", "-p", "no:xdist",
+                        "-p", "verdict_recorder", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "-k", only],
+                       cwd=tmp_path, env=env, check=True, capture_output=True)
+        logged = json.loads(log.read_text())
+        if "test_asserts" in only:  # the asserting test is the proof, and the tests still pass
+            assert logged["proven"] == {"runtime.cuda-device-nodes-present": "test_probe.py::test_asserts"}
+        else:  # a FAIL made in passing is seen, never proof; a verdict the test builds itself is neither
+            assert logged == {"proven": {}, "seen": {"runtime.cuda-device-nodes-present":
+                                                     "test_probe.py::test_watches_only"}}
