@@ -22,6 +22,9 @@ from gpuconf.sim.profile import expand, load_profile, with_faults
 from gpuconf.verdict import Outcome
 
 REAL = Path(__file__).resolve().parent / "data" / "real" / "bandwidth"
+#: The PCI bus ids of the simulated h100-0's eight GPUs, as NVML writes them.
+BUS_IDS = ("00000000:18:00.0", "00000000:2A:00.0", "00000000:3A:00.0", "00000000:5D:00.0", "00000000:9A:00.0",
+           "00000000:AB:00.0", "00000000:BA:00.0", "00000000:DB:00.0")
 
 
 def doc(profile: str = "healthy-h100", node: str = "h100-0",
@@ -163,6 +166,48 @@ def test_an_unknown_model_is_judged_against_the_gpus_own_maximum():
     v = evaluate_pcie_link_at_max("h100-0", edited(edit))
     assert v.outcome is Outcome.DEGRADED and ("expected Gen5 x16 (the GPU's own maximum Gen5 as NVML reads it, NVIDIA "
                                               "Future GPU not being in host_bandwidth.yaml)") in v.summary
+
+
+def future_gpus(width_max: int, width_current: int) -> Any:
+    """Every GPU renamed to a model host_bandwidth.yaml lacks (a Gen5 GPU), NVML's maximum width for
+    GPU and slot ``width_max``, each link at ``width_current`` under load."""
+    def edit(d: dict[str, Any]) -> None:
+        for g in d["nvml"]["gpus"]:
+            g["name"] = "NVIDIA Future GPU"
+            g["pcie"].update(link_width_max=width_max, link_width_current=width_current)
+    return edit
+
+
+def test_an_unknown_model_s_width_below_x16_is_not_judged_against_the_slot_s():
+    """A Gen5 GPU of an unknown model in x8 slots passed "run their PCIe link at its maximum": NVML's
+    maximum width is the GPU's and the slot's together, so an x16 GPU in an x8 slot looks like an x8 GPU."""
+    v = evaluate_pcie_link_at_max("h100-0", edited(future_gpus(8, 8)))
+    assert (v.outcome, v.kind) == (Outcome.NOT_TESTED, "could-not-run")
+    assert v.summary == ("the PCIe link of 8 of 8 GPU(s) on h100-0 is not judged: the width of "
+                         + ", ".join(f"GPU {i} {bus} x8 under load" for i, bus in enumerate(BUS_IDS))
+                         + " (their generation the GPU's own maximum): NVIDIA Future GPU is not in "
+                         "gpuconf/data/host_bandwidth.yaml and NVML's maximum width x8 is the GPU's and its slot's "
+                         "together, so a slot narrower than the GPU cannot be told (add the model to "
+                         "gpuconf/data/host_bandwidth.yaml)")
+    # at x16, NVML's maximum is the GPU's own too: an x8 link under load is judged, and degraded
+    x16 = evaluate_pcie_link_at_max("h100-0", edited(future_gpus(16, 8)))
+    assert x16.outcome is Outcome.DEGRADED
+    assert x16.summary.startswith(f"8 PCIe link problem(s) on h100-0: GPU 0 {BUS_IDS[0]} (NVIDIA Future GPU) runs at "
+                                  "Gen5 x8 under load, expected Gen5 x16 (the GPU's own maximum Gen5 as NVML reads it, "
+                                  "NVIDIA Future GPU not being in host_bandwidth.yaml)")
+    assert evaluate_pcie_link_at_max("h100-0", edited(future_gpus(16, 16))).outcome is Outcome.PASS
+    # a generation below the GPU's own is still a finding, its width named as not judged
+    def slow(d: dict[str, Any]) -> None:
+        future_gpus(8, 8)(d)
+        d["nvml"]["gpus"][3]["pcie"].update(link_gen_current=3)
+    low = evaluate_pcie_link_at_max("h100-0", edited(slow))
+    assert low.outcome is Outcome.DEGRADED
+    assert low.summary.startswith(f"1 PCIe link problem(s) on h100-0: GPU 3 {BUS_IDS[3]} (NVIDIA Future GPU) runs at "
+                                  "Gen3 x8 under load, expected Gen5 (width not known) (the GPU's own maximum Gen5")
+    assert f" (not judged: the width of GPU 0 {BUS_IDS[0]} x8 under load, " in low.summary
+    # the declared link of the --expect pool says the width: judged
+    assert evaluate_pcie_link_at_max("h100-0", edited(future_gpus(8, 8)), declared=(5, 16)).outcome \
+        is Outcome.DEGRADED
 
 
 def in_a_gen4_slot(d: dict[str, Any], gpu: int = 3) -> None:

@@ -69,21 +69,32 @@ def _replay_problem(gpu: NvmlGpu, label: str) -> str | None:
             f"{limit:g}/min; {link.replays_after_load} since the driver loaded)")
 
 
+#: The widest PCIe link a GPU has: NVML's maximum width for GPU and slot at this width says the GPU's own.
+_FULL_WIDTH = 16
+
+
 def _wanted(gpu: NvmlGpu, link: PcieLink, row: HostLink | None,
-            declared: tuple[int, int] | None) -> tuple[tuple[int, int], str] | None:
+            declared: tuple[int, int] | None) -> tuple[tuple[int, int | None], str] | None:
     """The (generation, width) the GPU's link must run at and where that comes from: the --expect
     pool, else the model's row in host_bandwidth.yaml, else the GPU's own maximum generation as NVML
-    reads it (nvmlDeviceGetGpuMaxPcieLinkGeneration: the GPU's, whatever slot it sits in) with the
-    width NVML allows for GPU and slot (NVML reads no GPU-only width). None: nothing but the link's
-    own maximum would say, which is no expectation (it is what the link trained to)."""
+    reads it (nvmlDeviceGetGpuMaxPcieLinkGeneration: the GPU's, whatever slot it sits in). NVML reads
+    no GPU-only width: its maximum width is the GPU's and the slot's together, which says the GPU's
+    own only at x16 (no GPU is wider); below it the width is None, not judged (an x16 GPU in an x8
+    slot and an x8 GPU look alike). None: nothing but the link's own maximum would say, which is no
+    expectation (it is what the link trained to)."""
     if declared is not None:
         return declared, "the --expect pool"
     if row is not None:
         return (row.link.gen or 0, row.link.width or 0), f"{row.gpu} in host_bandwidth.yaml"
     if link.gen_gpu_max is not None and link.width_max is not None:
-        return (link.gen_gpu_max, link.width_max), (f"the GPU's own maximum Gen{link.gen_gpu_max} as NVML reads it, "
-                                                    f"{gpu.name or 'its model'} not being in host_bandwidth.yaml")
+        width = _FULL_WIDTH if link.width_max >= _FULL_WIDTH else None
+        return (link.gen_gpu_max, width), (f"the GPU's own maximum Gen{link.gen_gpu_max} as NVML reads it, "
+                                           f"{gpu.name or 'its model'} not being in host_bandwidth.yaml")
     return None
+
+
+def _shown(want: tuple[int, int | None]) -> str:
+    return f"Gen{want[0]} x{want[1]}" if want[1] is not None else f"Gen{want[0]} (width not known)"
 
 
 def evaluate_pcie_link_at_max(node: str, probe: CudaProbeReport, *,
@@ -96,8 +107,9 @@ def evaluate_pcie_link_at_max(node: str, probe: CudaProbeReport, *,
     A GPU in a slot that cannot run its generation (NVML's maximum for GPU and slot below the GPU's
     own) is DEGRADED, as a link trained down is: the GPU works at reduced host bandwidth, and moving
     it to a slot of its generation fixes it. A PCIe GPU whose expected link nothing says (model not
-    in the table, no GPU maximum from NVML) or whose link NVML could not read is not judged: the
-    node is NOT TESTED naming it, unless another GPU already fails."""
+    in the table, no GPU maximum from NVML) or whose link NVML could not read is not judged, nor is
+    the width of a model the table lacks whose NVML maximum is below x16: the node is NOT TESTED
+    naming them, unless another GPU already fails."""
     if (blocked := nvml_blocked(probe)) is not None:
         return not_tested(LINK_CHECK, node, blocked, blocked_by=NVML_CHECK)
     if not probe.nvml_gpus:
@@ -105,6 +117,7 @@ def evaluate_pcie_link_at_max(node: str, probe: CudaProbeReport, *,
     evidence: list[str] = []
     problems: list[str] = []
     unjudged: list[str] = []
+    narrow: dict[tuple[str, int], list[str]] = {}  # (model, NVML's width) -> its GPUs whose own width is unknown
     checked = 0
     for gpu in probe.nvml_gpus:
         label = _label(gpu.index, gpu.pci_bus_id)
@@ -125,33 +138,42 @@ def evaluate_pcie_link_at_max(node: str, probe: CudaProbeReport, *,
             evidence.append(f"{label}: not tested, {why}")
             unjudged.append(f"{label}: {why}")
             continue
-        checked += 1
         want, source = wanted
         under_load = link.under_load and link.gen_current is not None and link.width_current is not None
         seen = (link.gen_current, link.width_current) if under_load else (link.gen_max, link.width_max)
         what = "under load" if under_load else "maximum (current not read under load)"
         evidence.append(f"{label}: Gen{seen[0]} x{seen[1]} {what}, max Gen{link.gen_max} x{link.width_max}"
                         + (f" (GPU Gen{link.gen_gpu_max})" if link.gen_gpu_max is not None else "")
-                        + f", expected Gen{want[0]} x{want[1]} ({source}); replays {link.replays}")
-        if (seen[0] or 0) < want[0] or (seen[1] or 0) < want[1]:
+                        + f", expected {_shown(want)} ({source}); replays {link.replays}")
+        if (seen[0] or 0) < want[0] or (want[1] is not None and (seen[1] or 0) < want[1]):
             slot = (f"; the slot or platform allows at most Gen{link.gen_max}, the GPU can run Gen{link.gen_gpu_max}"
                     if link.gen_gpu_max is not None and link.gen_max < link.gen_gpu_max else "")
             problems.append(f"{label} ({gpu.name}) runs at Gen{seen[0]} x{seen[1]} {what}, "
-                            f"expected Gen{want[0]} x{want[1]} ({source}){slot}")
+                            f"expected {_shown(want)} ({source}){slot}")
+            checked += 1
+        elif want[1] is None:
+            narrow.setdefault((gpu.name or "the GPU", link.width_max), []).append(f"{label} x{seen[1]} {what}")
+        else:
+            checked += 1
         if (replay := _replay_problem(gpu, label)) is not None:
             problems.append(replay)
-    if not checked:
+    if not checked and not narrow:
         whys = {line.split(": not tested, ", 1)[-1] for line in evidence}
         detail = f"all {len(evidence)} GPU(s): {whys.pop()}" if len(whys) == 1 else "; ".join(evidence)
         return not_tested(LINK_CHECK, node, f"no GPU on {node} has a PCIe link to judge: {detail}",
                           kind=COULD_NOT_RUN if unjudged else NOT_APPLICABLE)
+    skipped = len(unjudged) + sum(len(gpus) for gpus in narrow.values())
+    unjudged += [f"the width of {', '.join(gpus)} (their generation the GPU's own maximum): {model} is not in "
+                 f"gpuconf/data/host_bandwidth.yaml and NVML's maximum width x{width} is the GPU's and its "
+                 "slot's together, so a slot narrower than the GPU cannot be told (add the model to "
+                 "gpuconf/data/host_bandwidth.yaml)" for (model, width), gpus in narrow.items()]
     expected = "every GPU's PCIe link at its model's generation and width under load, replays within DCGM's limit"
     if problems:
         return failed(LINK_CHECK, node, f"{len(problems)} PCIe link problem(s) on {node}: " + "; ".join(problems)
                       + (f" (not judged: {'; '.join(unjudged)})" if unjudged else ""),
                       expected=expected, observed="; ".join(problems), evidence=tuple(evidence))
     if unjudged:
-        return not_tested(LINK_CHECK, node, f"the PCIe link of {len(unjudged)} of {len(unjudged) + checked} GPU(s) on "
+        return not_tested(LINK_CHECK, node, f"the PCIe link of {skipped} of {skipped + checked} GPU(s) on "
                           f"{node} is not judged: {'; '.join(unjudged)}"
                           + (f" ({checked} other GPU(s) at their link)" if checked else ""), kind=COULD_NOT_RUN)
     return passed(LINK_CHECK, node, f"{checked} GPU(s) on {node} run their PCIe link at its maximum",
