@@ -144,7 +144,22 @@ def test_a_node_that_does_not_share_is_not_tested_with_its_labels() -> None:
 def test_a_lost_gpu_is_the_gpu_counts_finding_not_a_replica_problem() -> None:
     # Three GPUs enumerate (12 = 3 x 4) while the label still says 4: the probe's view explains it.
     f = replace(facts_of(sim_node()), capacity={"nvidia.com/gpu": 12}, allocatable={"nvidia.com/gpu": 12})
-    assert evaluate_replicas_match_config(f, physical={LABELLED: 4, PROBED: 3}).outcome is Outcome.PASS
+    v = evaluate_replicas_match_config(f, physical={LABELLED: 4, PROBED: 3})
+    assert v.outcome is Outcome.PASS
+    # the pass names the count the capacity divides into, not the first view's
+    assert v.summary == "nvidia.com/gpu 12 = 3 GPUs x 4 time-slicing replicas, as GFD labels it"
+
+
+def test_a_node_counted_with_no_gpu_is_not_passed_on_zero_gpus() -> None:
+    """A label or probe that counts 0 GPUs divides nothing: NOT TESTED naming the counts, never
+    "16 = 0 GPUs x 4"."""
+    f = facts_of(sim_node())
+    v = evaluate_replicas_match_config(f, physical={LABELLED: 0})
+    assert v.outcome is Outcome.NOT_TESTED
+    assert v.summary == ("the number of physical GPUs on t4-0 is unknown (label nvidia.com/gpu.count: 0), so its "
+                         "capacity cannot be divided into replicas")
+    assert evaluate_replicas_match_config(f, physical={LABELLED: 0, PROBED: 4}).summary == (
+        "nvidia.com/gpu 16 = 4 GPUs x 4 time-slicing replicas, as GFD labels it")
 
 
 def test_a_capacity_that_is_no_whole_number_of_replicas_is_degraded() -> None:

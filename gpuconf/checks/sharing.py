@@ -161,12 +161,16 @@ def evaluate_replicas_match_config(f: SharingFacts, *, physical: Mapping[str, in
     problems += _capacity_problems(f, physical, declared)
     if not problems:
         per = f.replicas if f.labelled_shared else declared.effective_replicas if declared else None
-        gpus = next(iter(physical.values()), None)
+        counts = [n for n in physical.values() if n > 0]
+        capacity = f.capacity.get(f.resource or "", 0)
+        # the count the capacity divides into (the views may disagree: inventory's finding, not this one's)
+        gpus = next((n for n in counts if per is not None and capacity == n * per), counts[0] if counts else None)
         said = f" and as --expect pool {pool} declares" if declared is not None else ""
         if gpus is None:
-            return not_tested(cid, f.node, f"the number of physical GPUs on {f.node} is unknown (no "
-                              "nvidia.com/gpu.count label, no whole-node probe), so its capacity cannot be divided "
-                              "into replicas", kind=COULD_NOT_RUN)
+            known = "; ".join(f"{k}: {v}" for k, v in physical.items())
+            return not_tested(cid, f.node, f"the number of physical GPUs on {f.node} is unknown ("
+                              + (known or "no nvidia.com/gpu.count label, no whole-node probe")
+                              + "), so its capacity cannot be divided into replicas", kind=COULD_NOT_RUN)
         return passed(cid, f.node, f"{f.resource} {f.capacity.get(f.resource or '', 0)} = {gpus} GPUs x {per} "
                       f"{f.strategy or 'shared'} replicas, as GFD labels it{said}", evidence=tuple(evidence))
     summary, expected, observed = problems[0]
