@@ -153,23 +153,47 @@ def run_coverage(config: pytest.Config) -> Any:
             untested[name] = UntestedNode(name, view.availability.state, view.availability.reason)
         elif state.run is not None and name in state.run.unplaced:
             untested[name] = UntestedNode(name, *state.run.unplaced[name])
-        elif (unknown := unknown_model(view)) is not None:
+        elif (unknown := unknown_model(view, probed_gpu_names(state.probes, name))) is not None:
             untested[name] = UntestedNode(name, UNKNOWN_HARDWARE, unknown)
     return Coverage(tuple(n.name for n in state.inventory.gpu_nodes), tuple(untested.values()),
                     {name: view.kind for name, view in views.items()})
 
 
-def unknown_model(view: Any) -> str | None:
-    """Why the node's GPU model is unknown to gpuconf/data/gpus.yaml (by GFD's product label or the DRA
-    driver's productName), or None: known, or not named at all (other checks say that)."""
+def probed_gpu_names(probes: Any, node: str) -> tuple[str, ...]:
+    """The names of the node's whole GPUs as its whole-node probe read them (NVML's, else CUDA's for
+    devices that are not MIG instances); () where no probe printed a readable report."""
+    from gpuconf.kit.probes import parsed_probe
+    from gpuconf.probes import ProbeParseError
+
+    outcome = (probes or {}).get(node)
+    if outcome is None or not outcome.logs.get("probe"):
+        return ()
+    try:
+        report = parsed_probe(outcome, node)
+    except ProbeParseError:
+        return ()
+    names = tuple(g.name for g in report.nvml_gpus if g.name)
+    return names or tuple(d.name for d in report.devices if d.name and not d.mig)
+
+
+def unknown_model(view: Any, probed: tuple[str, ...] = ()) -> str | None:
+    """Why the node's GPU model is unknown to gpuconf/data/gpus.yaml, or None: known, or not named at
+    all (other checks say that). Read from the most direct source the run has: the GPU names the
+    whole-node probe read (``probed``), else GFD's product label or the DRA driver's productName."""
     from gpuconf.compat.tables import find_gpu
 
-    fact = view.facts.product
-    product = fact.value
-    if not product or find_gpu(str(product)) is not None:
-        return None
-    return (f"{view.name}'s GPU model {fact} is not in gpuconf/data/gpus.yaml: its checks ran, but the figures "
-            "they judge against (memory, bandwidth, compatibility class) are unknown for it; add the model to "
+    if probed:
+        unknown = sorted({name for name in probed if find_gpu(name) is None})
+        if not unknown:
+            return None
+        model, source = ", ".join(unknown), " (as the whole-node probe read it)"
+    else:
+        fact = view.facts.product
+        if not fact.value or find_gpu(str(fact.value)) is not None:
+            return None
+        model, source = str(fact), ""
+    return (f"{view.name}'s GPU model {model}{source} is not in gpuconf/data/gpus.yaml: its checks ran, but the "
+            "figures they judge against (memory, bandwidth, compatibility class) are unknown for it; add the model to "
             "the table")
 
 
