@@ -50,6 +50,11 @@ Decisions:
   physical GPU handed over, with its MIG mode) and /dev/nvidiaN. Without that list (CDI,
   volume-mounts) the ``all`` pods' count is left out of the layout comparison, not guessed, and
   siblings on the instance's own GPU cannot be seen.
+* **NVML is the one view of MIG mode**: where it fails in a pod whose NVIDIA_VISIBLE_DEVICES names
+  no device (CDI), what ``nvidia.com/gpu`` hands out cannot be told (CUDA never enumerates a
+  MIG-enabled GPU, nor a whole GPU beside an instance), so ``mig.not-also-full-gpu`` is NOT TESTED
+  naming the failure; a pod whose NVML fails is no proof of zero whole GPUs, and a GPU whose MIG
+  mode NVML leaves unread is named as not judged.
 * **Config entries with a ``device-filter``** (PCI device ids, which no label carries) apply when
   every profile they name exists on the node's GPU model; when that is ambiguous the declared
   layout is reported as unresolved, never guessed.
