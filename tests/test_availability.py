@@ -156,22 +156,28 @@ def test_an_untolerated_no_execute_taint_makes_the_node_unavailable() -> None:
         == TAINTED
 
 
-def test_a_pending_pods_gpu_init_containers_hold_gpus() -> None:
-    """An init container holds its GPUs while it runs, which is before the pod's app containers start:
-    a Pending pod (phase unset too) counts them; a Running pod's init containers have finished."""
-    def with_init(name: str, phase: str | None) -> dict[str, object]:
-        p = pod(name, "h100-1", 0, phase=phase or "Running")
+def test_a_pods_gpu_init_containers_hold_gpus() -> None:
+    """The scheduler reserves a pod's effective request on its node, whatever the phase: the larger of
+    its app containers' sum (sidecar init containers included) and its largest init container. A
+    Pending pod whose init container asks for GPUs holds them, its app containers asking for none."""
+    def with_init(name: str, phase: str | None, app: int = 0, sidecar: int = 0) -> dict[str, object]:
+        p = pod(name, "h100-1", app, phase=phase or "Running")
         p["spec"]["initContainers"] = [  # type: ignore[index]
-            {"name": "warmup", "resources": {"limits": {"nvidia.com/gpu": 2}}},
-            {"name": "fetch", "resources": {"limits": {"nvidia.com/gpu": 1}}}]
+            {"name": "warmup", "resources": {"limits": {"nvidia.com/gpu": 3}}},
+            {"name": "proxy", "restartPolicy": "Always", "resources": {"limits": {"nvidia.com/gpu": sidecar}}},
+            {"name": "fetch", "resources": {"limits": {"nvidia.com/gpu": 2}}}]
         if phase is None:
             p["status"] = {}
         return p
     holders = gpu_holders([with_init("starting", "Pending"), with_init("unphased", None),
-                           with_init("started", "Running")])
+                           with_init("running", "Running", app=2), with_init("bigger", "Pending", app=4),
+                           with_init("sidecar", "Pending", app=1, sidecar=2)])
     assert [str(h) for h in holders["h100-1"]] == ["tenant-a/starting holds 3 nvidia.com/gpu",
-                                                   "tenant-a/unphased holds 3 nvidia.com/gpu"]
-    found = availability(gpu_node(node()), DEFAULT_TOLERATIONS, holders["h100-1"])
+                                                   "tenant-a/unphased holds 3 nvidia.com/gpu",
+                                                   "tenant-a/running holds 3 nvidia.com/gpu",
+                                                   "tenant-a/bigger holds 4 nvidia.com/gpu",
+                                                   "tenant-a/sidecar holds 4 nvidia.com/gpu"]  # fetch beside proxy
+    found = availability(gpu_node(node()), DEFAULT_TOLERATIONS, holders["h100-1"][:2])
     assert found.state == BUSY
     assert found.reason == ("h100-1 is busy: 6 GPU(s) held by 2 other pod(s): tenant-a/starting holds 3 "
                             "nvidia.com/gpu, tenant-a/unphased holds 3 nvidia.com/gpu")

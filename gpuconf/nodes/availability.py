@@ -17,6 +17,7 @@ v1.36.2.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -92,12 +93,20 @@ def _is_gpu_resource(name: str) -> bool:
     return name.startswith(("nvidia.com/gpu", "nvidia.com/mig-"))
 
 
+def _gpu_limits(container: Mapping[str, Any]) -> dict[str, int]:
+    limits = (container.get("resources") or {}).get("limits") or {}
+    return {str(r): int(q) for r, q in limits.items()
+            if _is_gpu_resource(str(r)) and str(q).isdigit() and int(q) > 0}
+
+
 def gpu_holders(pods: Iterable[Mapping[str, Any]], *,
                 exclude_namespace: str | None = None) -> dict[str, list[GpuHolder]]:
     """Unfinished pods (API objects) bound to a node and holding GPU extended resources, by node;
     ``exclude_namespace`` (the run's own) left out. A container's GPUs are its limits (extended
-    resources have requests equal to limits); init containers hold theirs only while they run and
-    are counted when the pod has not started its app containers."""
+    resources have requests equal to limits), and a pod holds what the scheduler reserves for it,
+    whatever its phase: its effective request, the larger of its app containers' sum (sidecars, init
+    containers with restartPolicy Always, included) and its largest other init container with the
+    sidecars started before it (component-helpers resource.PodRequests, as gpuconf.sim.scheduler)."""
     out: dict[str, list[GpuHolder]] = {}
     for pod in pods:
         meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
@@ -106,15 +115,17 @@ def gpu_holders(pods: Iterable[Mapping[str, Any]], *,
             continue
         if status.get("phase") in ("Succeeded", "Failed"):
             continue
-        held: dict[str, int] = {}
-        containers = list(spec.get("containers") or [])
-        if status.get("phase") in (None, "Pending"):
-            containers += list(spec.get("initContainers") or [])
-        for container in containers:
-            limits = (container.get("resources") or {}).get("limits") or {}
-            for resource, quantity in limits.items():
-                if _is_gpu_resource(str(resource)) and str(quantity).isdigit() and int(quantity) > 0:
-                    held[str(resource)] = held.get(str(resource), 0) + int(quantity)
+        held: Counter[str] = Counter()
+        for container in spec.get("containers") or []:
+            held.update(_gpu_limits(container))
+        sidecars: Counter[str] = Counter()  # started so far: they run beside the later init containers
+        peak: Counter[str] = Counter()
+        for container in spec.get("initContainers") or []:
+            if container.get("restartPolicy") == "Always":
+                sidecars.update(_gpu_limits(container))
+            else:
+                peak |= sidecars + Counter(_gpu_limits(container))
+        held = (held + sidecars) | peak
         for resource, count in sorted(held.items()):
             out.setdefault(str(node), []).append(
                 GpuHolder(str(meta.get("namespace", "")), str(meta.get("name", "")), count, resource))
