@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from gpuconf.checks.mig import mig_skip_reason, published_layout
 from gpuconf.checks.probe_start import evaluate_block
 from gpuconf.checks.smoke import DEVICE_NODES_OWNER, evaluate_vector_add, judged_after_device_nodes
 from gpuconf.kit import judge, probe_block, probe_pod_metrics, probe_report, record_metrics, require
@@ -26,7 +27,8 @@ def test_vector_add_on_every_gpu(gpu_node, gpu_nodes, whole_node_probes, selecte
         judge(evaluate_block(block, node.labels), record_property)
     report = probe_report(whole_node_probes, gpu_node)  # NOT TESTED where another check owns the cause
     verdict = evaluate_vector_add(gpu_node, report, requested=ask.count, replicas=ask.replicas, physical=ask.physical,
-                                  note=ask.note)
+                                  note=ask.note, mig_skip=mig_skip_reason(gpu_node, node.labels, node.capacity,
+                                                                          published_layout(node.devices)))
     for line in verdict.evidence:
         record_property("gpuconf.gpu", line)
     # for `gpuconf report diff`: the node's slowest GPU, and how long the whole-node probe pod took to pull and start

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from gpuconf.checks.mig import mig_skip_reason
 from gpuconf.checks.smoke import evaluate_vector_add, judged_after_device_nodes
 from gpuconf.compat.versions import parse_cuda
 from gpuconf.probes.cuda import parse_cuda_probe
@@ -103,6 +104,14 @@ def test_fewer_gpus_than_requested_fail():
     assert verdict.outcome is Outcome.FAIL and "asked for 8 GPUs and CUDA sees 7" in verdict.summary
 
 
+def test_more_gpus_than_requested_fail():
+    """A pod seeing GPUs it did not ask for is as wrong as one missing some (isolation's finding too)."""
+    verdict = evaluate_vector_add("h100-0", probe(gpus=8), requested=4)
+    assert verdict.outcome is Outcome.FAIL
+    assert verdict.summary == "the pod asked for 4 GPUs and CUDA sees 8"
+    assert (verdict.expected, verdict.observed, len(verdict.evidence)) == ("4 GPUs", "8 GPUs", 8)
+
+
 def test_time_slicing_replicas_show_each_physical_gpu_once():
     verdict = evaluate_vector_add("t4-0", probe(gpus=4), requested=16, replicas=4)
     assert verdict.outcome is Outcome.PASS and verdict.summary == "vector-add verified on all 4 GPUs"
@@ -120,15 +129,56 @@ def test_a_stale_replicas_label_does_not_change_what_smoke_expects_when_gpu_coun
     assert verdict.outcome is Outcome.PASS and verdict.summary == "vector-add verified on all 4 GPUs"
 
 
+def mig_probe(instances: int | None = None):
+    """The whole-node probe on h100-mig-0 given its MIG instances as nvidia.com/gpu (the first ``instances``)."""
+    n = expand(load_profile("h100-mig-single")).node("h100-mig-0")
+    visible = [Visible(g, i) for g in n.gpus for i in g.mig][:instances]
+    code, out = cuda_probe_run(n, visible=visible, image_cuda=parse_cuda("13.0"), env={}, compat=False,
+                               started_at="2026-12-01T00:00:00.000Z", hostname=n.name)
+    return n, visible, parse_cuda_probe(out, exit_code=code)
+
+
+#: GFD's labels on a MIG node (single) and on one it labels as whole GPUs (strategy none).
+MIG_LABELS = {"nvidia.com/mig.strategy": "single", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb",
+              "nvidia.com/gpu.count": "7", "nvidia.com/mig.capable": "true"}
+NO_MIG_LABELS = {"nvidia.com/mig.strategy": "none", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                 "nvidia.com/mig.capable": "true"}
+
+
 def test_mig_instances_handed_out_as_gpus_are_not_lost_gpus():
     """A plugin serving MIG instances as nvidia.com/gpu on a node GFD labels otherwise (strategies that
     disagree): CUDA enumerates one MIG device per process, and smoke says so instead of blaming the bus."""
-    n = expand(load_profile("h100-mig-single")).node("h100-mig-0")
-    visible = [Visible(g, i) for g in n.gpus for i in g.mig]
-    code, out = cuda_probe_run(n, visible=visible, image_cuda=parse_cuda("13.0"), env={}, compat=False,
-                               started_at="2026-12-01T00:00:00.000Z", hostname=n.name)
-    verdict = evaluate_vector_add(n.name, parse_cuda_probe(out, exit_code=code), requested=len(visible))
+    n, visible, report = mig_probe()
+    assert mig_skip_reason(n.name, MIG_LABELS, {"nvidia.com/gpu": "7"}) is None  # the pointer below is true
+    verdict = evaluate_vector_add(n.name, report, requested=len(visible))
     assert verdict.outcome is Outcome.NOT_TESTED
     assert verdict.summary.startswith(f"the pod asked for {len(visible)} GPUs and was given MIG instances (")
     assert verdict.summary.endswith("one CUDA process enumerates one MIG device, so a whole-node probe cannot "
                                     "exercise them; the mig suite judges this node")
+
+
+def test_a_mig_device_given_for_a_one_gpu_ask_is_judged():
+    """One MIG instance for one nvidia.com/gpu: CUDA enumerates it, so smoke runs the kernel on it and
+    judges it, as on a whole GPU."""
+    n, _, report = mig_probe(1)
+    verdict = evaluate_vector_add(n.name, report, requested=1)
+    assert verdict.outcome is Outcome.PASS and verdict.summary == "vector-add verified on all 1 GPUs"
+    (line,) = verdict.evidence
+    assert line.startswith("GPU 0 MIG-") and ": ok, " in line
+
+
+def test_mig_instances_on_a_node_the_mig_suite_skips_fail_here():
+    """GFD labels whole GPUs (strategy none) while the plugin hands out MIG instances: the mig suite
+    skips the node (no MIG shown), so "the mig suite judges this node" would be false: smoke fails it."""
+    n, visible, report = mig_probe()
+    skip = mig_skip_reason(n.name, NO_MIG_LABELS, {"nvidia.com/gpu": str(len(visible))})
+    assert skip == "h100-mig-0 does not use MIG (nvidia.com/mig.strategy=none, nvidia.com/mig.capable=true)"
+    verdict = evaluate_vector_add(n.name, report, requested=len(visible), mig_skip=skip)
+    assert verdict.outcome is Outcome.FAIL
+    assert verdict.summary.startswith(f"the pod asked for {len(visible)} GPUs and was given MIG instances (")
+    assert verdict.summary.endswith(f"), but nothing says h100-mig-0 has MIG and the mig suite skips it ({skip}): the "
+                                    "device plugin hands out MIG instances as nvidia.com/gpu while GFD labels none, so "
+                                    "no check exercises them and workloads asking for a GPU get a MIG slice")
+    assert verdict.expected == f"{len(visible)} whole GPUs, or MIG instances the node's labels show"
+    assert verdict.observed == "1 MIG device(s) enumerated" and verdict.evidence == (f"mig suite: {skip}",)
+    assert verdict.remedy is not None and verdict.remedy.startswith("Run GFD and the device plugin with the same MIG")

@@ -32,11 +32,12 @@ UVM_REMEDY = (
 
 
 def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, replicas: int = 1,
-                        physical: int | None = None, note: str = "") -> Verdict:
+                        physical: int | None = None, note: str = "", mig_skip: str | None = None) -> Verdict:
     """``requested``: how many GPUs the pod asked for; each must show up and pass. With time-slicing
     (``replicas`` per GPU, the node's nvidia.com/gpu.replicas label) a pod asking for every replica
     gets every physical GPU once: CUDA sees ``physical`` devices (GFD's nvidia.com/gpu.count), or
-    ``requested / replicas`` when that is not labelled."""
+    ``requested / replicas`` when that is not labelled. ``mig_skip``: why the mig suite skips the
+    node (gpuconf.checks.mig.mig_skip_reason), None where it judges the node's MIG instances."""
     cid = "smoke.vector-add-every-gpu"
     shared = replicas > 1 and (physical is not None or requested % replicas == 0)
     seen_as = (physical if physical is not None else requested // replicas) if shared else requested
@@ -44,14 +45,24 @@ def evaluate_vector_add(node: str, probe: CudaProbeReport, *, requested: int, re
         return not_tested(cid, node, "the node advertises no nvidia.com/gpu to request", kind=NOT_APPLICABLE)
     if not probe.init.ok:
         return _no_cuda(cid, node, probe, requested)
-    if any(d.mig for d in probe.devices) and len(probe.devices) < seen_as:
+    migs = sorted({str(d.name or d.uuid) for d in probe.devices if d.mig})
+    if migs and len(probe.devices) < seen_as:
         # The device plugin handed out MIG instances as nvidia.com/gpu (its strategy is single,
         # whatever GFD labels): CUDA enumerates one MIG device per process, so the missing devices
-        # are no lost GPUs. The mig suite judges MIG nodes (and labels that disagree with the plugin).
-        return not_tested(cid, node, f"the pod asked for {requested} GPUs and was given MIG instances "
-                          f"({', '.join(sorted({str(d.name or d.uuid) for d in probe.devices if d.mig}))}): one CUDA "
-                          "process enumerates one MIG device, so a whole-node probe cannot exercise them; the mig "
-                          "suite judges this node", kind=NOT_APPLICABLE)
+        # are no lost GPUs. The mig suite judges them where the node's labels, resources or DRA slice
+        # show MIG; where they show none it skips the node, and nothing else exercises the instances.
+        given = f"the pod asked for {requested} GPUs and was given MIG instances ({', '.join(migs)})"
+        if mig_skip is None:
+            return not_tested(cid, node, f"{given}: one CUDA process enumerates one MIG device, so a whole-node "
+                              "probe cannot exercise them; the mig suite judges this node", kind=NOT_APPLICABLE)
+        return failed(cid, node, f"{given}, but nothing says {node} has MIG and the mig suite skips it ({mig_skip}): "
+                      "the device plugin hands out MIG instances as nvidia.com/gpu while GFD labels none, so no "
+                      "check exercises them and workloads asking for a GPU get a MIG slice",
+                      expected=f"{seen_as} whole GPUs, or MIG instances the node's labels show",
+                      observed=f"{len(probe.devices)} MIG device(s) enumerated", evidence=(f"mig suite: {mig_skip}",),
+                      remedy="Run GFD and the device plugin with the same MIG strategy (the GPU Operator's "
+                      "mig.strategy, or the nvidia.com/device-plugin.config label naming a config whose migStrategy "
+                      "GFD shares) and restart both on the node; the mig suite then judges its instances.")
     bad = [d for d in probe.devices if not d.vector_add_ok]
     per_gpu = tuple(f"GPU {d.index} {d.uuid}: " + ("ok" if d.vector_add_ok else f"FAILED {d.vector_add}")
                     + (f", {d.kernel_ms} ms" if d.kernel_ms is not None else "") for d in probe.devices)
