@@ -134,6 +134,7 @@ CASES: dict[str, Callable[[], Any]] = {
     "rules: a taint without value or effect": rules(rule(taint={"key": "example.com/k"})),
     "rules: a null taint": rules(rule(taint={}) | {"spec": {"deviceSelector": {"device": "gpu-1"}, "taint": None}}),
     "rules: two, one skipped": rules(rule("a", selector={"deviceClassName": "x"}), rule("b")),
+    "rules: two, the first without a selector": rules(rule("a", drop=("deviceSelector",)), rule("b")),
     # where each taint was read
     "taints: slice then rules": lambda: taints_of(devices({6: [XID48]})[6], [rule_on("gpu-6"), rule_on("gpu-5"),
                                                                              rule_on("gpu-6", "None", "second")]),
