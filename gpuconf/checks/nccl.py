@@ -98,7 +98,8 @@ def evaluate_allreduce_completes(node: str, report: NcclProbeReport, *, gpus: in
                           f"over the {gpus} GPUs asked for is unknown", kind=COULD_NOT_RUN)
     if ranks != gpus:
         return failed(cid, node, f"the all-reduce ran over {ranks} rank(s) where its pod asked for {gpus} GPUs: "
-                      f"the probe used {len(report.local_gpu_uuids)} GPU(s), so the job did not span them all",
+                      f"the probe used {len(report.local_gpu_uuids)} GPU(s), "
+                      + ("so the job did not span them all" if ranks < gpus else "more than the pod was given"),
                       expected=f"{gpus} ranks, one per GPU asked for", observed=f"{ranks} ranks",
                       evidence=tuple(f"GPU {uuid}" for uuid in report.local_gpu_uuids))
     return passed(cid, node, f"all-reduce over {ranks} GPUs completed correctly at {len(report.sizes)} message sizes")
