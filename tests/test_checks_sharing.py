@@ -628,3 +628,15 @@ def test_the_refusal_text_passes_only_with_the_pod_failed_at_admission() -> None
     assert other.outcome is Outcome.DEGRADED and other.summary.startswith(
         "pod mps-two-a100-0-0 asking 2 MPS replicas of nvidia.com/gpu ended Unknown UnexpectedAdmissionError")
     assert other.summary.endswith(", not with the device plugin's refusal")
+
+
+def test_a_refusal_event_does_not_pass_a_pod_whose_container_ran() -> None:
+    """The refusal in an event of an earlier admission attempt, then a container that started (and
+    failed): the pod was admitted with two replicas, whatever its events say."""
+    n = mps_node()
+    ran = replace(pod_outcome("mps-two-a100-0-0", 1, "{}"), events=rejected_outcome(n).events)
+    assert ran.phase == "Failed" and ran.containers[0].started is not None
+    v = evaluate_rejects_multi_replica_request(facts_of(n), ran)
+    assert v.outcome is Outcome.DEGRADED
+    assert v.summary == ("pod mps-two-a100-0-0 asking 2 MPS replicas of nvidia.com/gpu on a100-0 was admitted and ran: "
+                         "the device plugin does not refuse more than one MPS replica per container")

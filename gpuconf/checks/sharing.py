@@ -546,9 +546,12 @@ def evaluate_mps_thread_limit(f: SharingFacts, seen: Sighting) -> Verdict:
     if so.absent_reason is not None:
         return not_tested(cid, node, f"{seen.where} did not measure the SMs its kernels use: {so.absent_reason}",
                           kind=COULD_NOT_RUN)
-    if not so.ok or so.distinct_sms is None:
+    if not so.ok:
         return not_tested(cid, node, f"the SM census kernel in {seen.where} on {device.uuid} did not complete: "
                           f"{so.result}", kind=COULD_NOT_RUN)
+    if so.distinct_sms is None:
+        return not_tested(cid, node, f"the SM census in {seen.where} on {device.uuid} counted no distinct SMs "
+                          "(its kernel completed): nothing to compare with the share", kind=COULD_NOT_RUN)
     sms = so.multiprocessors
     if not sms:
         return not_tested(cid, node, f"the multiprocessor count of {device.uuid} is unknown: nothing to divide "
@@ -595,10 +598,11 @@ def evaluate_rejects_multi_replica_request(f: SharingFacts, outcome: PodOutcome 
                 f"{PLUGIN_REFUSAL}")
     observed = " ".join(p for p in (outcome.phase, outcome.reason or "", outcome.message or "") if p)
     evidence = tuple(f"{where} event {e.reason}: {e.message}" for e in outcome.events if e.reason != "Scheduled")
-    if refusal is not None and outcome.phase == "Failed":
+    ran = outcome.phase in ("Running", "Succeeded") or any(c.started for c in outcome.containers if not c.init)
+    if refusal is not None and outcome.phase == "Failed" and not ran:
         return passed(cid, node, f"{where} asking 2 MPS replicas of {resource} was refused: {refusal}",
                       evidence=evidence)
-    if outcome.phase in ("Running", "Succeeded") or any(c.started for c in outcome.containers if not c.init):
+    if ran:  # a refusal seen before it ran (an earlier admission attempt) is no refusal
         return failed(cid, node, f"{where} asking 2 MPS replicas of {resource} on {node} was admitted and ran: the "
                       "device plugin does not refuse more than one MPS replica per container", expected=expected,
                       observed=observed, evidence=evidence)
