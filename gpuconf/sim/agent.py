@@ -604,6 +604,9 @@ class NodeAgents:
     def read_claim(self, namespace: str, name: str) -> Obj | None:
         return self._api.ignoring((404,), self._api.resource.read_namespaced_resource_claim, name, namespace)
 
+    def read_service(self, namespace: str, name: str) -> Obj | None:
+        return self._api.ignoring((404,), self._api.core.read_namespaced_service, name, namespace)
+
 
 def _add_admin_spec(spec: Obj, wanted: Obj) -> None:
     """Put a profile's cordon and taints on an adopted Node, keeping whatever else it has."""

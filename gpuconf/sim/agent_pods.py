@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gpuconf.sim import dcgm, emulate, nccl_world
+from gpuconf.sim import dcgm, emulate, nccl_world, probe_meet
 from gpuconf.sim.agent_logs import LogStore
 from gpuconf.sim.agent_model import (
     AdmissionError,
@@ -83,6 +83,8 @@ class KubeletApi(Protocol):
 
     def read_claim(self, namespace: str, name: str) -> Obj | None: ...
 
+    def read_service(self, namespace: str, name: str) -> Obj | None: ...
+
     def node_ready(self, name: str, *, fresh: bool = False) -> tuple[str, str]:
         """The node's Ready condition as the API shows it: (status, message); read again, not from the
         last second's answer, when ``fresh``."""
@@ -104,6 +106,9 @@ class Timings:
     #: Real seconds a multi-process nccl-probe rank waits for its peers at least, whatever the
     #: speed: the ranks' pods are created by separate API calls, whose latency is not scaled.
     rendezvous_floor_seconds: float = 2.0
+    #: Real seconds a cuda-probe started with --rendezvous waits for its peers at least (gpuconf.sim.probe_meet):
+    #: the pods of a group are created by separate API calls and admitted by a loaded kubelet.
+    meet_floor_seconds: float = 15.0
 
     def scaled(self, nominal: float) -> float:
         return nominal / self.speed
@@ -152,6 +157,7 @@ class ContainerRun:
     message: str | None = None
     output: str = ""
     ticket: nccl_world.Ticket | None = None  # a multi-process nccl-probe rank until its job decides
+    meeting: probe_meet.Ticket | None = None  # a cuda-probe with --rendezvous until it met its peers or gave up
 
     @property
     def field_path(self) -> str:
@@ -229,6 +235,9 @@ class Kubelet:
         #: Multi-process nccl-probe jobs, by --id-addr, across every node of the cluster.
         self.rendezvous = nccl_world.Rendezvous(speed=timings.speed, run_seconds=timings.nccl_probe_seconds,
                                                 floor_seconds=timings.rendezvous_floor_seconds)
+        #: cuda-probes started with --rendezvous, by namespace
+        self.meetings = probe_meet.Meetings(speed=timings.speed, work_ms=timings.cuda_probe_seconds * 1000,
+                                            floor_seconds=timings.meet_floor_seconds)
 
     # Entry points ----------------------------------------------------------------------------
 
@@ -457,6 +466,12 @@ class Kubelet:
                     return outcome
                 c.ticket = None
                 c.exit_code, c.output, c.run_until = outcome.code, outcome.output, outcome.finish_at
+            if c.meeting is not None:
+                met = self.meetings.poll(c.meeting, now, self.api.read_service)
+                if isinstance(met, float):
+                    return met
+                c.meeting = None
+                c.exit_code, c.output, c.run_until = met.code, met.output, met.finish_at
             if c.run_until is None:
                 return None
             if now < c.run_until:
@@ -511,7 +526,8 @@ class Kubelet:
         self._event(run, pod, c, "Normal", "Started", self.wording.started.format(name=c.name), now)
         c.phase, c.started_at = "running", now
         code, output, seconds = self._program(run, pod, c, env, visible, now)
-        c.exit_code, c.run_until = (None if c.ticket else code), (now + seconds if seconds is not None else None)
+        waits = c.ticket is not None or c.meeting is not None
+        c.exit_code, c.run_until = (None if waits else code), (now + seconds if seconds is not None else None)
         c.output = output
         if seconds is None:  # runs until stopped: what it prints is there from the start
             self.logs.put(run.key, run.uid, c.name, output)
@@ -552,6 +568,20 @@ class Kubelet:
             except ValueError as e:  # the emulation and the creation check disagree: a bug to see
                 log.exception("cuda-probe emulation failed for %s", run.key)
                 return 1, f"gpuconf simulation error: {e}\n", t.scaled(t.cuda_probe_seconds)
+            try:
+                meet = probe_meet.request(env, [str(a) for a in (c.spec.get("command") or []) +
+                                                (c.spec.get("args") or [])])
+            except ValueError as e:  # the probe's usage error: one line, no document
+                return 2, f"cuda-probe: {e} (try --help)\n", t.scaled(t.plain_seconds)
+            if meet is not None and not c.init:
+                # It holds its GPUs until its peers were seen holding theirs (see _drive).
+                spec = pod.get("spec") or {}
+                c.meeting = self.meetings.join(meet, namespace=str(meta.get("namespace")), pod=str(meta["name"]),
+                                               hostname=hostname, subdomain=spec.get("subdomain"),
+                                               labels=meta.get("labels") or {}, node=node.name,
+                                               blocked=node.pod_traffic_blocked, code=code, output=out,
+                                               now=now + t.scaled(t.cuda_probe_seconds))
+                return code, "", None
             return code, out, t.scaled(t.cuda_probe_seconds)
         if probe == "nccl-probe" and c.image.cuda is not None:
             args = [str(a) for a in (c.spec.get("command") or []) + (c.spec.get("args") or [])]

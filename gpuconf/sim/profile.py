@@ -933,6 +933,9 @@ class SimNode:
     #: the device plugin's Allocate answers a MIG instance with that instance and its next sibling on
     #: the same GPU (mig-sibling-visible)
     mig_sibling_visible: bool = False
+    #: the node drops traffic between pods (a default-deny NetworkPolicy, a CNI without pod-to-pod
+    #: routes): a probe's connection to a peer pod times out (pod-traffic-blocked)
+    pod_traffic_blocked: bool = False
     #: spec.unschedulable: an administrator cordoned the node (node-cordoned)
     unschedulable: bool = False
     #: spec.taints an administrator set, (key, value, effect) (node-tainted); the node lifecycle
@@ -1131,6 +1134,7 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
         n.interconnect, nvls=False, busbw_gbps=f.param("busbw_gbps"))),
     "dra-prepares-wrong-device": lambda n, f: replace(n, dra_shift=f.param("shift")),
     "mig-sibling-visible": lambda n, f: replace(n, mig_sibling_visible=True),
+    "pod-traffic-blocked": lambda n, f: replace(n, pod_traffic_blocked=True),
     "dra-mig-parent-published": lambda n, f: _gpu(n, cast(int, f.gpu), dra_whole_too=True),
     "dra-slice-stale": lambda n, f: _gpu(n, cast(int, f.gpu), present=False, dra_listed=True),
     "dra-device-taint": _device_taint,

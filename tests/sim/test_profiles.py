@@ -163,7 +163,7 @@ def test_catalog_has_every_fault_the_issue_lists():
 def test_the_fleet_states_of_issue_25_are_not_tested_states():
     states = {f.id: f.severity for f in fault_catalog().values() if f.severity == "not-tested"}
     assert states == dict.fromkeys(["node-cordoned", "node-tainted", "node-not-ready", "gpus-busy",
-                                  "toolkit-version-unreadable"], "not-tested")
+                                  "toolkit-version-unreadable", "pod-traffic-blocked"], "not-tested")
 
 
 FAULTS = sorted(fault_catalog().values(), key=lambda f: f.id)
