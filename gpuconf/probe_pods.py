@@ -18,8 +18,10 @@ from gpuconf.render import probe_sources, probe_sources_stamp, render
 
 __all__ = ["CONTAINERS", "DEFAULT_TOLERATIONS", "NCCL_BOOTSTRAP_PORT", "NCCL_JOB_LABEL", "PRIORITY_CLASS",
            "SCHEDULE_BUDGET_ANNOTATION", "ClaimRequest", "make_cuda_probe_pod", "make_nccl_job_service",
-           "make_nccl_probe_pod", "make_probe_sources_configmap", "make_resource_claim_template",
-           "nccl_rank0_address", "probe_pod_name", "sources_configmap_name"]
+           "make_nccl_probe_pod", "make_probe_sources_configmap", "make_rendezvous_service",
+           "make_resource_claim_template", "nccl_rank0_address", "probe_pod_name", "RENDEZVOUS_LABEL",
+           "RENDEZVOUS_PORT", "RENDEZVOUS_WAIT_S", "RendezvousMember", "rendezvous_group", "rendezvous_group_name",
+           "sources_configmap_name"]
 
 #: Created once per cluster by the suite: value 0 and ``preemptionPolicy: Never``, so a probe
 #: never evicts anyone's work.
@@ -34,6 +36,14 @@ DEFAULT_TOLERATIONS: tuple[dict[str, str], ...] = (
 NCCL_BOOTSTRAP_PORT = 29500
 #: The label that ties a multi-process NCCL job's rank pods to its headless Service.
 NCCL_JOB_LABEL = "gpuconf.io/nccl-job"
+#: The label that ties the cuda-probe pods of one rendezvous group (pods that must hold their GPUs at
+#: the same time) to its headless Service.
+RENDEZVOUS_LABEL = "gpuconf.io/rendezvous"
+#: How long a rendezvous probe waits for its peers (the cuda-probe's --rendezvous-wait): the peers of
+#: a group are created together, but each may queue for an image pull or an admission.
+RENDEZVOUS_WAIT_S = 180
+#: The cuda-probe's --rendezvous-port default (an unprivileged port: Pod Security restricted).
+RENDEZVOUS_PORT = 7171
 #: How long a campaign waits for a pod to be placed (gpuconf.cluster.campaign reads it).
 SCHEDULE_BUDGET_ANNOTATION = "gpuconf.io/schedule-budget-s"
 #: The probe containers' names, in order: the probe, the optional sidecar and the optional
@@ -99,6 +109,7 @@ def make_cuda_probe_pod(
     resource_claims: Mapping[str, str] | None = None,
     sidecar_claims: Sequence[str] | None = None,
     bystander: bool = False,
+    rendezvous: RendezvousMember | None = None,
 ) -> dict[str, Any]:
     """A cuda-probe pod for ``check`` on ``node`` (by nodeSelector, so the scheduler still
     decides: it is the scheduler's verdict the suite wants to see). ``cuda_archs`` (e.g. "90",
@@ -116,7 +127,11 @@ def make_cuda_probe_pod(
     ``sidecar_claims`` (names among ``resource_claims``) are the pod claims the sidecar uses too
     (a sidecar with no GPU limits unless ``sidecar_gpu_count`` says otherwise): one claim shared by
     two containers. ``bystander`` adds a third probe container, ``bystander``, with neither GPU
-    limits nor claims (what a container beside claim users looks like)."""
+    limits nor claims (what a container beside claim users looks like).
+
+    ``rendezvous`` (one member of :func:`rendezvous_group`) names the pod under the group's headless
+    Service and makes its probe container (not the sidecar or bystander, which share its network)
+    hold its GPUs until every peer of the group was seen holding its own."""
     if sidecar_claims is not None and sidecar_gpu_count is None:
         sidecar_gpu_count = 0
     if bystander and sidecar_gpu_count is None:
@@ -142,6 +157,8 @@ def make_cuda_probe_pod(
         containers[0]["claims"] = [{"name": k, "template": v} for k, v in resource_claims.items()]
     if sidecar_claims:
         containers[1]["uses"] = list(dict.fromkeys(sidecar_claims))
+    if rendezvous is not None:
+        containers[0]["env"] = [{"name": k, "value": v} for k, v in rendezvous.env.items()]
     (pod,) = render("cuda-probe-pod.yaml.j2", {
         "name": name, "namespace": namespace, "run_id": run_id, "check": check, "mode": mode, "image": image,
         "probe": "cuda-probe", "args": ["--timeout", str(call_timeout_s)],
@@ -151,9 +168,54 @@ def make_cuda_probe_pod(
         "env": [{"name": k, "value": v} for k, v in (env or {}).items()],
         "tolerations": [dict(t) for t in tolerations], "runtime_class": runtime_class,
         "priority_class": PRIORITY_CLASS, "call_timeout_s": call_timeout_s, "deadline_s": deadline_s,
-        "cuda_archs": cuda_archs, "extra_labels": {}, "annotations": {}, "hostname": None, "subdomain": None,
+        "cuda_archs": cuda_archs, "extra_labels": {RENDEZVOUS_LABEL: rendezvous.group} if rendezvous else {},
+        "annotations": {}, "hostname": rendezvous.hostname if rendezvous else None,
+        "subdomain": rendezvous.group if rendezvous else None,
     })
     return pod
+
+
+@dataclass(frozen=True)
+class RendezvousMember:
+    """One pod of a rendezvous group: its hostname under the group's Service (``group``) and its
+    probe container's rendezvous settings (``env``: the cuda-probe's GPUCONF_PROBE_RENDEZVOUS*)."""
+
+    group: str
+    hostname: str
+    env: Mapping[str, str]
+
+
+def rendezvous_group(group: str, hostnames: Sequence[str], *, namespace: str,
+                     wait_s: int = RENDEZVOUS_WAIT_S) -> dict[str, RendezvousMember]:
+    """The members of one rendezvous group, by hostname: pods that must hold their GPUs at the same
+    time, each naming every other as ``<hostname>.<group>.<namespace>.svc`` (the group's headless
+    Service, :func:`make_rendezvous_service`, gives them these names). ``group`` is a DNS-1035 label
+    (it names the Service), the hostnames DNS labels."""
+    if len(set(hostnames)) != len(hostnames) or len(hostnames) < 2:
+        raise ValueError(f"a rendezvous group has two or more distinct hostnames: {list(hostnames)}")
+    if not re.fullmatch(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?", group):
+        raise ValueError(f"a rendezvous group names a Service: a DNS-1035 label, not {group!r}")
+    bad = [h for h in hostnames if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", h)]
+    if bad:
+        raise ValueError(f"a pod's hostname is a DNS label: {bad}")
+    return {h: RendezvousMember(group, h, {
+        "GPUCONF_PROBE_RENDEZVOUS": ",".join(f"{peer}.{group}.{namespace}.svc" for peer in hostnames if peer != h),
+        "GPUCONF_PROBE_RENDEZVOUS_WAIT": str(wait_s)}) for h in hostnames}
+
+
+def rendezvous_group_name(prefix: str, key: str) -> str:
+    """A group's Service name: ``<prefix>-<10 hex digits of key>`` (a node name may be 253 characters
+    long; a Service name is a DNS-1035 label of at most 63)."""
+    return f"{prefix}-{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+
+
+def make_rendezvous_service(*, name: str, namespace: str, run_id: str, check: str) -> dict[str, Any]:
+    """The headless Service of one rendezvous group ``name``: it selects the run's pods labelled
+    ``gpuconf.io/rendezvous: <name>`` and publishes them before they are ready, so each probe
+    reaches its peers by name as soon as they run."""
+    (obj,) = render("rendezvous-service.yaml.j2", {"name": name, "namespace": namespace, "run_id": run_id,
+                                                   "check": check, "port": RENDEZVOUS_PORT})
+    return obj
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from gpuconf.checks import isolation as checks
 from gpuconf.checks.probe_start import blocked_by
 from gpuconf.cluster import Inventory, PodOutcome, run_campaign
 from gpuconf.cluster.campaign import SCHEDULE_BUDGET_ANNOTATION
-from gpuconf.kit import cuda_probe_pod, judge, require, run_context
+from gpuconf.kit import cuda_probe_pod, judge, rendezvous_group, require, run_context
 from gpuconf.nodes import GpuRequest, NodeView
 from gpuconf.verdict import Verdict
 
@@ -36,15 +36,22 @@ def isolation_probes(request: pytest.FixtureRequest, gpu_nodes: dict[str, NodeVi
         if node.blocked() is not None:  # NotReady, cordoned, an untolerated taint: its checks say so
             continue
         ask = node.one_gpu()
-        for planned in checks.plan_node(node.name, node.offered(ask) if ask else 0,
-                                        max_request=ask.per_container if ask else None):
+        plan = checks.plan_node(node.name, node.offered(ask) if ask else 0,
+                                max_request=ask.per_container if ask else None,
+                                shared=bool(ask) and ask.replicas > 1)
+        # the two concurrent pods hold their GPUs until each saw the other's (the probe's rendezvous)
+        group = [p.role for p in plan if p.together]
+        meet = rendezvous_group(request.config, check="isolation", prefix="iso-together", key=node.name,
+                                hostnames=group) if group else {}
+        for planned in plan:
             # N GPUs as the node view asks for N: the device plugin's resource, a DRA-backed extended
             # resource, or one claim for N devices; a pod that requests none gets neither limits nor claim
             sized = node.gpus(planned.gpu_count, check="the isolation pods") if planned.gpu_count else None
             pod = cuda_probe_pod(request.config, name=planned.name, check="isolation", node=node.name,
                                  ask=sized or None, gpu_count=planned.gpu_count,
                                  gpu_resource=ask.resource if ask and ask.resource else "nvidia.com/gpu",
-                                 sidecar_gpu_count=planned.sidecar_gpu_count, env=dict(planned.env))
+                                 sidecar_gpu_count=planned.sidecar_gpu_count, env=dict(planned.env),
+                                 rendezvous=meet.get(planned.role))
             if planned.waits:  # queued behind the node's other GPU pods: it may be Pending a while
                 pod["metadata"].setdefault("annotations", {})[SCHEDULE_BUDGET_ANNOTATION] = str(int(timeout))
             pods.append(pod)

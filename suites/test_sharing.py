@@ -19,7 +19,7 @@ from gpuconf.checks import sharing as checks
 from gpuconf.checks.isolation import sighting
 from gpuconf.cluster import Inventory, PodOutcome, run_campaign
 from gpuconf.expect import ExpectPool, ExpectProfile
-from gpuconf.kit import cuda_probe_pod, judge, require, run_context
+from gpuconf.kit import cuda_probe_pod, judge, rendezvous_group, require, run_context
 from gpuconf.nodes import NodeView
 from gpuconf.outcomes import COULD_NOT_RUN
 from gpuconf.verdict import not_tested
@@ -105,10 +105,14 @@ def oversubscription(request: pytest.FixtureRequest, gpu_inventory: Inventory, g
             plans[node.name] = reason
             continue
         plans[node.name] = []
+        # the node's allocatable replicas take them all at once: they hold their GPUs until each saw
+        # every other hold its own (the probe's rendezvous), so the sharing is exercised by construction
+        meet = rendezvous_group(config, check="sharing", prefix="share-together", key=node.name,
+                                hostnames=[f"p{i}" for i in range(count)])
         for i in range(count):
             name = checks.pod_name(node.name, i)
             pods.append(cuda_probe_pod(config, name=name, check="sharing", node=node.name, gpu_count=1,
-                                       gpu_resource=shared_resource(gpu_nodes[node.name])))
+                                       gpu_resource=shared_resource(gpu_nodes[node.name]), rendezvous=meet[f"p{i}"]))
             where[name] = node.name
     outcomes = run_campaign(run_context(config), pods, timeout=config.getoption("gpuconf_timeout")) if pods else {}
     for name in sorted(outcomes, key=lambda n: (where[n], len(n), n)):

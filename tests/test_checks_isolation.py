@@ -106,7 +106,8 @@ def test_every_isolation_check_is_in_the_catalog_and_the_faults_name_two_of_them
     assert {checks()[c].suite for c in ISOLATION_CHECKS} == {"suites/test_isolation.py"}
     named = {f.id: f.check for f in fault_catalog().values() if f.check in ISOLATION_CHECKS}
     assert named == {"envvar-leak": "isolation.envvar-without-request-gets-no-gpu",
-                     "visible-devices-all": "isolation.sees-only-allocated"}
+                     "visible-devices-all": "isolation.sees-only-allocated",
+                     "pod-traffic-blocked": "isolation.concurrent-pods-disjoint"}
 
 
 def test_a_healthy_node_passes_every_isolation_check_naming_what_it_saw():
@@ -157,7 +158,7 @@ def test_visible_devices_all_fails_sees_only_allocated_and_concurrent_pods_share
     assert v.summary.startswith("a pod requesting 1 GPU sees CUDA devices: 8, NVML GPUs: 8, /dev/nvidiaN: 8: GPU-")
     assert v.expected == "exactly 1 GPU in every view"
     assert results["isolation.concurrent-pods-disjoint"].summary.startswith(
-        "two pods each given one GPU at the same time both see GPU-")
+        "two pods each given one GPU at the same time (their pod times overlap) both see GPU-")
 
 
 def test_the_other_node_of_a_faulty_pool_is_unaffected():

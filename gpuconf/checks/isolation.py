@@ -25,6 +25,7 @@ from gpuconf.verdict import Outcome, Verdict, check, failed, not_tested, passed
 
 __all__ = [
     "CLAIM_OWNER",
+    "CONCURRENT_ROLES",
     "ClaimGrant",
     "GpuView",
     "PlannedPod",
@@ -34,7 +35,9 @@ __all__ = [
     "evaluate_no_request_sees_no_gpu",
     "evaluate_only_requesting_container",
     "evaluate_sees_only_allocated",
+    "Overlap",
     "held_together",
+    "rendezvous_overlap",
     "plan_node",
     "claim_grant",
     "pod_name",
@@ -56,7 +59,9 @@ def pod_name(role: str, node: str) -> str:
 class PlannedPod:
     """One isolation probe pod on one node. ``waits``: the node's pods together ask for more GPUs
     than it has, so this one may stay Pending until others finish (the suite gives it the
-    campaign's budget to be scheduled in, instead of the default)."""
+    campaign's budget to be scheduled in, instead of the default). ``together``: one of the two
+    concurrent one-GPU pods, which hold their GPUs until each has seen the other hold its own (the
+    cuda-probe's rendezvous, under the hostname ``role``)."""
 
     role: str  # none | envvar | one | split | two
     name: str
@@ -64,15 +69,25 @@ class PlannedPod:
     sidecar_gpu_count: int | None = None
     env: Mapping[str, str] = field(default_factory=dict)
     waits: bool = False
+    together: bool = False
 
 
-def plan_node(node: str, allocatable: int, *, max_request: int | None = None) -> tuple[PlannedPod, ...]:
+#: The two pods that hold one GPU each at the same time (isolation.concurrent-pods-disjoint).
+CONCURRENT_ROLES = ("one", "split")
+
+
+def plan_node(node: str, allocatable: int, *, max_request: int | None = None,
+              shared: bool = False) -> tuple[PlannedPod, ...]:
     """The isolation pods for a node with ``allocatable`` nvidia.com/gpu: two that request none
     (``none``, ``envvar``), and where the node has GPUs ``one`` (1 GPU), ``split`` (1 GPU in its
-    probe container, none in its sidecar) and, with two or more, ``two`` (2 GPUs). ``one`` and
-    ``split`` are also the two concurrent one-GPU pods: with four GPUs everything runs at once, so
-    they hold their GPUs together; on a smaller node the pods queue for the GPUs. ``max_request``:
-    the most one container may ask for (1 on MPS nodes, whose device plugin refuses more)."""
+    probe container, none in its sidecar) and, with two or more, ``two`` (2 GPUs). ``max_request``:
+    the most one container may ask for (1 on MPS nodes, whose device plugin refuses more).
+
+    ``one`` and ``split`` are also the two concurrent one-GPU pods: where the node has two GPUs for
+    them (and does not share its GPUs, ``shared``: then concurrency proves nothing) they are a
+    rendezvous group, holding their GPUs until each saw the other hold its own, so they overlap by
+    construction. They fit together: on a node with fewer than four GPUs ``two`` may queue for them
+    (``waits``) but never holds them while waiting, so the group is always admitted in the end."""
     pods = [PlannedPod("none", pod_name("none", node), 0),
             PlannedPod("envvar", pod_name("envvar", node), 0, env={"NVIDIA_VISIBLE_DEVICES": "all"})]
     if allocatable < 1:
@@ -80,7 +95,9 @@ def plan_node(node: str, allocatable: int, *, max_request: int | None = None) ->
     two = allocatable >= 2 and (max_request is None or max_request >= 2)
     wanted = [("one", 1, None), ("split", 1, 0)] + ([("two", 2, None)] if two else [])
     waits = sum(count for _, count, _ in wanted) > allocatable
-    return tuple(pods + [PlannedPod(role, pod_name(role, node), count, sidecar, waits=waits)
+    together = allocatable >= 2 and not shared
+    return tuple(pods + [PlannedPod(role, pod_name(role, node), count, sidecar, waits=waits,
+                                    together=together and role in CONCURRENT_ROLES)
                          for role, count, sidecar in wanted])
 
 
@@ -377,11 +394,12 @@ def evaluate_sees_only_allocated(node: str, seen: Sequence[tuple[int, Sighting]]
 
 
 def held_together(a: PodOutcome, b: PodOutcome) -> bool | None:
-    """Whether the two pods held their GPUs at the same time (devices are allocated at admission,
-    right after scheduling, and freed when the pod finishes). Pod times have a resolution of one
-    second, so a pod that finished in the second the other was scheduled may or may not have
-    handed its GPU over: True and False only when the windows surely overlap or surely do not,
-    else None (also when a time is missing)."""
+    """Whether the two pods held their GPUs at the same time by their pod times, the fallback for
+    probes that ran without a rendezvous (devices are allocated at admission, right after
+    scheduling, and freed when the pod finishes). Pod times have a resolution of one second, so a
+    pod that finished in the second the other was scheduled may or may not have handed its GPU
+    over: True and False only when the windows surely overlap or surely do not, else None (also
+    when a time is missing)."""
     s1, f1, s2, f2 = a.timings.scheduled, a.timings.finished, b.timings.scheduled, b.timings.finished
     if s1 is None or f1 is None or s2 is None or f2 is None:
         return None
@@ -390,6 +408,45 @@ def held_together(a: PodOutcome, b: PodOutcome) -> bool | None:
     if s2 < f1 and s1 < f2:
         return True
     return None
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Whether probe pods held their GPUs at the same time, as their probes' rendezvous proved it
+    (the cuda-probe's --rendezvous: each holds until it has seen every peer hold its own).
+    ``held``: True when a probe met every peer (``overlap_ms``: the overlap it measured, the largest
+    any measured); None when none did (``reason``: why, in the probes' words)."""
+
+    held: bool | None
+    overlap_ms: float | None
+    reason: str | None
+    evidence: tuple[str, ...]
+
+    def said(self) -> str:
+        """How the overlap is known, for a summary."""
+        return f"an overlap of {self.overlap_ms:.0f} ms measured by their probes' rendezvous"
+
+
+def rendezvous_overlap(seen: Sequence[Sighting]) -> Overlap | None:
+    """The overlap the probes of ``seen`` proved through their rendezvous, or None where none of
+    them ran one (an older probe, or a pod planned without a group: then pod times are all there is).
+    One probe that met its peers proves it: when it read its last peer's line, no peer could have
+    released (each waits for its acknowledgement)."""
+    meets = [(s.where, s.report.rendezvous) for s in seen if s.report is not None and s.report.rendezvous is not None]
+    if not meets:
+        return None
+    evidence = []
+    for where, m in meets:
+        lines = "; ".join(f"{p.peer} ({p.name}) holding {_ids(p.uuids)}" if p.answered
+                          else f"{p.peer}: no answer ({p.error or 'unknown'})" for p in m.lines)
+        state = f"met, overlap {m.overlap_ms:.0f} ms" if m.met and m.overlap_ms is not None else f"not met: {m.reason}"
+        evidence.append(f"{where}: rendezvous {state} after {m.waited_ms:.0f} ms of at most {m.wait_s:g} s; {lines}")
+    met = [m.overlap_ms or 0.0 for _, m in meets if m.met]
+    if met:
+        return Overlap(True, max(met), None, tuple(evidence))
+    reasons = list(dict.fromkeys(f"{where}: {m.reason or 'no reason given'}" for where, m in meets))
+    more = f"; and {len(reasons) - 2} more probes (evidence)" if len(reasons) > 2 else ""
+    return Overlap(None, None, "; ".join(reasons[:2]) + more, tuple(evidence))
 
 
 def _allocated(report: CudaProbeReport) -> frozenset[str] | None:
@@ -406,10 +463,13 @@ def _allocated(report: CudaProbeReport) -> frozenset[str] | None:
 def evaluate_concurrent_pods_disjoint(node: str, a: Sighting | None, b: Sighting | None, *, allocatable: int,
                                       replicas: int = 1, together: bool | None = None,
                                       grants: Mapping[str, ClaimGrant] | None = None) -> Verdict:
-    """Two pods each given one GPU at the same time on ``node`` see different GPU UUIDs. A GPU
-    both see is a failure when they held their GPUs at the same time (``together``), or when the
-    device plugin (or, with ``grants``, their DRA claims) gave them different ones; a GPU handed from
-    one to the other is not."""
+    """Two pods each given one GPU at the same time on ``node`` see different GPU UUIDs. That they
+    held their GPUs at the same time comes from their probes' rendezvous (:func:`rendezvous_overlap`);
+    ``together`` (their pod times, :func:`held_together`) only where the probes ran none. A GPU
+    both see is a failure when they held their GPUs at the same time, or when the device plugin (or,
+    with ``grants``, their DRA claims) gave them different ones; a GPU handed from one to the other
+    is not. Different GPUs pass only with the overlap proven: pods that ran one after the other
+    prove nothing about isolation."""
     cid = "isolation.concurrent-pods-disjoint"
     if allocatable < 2:
         return not_tested(cid, node, f"{node} has {allocatable} allocatable nvidia.com/gpu; two pods with one "
@@ -429,25 +489,39 @@ def evaluate_concurrent_pods_disjoint(node: str, a: Sighting | None, b: Sighting
     if grants is not None:  # DRA: the claims' allocations, not NVIDIA_VISIBLE_DEVICES
         ga, gb = (frozenset(g.uuids) if (g := grants.get(s.where)) is not None and g.unknown is None else None
                   for s in (a, b))
+    overlap = rendezvous_overlap((a, b))
     evidence = (f"{a.where}: {va.describe(full=True)}; {_env_line(a.report)}",
-                f"{b.where}: {vb.describe(full=True)}; {_env_line(b.report)}")
+                f"{b.where}: {vb.describe(full=True)}; {_env_line(b.report)}") + (
+        overlap.evidence if overlap is not None else (
+            "no rendezvous in their probes: pod times "
+            + {True: "overlap", False: "do not overlap", None: "meet within a second"}[together],))
     if not ua or not ub:
         blind = a.where if not ua else b.where
         return not_tested(cid, node, f"{blind} saw no GPU, so there is nothing to compare "
                           "(isolation.sees-only-allocated reports it)", kind=COULD_NOT_RUN)
     shared = sorted(set(ua) & set(ub))
-    when = " holding one GPU each at the same time" if together else " given one GPU each"
-    if not shared:
-        return passed(cid, node, f"two pods{when} see different GPUs: {_ids(ua)} and {_ids(ub)}", evidence=evidence)
     observed = f"{a.where}: {_ids(ua)}; {b.where}: {_ids(ub)}"
-    if together:
-        return failed(cid, node, f"two pods each given one GPU at the same time both see {_ids(shared)}",
+    held = overlap.held if overlap is not None else together
+    how = overlap.said() if overlap is not None and overlap.held else "their pod times overlap"
+    if shared and held:
+        return failed(cid, node, f"two pods each given one GPU at the same time ({how}) both see {_ids(shared)}",
                       expected="disjoint GPU UUIDs", observed=observed, evidence=evidence)
-    if ga is not None and gb is not None and not ga & gb:
+    if shared and ga is not None and gb is not None and not ga & gb:
         return failed(cid, node, f"{'their claims' if grants is not None else 'the device plugin'} gave two "
                       f"pods different GPUs ({_ids(sorted(ga))} and "
                       f"{_ids(sorted(gb))}) but both see {_ids(shared)}", expected="disjoint GPU UUIDs",
                       observed=observed, evidence=evidence)
+    if overlap is not None and not overlap.held:
+        return not_tested(cid, node, "the two pods could not hold their GPUs at the same time: "
+                          f"{overlap.reason}", kind=COULD_NOT_RUN)
+    if held:
+        return passed(cid, node, f"two pods holding one GPU each at the same time ({how}) see different GPUs: "
+                      f"{_ids(ua)} and {_ids(ub)}", evidence=evidence)
+    if not shared:
+        return not_tested(cid, node, f"two pods given one GPU each see different GPUs ({_ids(ua)} and {_ids(ub)}), "
+                          "but nothing shows they held them at the same time (their probes ran no rendezvous and "
+                          + ("one finished before the other was scheduled)" if together is False
+                             else "their pod times meet within a second)"), kind=COULD_NOT_RUN)
     if together is False:
         return not_tested(cid, node, "the two pods did not hold their GPUs at the same time (one finished before "
                           "the other was scheduled), so reusing a GPU was legitimate", kind=COULD_NOT_RUN)

@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from gpuconf.checks.isolation import Sighting
+from gpuconf.checks.isolation import Sighting, rendezvous_overlap
 from gpuconf.cluster.outcomes import PodOutcome
 from gpuconf.expect import SharingSpec
 from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
@@ -308,8 +308,9 @@ class Run:
 
 
 def _together(runs: Sequence[Run]) -> bool | None:
-    """Whether every pod held its GPU at one moment (times have one-second resolution): True when
-    the windows surely share a moment, False when two surely do not, else None."""
+    """Whether every pod held its GPU at one moment by their pod times, the fallback for probes that
+    ran without a rendezvous (times have one-second resolution): True when the windows surely share
+    a moment, False when two surely do not, else None."""
     windows = [r.window for r in runs]
     if any(w is None for w in windows):
         return None
@@ -325,7 +326,9 @@ def evaluate_oversubscription_runs(node: str, runs: Sequence[Run], *, physical: 
                                    node_uuids: frozenset[str] | None, replicas: int, strategy: str | None) -> Verdict:
     """N pods of one GPU each on a node with G < N physical GPUs all run and verify their kernel,
     each sees one GPU of the node, and the pods share GPUs: at least N - G pairs of pods see the
-    same UUID (the pigeonhole bound; a pod seeing a GPU the node does not have breaks it)."""
+    same UUID (the pigeonhole bound; a pod seeing a GPU the node does not have breaks it), while
+    they all hold their GPUs at the same time: their probes' rendezvous proves it (pod times only
+    where the probes ran none). Pods launched at once but not shown to overlap prove no sharing."""
     cid = "sharing.oversubscription-runs"
     if not runs:
         return not_tested(cid, node, f"no oversubscription pod was planned on {node}", kind=COULD_NOT_RUN)
@@ -371,14 +374,24 @@ def evaluate_oversubscription_runs(node: str, runs: Sequence[Run], *, physical: 
                       f"({pairs} sharing pairs)", expected=f"at most {physical} distinct GPUs, at least "
                       f"{count - physical} pairs of pods on one GPU", observed=", ".join(uuids),
                       evidence=tuple(evidence))
-    together = _together(runs)
+    overlap = rendezvous_overlap([r.seen for r in runs])
+    if overlap is not None and not overlap.held:
+        return not_tested(cid, node, f"the {count} pods could not hold their GPUs at the same time: {overlap.reason}",
+                          kind=COULD_NOT_RUN)
+    together = overlap.held if overlap is not None else _together(runs)
     if together is False:
         return not_tested(cid, node, f"the {count} pods did not all hold their GPUs at the same time, so sharing "
                           "was not exercised (each ran and verified its kernel)", kind=COULD_NOT_RUN)
-    when = "held their GPUs at the same time" if together else "were launched at once"
+    if together is None:
+        return not_tested(cid, node, f"the {count} pods ran and verified their kernels, but nothing shows they held "
+                          "their GPUs at the same time (their probes ran no rendezvous and their pod times "
+                          + ("are missing)" if any(r.window is None for r in runs) else "meet within a second)"),
+                          kind=COULD_NOT_RUN)
+    how = overlap.said() if overlap is not None else "their pod times overlap"
     shared = ", ".join(f"{u} x{n}" for u, n in sorted(distinct.items()) if n > 1)
-    return passed(cid, node, f"{count} pods on {physical} GPUs ({strategy}, {replicas} replicas) {when}; each "
-                  f"verified its kernel on one of the node's GPUs; shared: {shared}", evidence=tuple(evidence))
+    return passed(cid, node, f"{count} pods on {physical} GPUs ({strategy}, {replicas} replicas) held their GPUs at "
+                  f"the same time ({how}); each verified its kernel on one of the node's GPUs; shared: {shared}",
+                  evidence=tuple(evidence) + (overlap.evidence if overlap is not None else ()))
 
 
 # -------------------------------------------------------------------------------------------------

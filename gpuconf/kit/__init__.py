@@ -20,6 +20,7 @@ from gpuconf.kit.probes import (
     parsed_probe,
     probe_block,
     probe_report,
+    rendezvous_group,
 )
 from gpuconf.kit.state import (
     DEFAULT_PROBE_CUDA,
@@ -35,5 +36,5 @@ from gpuconf.kit.state import (
 
 __all__ = ["blocked", "DEFAULT_PROBE_CUDA", "SESSION", "ClusterHandle", "Session", "claim_template", "compat_cudas",
            "cuda_probe_pod", "gpu_ask", "inventory", "judge", "native_probe_cuda", "node_views", "parsed_probe",
-           "probe_block", "probe_pod_metrics", "probe_report", "record_metrics", "record_series", "require",
-           "run_context", "session", "skip_not_tested"]
+           "probe_block", "probe_pod_metrics", "probe_report", "record_metrics", "record_series", "rendezvous_group",
+           "require", "run_context", "session", "skip_not_tested"]

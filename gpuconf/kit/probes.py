@@ -4,7 +4,7 @@ probe asks for a node's GPUs, and the node's whole-node report read once however
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -16,10 +16,10 @@ from gpuconf.outcomes import BLOCKED, COULD_NOT_RUN
 
 if TYPE_CHECKING:
     from gpuconf.nodes import GpuRequest, NodeView
-    from gpuconf.probe_pods import ClaimRequest
+    from gpuconf.probe_pods import ClaimRequest, RendezvousMember
 
 __all__ = ["WholeNodeProbes", "blocked", "claim_template", "cuda_probe_pod", "gpu_ask", "native_probe_cuda",
-           "parsed_probe", "probe_block", "probe_report"]
+           "parsed_probe", "probe_block", "probe_report", "rendezvous_group"]
 
 class WholeNodeProbes(dict[str, PodOutcome]):
     """The whole-node probes by node, and for each GPU node without one the node view's reason why
@@ -117,6 +117,23 @@ def cuda_probe_pod(config: pytest.Config, *, name: str, check: str, cuda: str = 
         kw.update(gpu_ask(config, ask, check=check))
     return make_cuda_probe_pod(name=name, namespace=ctx.namespace, run_id=ctx.run_id, check=check, cuda=cuda,
                                node=node, **kw)
+
+
+def rendezvous_group(config: pytest.Config, *, check: str, prefix: str, key: str,
+                     hostnames: Sequence[str]) -> dict[str, RendezvousMember]:
+    """Pods that must hold their GPUs at the same time (``key``: what makes the group, e.g. the node):
+    the group's headless Service, created now and deleted with the run, and each pod's rendezvous by
+    hostname (give it to cuda_probe_pod as ``rendezvous``): its probe holds its GPUs until it has seen
+    every peer hold theirs (the cuda-probe's --rendezvous)."""
+    from gpuconf.probe_pods import make_rendezvous_service, rendezvous_group_name
+    from gpuconf.probe_pods import rendezvous_group as members
+
+    ctx = run_context(config)
+    group = rendezvous_group_name(prefix, key)
+    core = ctx.cluster.core
+    ctx.create("service", core.create_namespaced_service, core.delete_namespaced_service,
+               make_rendezvous_service(name=group, namespace=ctx.namespace, run_id=ctx.run_id, check=check))
+    return members(group, hostnames, namespace=ctx.namespace)
 
 
 def probe_block(probes: Mapping[str, PodOutcome], node: str) -> Any:
