@@ -61,7 +61,7 @@ def _sees_gpu(report: CudaProbeReport) -> list[str]:
     GPU: the kubelet creates them for any runtime when the device plugin passes device specs, and a
     container without the driver's libraries (runc) cannot use them."""
     found = [d.uuid or f"CUDA device {d.index}" for d in report.devices]
-    return found + [g.uuid for g in report.nvml_gpus if g.uuid and g.uuid not in found]
+    return found + [u for g in report.nvml_gpus if (u := g.uuid or f"NVML GPU {g.index}") not in found]
 
 
 #: dlopen's words for a library that is not in the container at all.
@@ -109,8 +109,9 @@ def evaluate_default_runtime(node: str, default: Sighting, with_class: Sighting 
     cid = "runtime.default-runtime-injects-gpu"
     allocated = given or "1 nvidia.com/gpu"
     if default.report is None:
-        return failed(cid, node, f"the pod without runtimeClassName gave no probe output: {default.failure}",
-                      expected="a probe report", observed=default.failure or "nothing")
+        why = default.failure or "nothing"
+        return failed(cid, node, f"the pod without runtimeClassName gave no probe output: {why}",
+                      expected="a probe report", observed=why)
     seen = _sees_gpu(default.report)
     if seen:
         return passed(cid, node, f"a pod naming no runtimeClassName, given {given or '1 GPU'}, sees it "
@@ -144,16 +145,17 @@ def evaluate_default_runtime(node: str, default: Sighting, with_class: Sighting 
 
 
 def _driver_without_gpu(cid: str, node: str, where: str, report: CudaProbeReport, allocated: str) -> Verdict:
-    """The verdict for a pod without runtimeClassName (``where``) that has a driver library but saw no GPU."""
-    driver = (f"libcuda {report.libcuda_path}" if report.libcuda_absent_reason is None
-              else f"NVML ({report.nvml_absent_reason or 'initialised'})")
+    """The verdict for a pod without runtimeClassName (``where``) that saw no GPU and is not proven
+    driverless (:func:`_no_driver`)."""
     zero = _reads_no_gpu(report)
-    if zero is None:
-        nvml = f"NVML: {report.nvml_absent_reason}" if report.nvml_absent_reason else "NVML lists no GPU"
-        return not_tested(cid, node, f"a pod naming no runtimeClassName, allocated {allocated}, has the driver "
-                          f"({driver}) but neither CUDA nor NVML could read a GPU (CUDA: {report.init}; {nvml}): "
-                          "whether its GPU was injected is not judged; smoke.vector-add-every-gpu and "
-                          "driver.nvml-initializes judge why the driver cannot reach the GPUs", kind=COULD_NOT_RUN)
+    if zero is None:  # NVML did not initialise either (one that did saw a GPU, or none: _reads_no_gpu)
+        libcuda = report.libcuda_path if report.libcuda_absent_reason is None else report.libcuda_absent_reason
+        return not_tested(cid, node, f"a pod naming no runtimeClassName, allocated {allocated}, shows no GPU, but "
+                          f"its readings do not say whether one was injected (libcuda: {libcuda}; CUDA: "
+                          f"{report.init}; NVML: {report.nvml_absent_reason}): not judged; smoke.vector-add-every-gpu "
+                          "and driver.nvml-initializes judge why the driver cannot reach the GPUs", kind=COULD_NOT_RUN)
+    # a reading that answered: CUDA through libcuda, or NVML initialised
+    driver = f"libcuda {report.libcuda_path}" if report.libcuda_absent_reason is None else "libnvidia-ml"
     return failed(cid, node, f"a pod naming no runtimeClassName was allocated {allocated} and given the driver "
                   f"({driver}) but no GPU: {zero}", expected="the allocated GPU visible", observed=zero,
                   evidence=(f"{where}: allocated {allocated}, {zero}, device nodes "
