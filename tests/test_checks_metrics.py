@@ -98,9 +98,15 @@ def test_a_gpu_the_exporter_publishes_but_the_whole_node_probe_did_not_see_fails
     assert v.outcome is Outcome.FAIL and f"publishes {uuid(2)}, which the whole-node probe did not see" in v.summary
 
 
-def test_a_probe_that_held_only_some_gpus_is_only_checked_one_way():
+def test_a_probe_that_held_only_some_gpus_is_only_checked_one_way_and_the_pass_says_so():
     partial = ProbeGpus(frozenset({uuid(0)}), complete=False)
-    assert evaluate_gpu_metrics_present("n0", scrape(text(3)), partial).outcome is Outcome.PASS
+    v = evaluate_gpu_metrics_present("n0", scrape(text(3)), partial)
+    assert v.outcome is Outcome.PASS
+    assert v.summary == ("the exporter pod gpu-operator/nvidia-dcgm-exporter-abcde on n0 publishes the required "
+                         "metrics for 3 GPU(s), every GPU of the whole-node probe")
+    assert v.not_judged == (f"whether {uuid(1)}, {uuid(2)}, published beyond the probe's GPUs, are GPUs of n0: the "
+                            "probe did not hold every GPU of the node",)
+    assert evaluate_gpu_metrics_present("n0", scrape(text(2)), every(2)).not_judged == ()
 
 
 def test_a_gpu_without_utilisation_fails_naming_the_metric():
@@ -153,6 +159,19 @@ def test_nvlink_is_expected_of_an_nvlink_model_only():
     assert recommended("n0", scrape(no_link)).outcome is Outcome.DEGRADED
     assert recommended("n0", scrape(text(2, model="Tesla T4", drop=("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",)))
                        ).outcome is Outcome.PASS
+
+
+def test_a_gpu_of_unknown_model_on_a_node_without_nvlink_passes_saying_nvlink_was_not_judged():
+    v = recommended("n0", scrape(text(2, model="Tesla T4", drop=("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",))
+                                 .replace('modelName="Tesla T4",', "")))
+    assert v.outcome is Outcome.PASS, v.message()
+    assert v.summary == "all 2 GPU(s) publish the recommended metrics"
+    assert v.not_judged == (f"whether {uuid(0)} (gpu 0), {uuid(1)} (gpu 1) should publish NVLink bandwidth: the "
+                            "exporter names no model (modelName label)",)
+    # a known model, or a node that publishes NVLink for some GPU, leaves nothing unjudged
+    assert recommended("n0", scrape(text(2, model="Tesla T4", drop=("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",)))
+                       ).not_judged == ()
+    assert recommended("n0", scrape(text(2).replace(f'modelName="{H100}",', ""))).not_judged == ()
 
 
 def test_no_exporter_answer_leaves_the_recommended_check_not_tested():

@@ -63,3 +63,10 @@ def shape(verdict: Verdict) -> dict[str, Any]:
     return {"check": verdict.check, "node": verdict.node, "outcome": verdict.outcome.value,
             "expected": verdict.expected is not None, "observed": verdict.observed is not None,
             "evidence": len(verdict.evidence)}
+
+
+def whole(verdict: Verdict) -> dict[str, Any]:
+    """A verdict with what :func:`as_data` leaves out that a reader still acts on: what a PASS did not
+    judge, a NOT TESTED's kind and the check it is blocked by."""
+    return {**as_data(verdict), "not_judged": list(verdict.not_judged), "kind": verdict.kind,
+            "blocked_by": verdict.blocked_by}

@@ -236,8 +236,11 @@ def evaluate_gpu_metrics_present(node: str, scrape: ExporterScrape, probe: Probe
         return not_tested(PRESENT_CHECK, node, f"{where} publishes the required metrics for {len(published)} GPU(s), "
                           f"but their UUIDs are not compared: {why}", kind=COULD_NOT_RUN)
     how = "the same GPUs as" if probe.complete else "every GPU of"
+    beyond = published - probe.uuids  # only where the probe held part of the node: nothing to compare them with
     return passed(PRESENT_CHECK, node, f"{where} publishes the required metrics for {len(published)} GPU(s), "
-                  f"{how} the whole-node probe", expected=expected, observed=observed)
+                  f"{how} the whole-node probe", expected=expected, observed=observed,
+                  not_judged=(f"whether {_uuids(beyond)}, published beyond the probe's GPUs, are GPUs of {node}: "
+                              "the probe did not hold every GPU of the node",) if beyond else ())
 
 
 def _nvlink(g: GpuSamples, table: AcceleratorMetrics, node_has_nvlink: bool) -> bool:
@@ -269,6 +272,11 @@ def evaluate_recommended_metrics_present(node: str, scrape: ExporterScrape, *,
         return failed(RECOMMENDED_CHECK, node, "; ".join(problems), expected=expected,
                       observed=f"{len(problems)} of {len(scrape.gpus)} GPU(s) lack a recommended metric",
                       evidence=tuple(problems))
+    # NVLink is expected by model: a GPU whose model the exporter does not name, on a node publishing no
+    # NVLink figure, may have NVLink all the same.
+    unknown = [gpu_name(g) for g in scrape.gpus.values() if not g.model and not _nvlink(g, table, node_has_nvlink)]
     return passed(RECOMMENDED_CHECK, node, f"all {len(scrape.gpus)} GPU(s) publish the recommended metrics"
                   + (" (NVLink included)" if any(_nvlink(g, table, node_has_nvlink) for g in scrape.gpus.values())
-                     else ""), expected=expected)
+                     else ""), expected=expected,
+                  not_judged=(f"whether {', '.join(sorted(unknown))} should publish NVLink bandwidth: the exporter "
+                              "names no model (modelName label)",) if unknown else ())
