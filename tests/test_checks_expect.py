@@ -18,7 +18,7 @@ from gpuconf.checks.expect import (
     evaluate_node_matches_pool,
     evaluate_pool_populated,
 )
-from gpuconf.checks.inventory import NodeView, evaluate_gpu_count
+from gpuconf.checks.inventory import NodeView, evaluate_gpu_count, evaluate_labels_match_hardware
 from gpuconf.compat import tables
 from gpuconf.compat.versions import parse_cuda
 from gpuconf.expect import ExpectProfile, load_expect
@@ -142,9 +142,6 @@ def test_a_mig_mixed_node_is_counted_through_its_declared_layout(tmp_path):
     ({"id": "gpu-lost", "gpu": 3}, "healthy-h100", "h100",
      ["gpu.count: declared 8, observed 7 (label nvidia.com/gpu.count; device plugin capacity; CUDA devices in "
       "the whole-node probe)"]),
-    ({"id": "label-drift", "label": "nvidia.com/gpu.memory", "value": "40960"}, "healthy-h100", "h100",
-     ["gpu.memory_mib: declared 81559, observed 40960 (label nvidia.com/gpu.memory), 81559 (CUDA device memory in "
-      "the probe)"]),
     ({"id": "timeslice-replicas-wrong", "replicas": 8}, "t4-timeslicing", "t4",
      ["sharing.replicas: declared 4, observed 4 (label nvidia.com/gpu.replicas), 8 (device plugin capacity 32 "
       "over 4 GPUs)"]),
@@ -157,7 +154,6 @@ def test_a_mig_mixed_node_is_counted_through_its_declared_layout(tmp_path):
       "nvidia.com/mig-*; labels nvidia.com/mig-*.count)"]),
 ], ids=["a node left on another driver differs in driver and CUDA",
         "a GPU fallen off the bus leaves the node one GPU short",
-        "a GFD memory label that lies differs from the declared memory",
         "a device plugin advertising more replicas than declared",
         "a GPU with another MIG layout breaks the declared layout"])
 def test_a_fault_fails_node_matches_pool_naming_the_field(tmp_path, fault, profile, pool, wanted):
@@ -170,6 +166,28 @@ def test_a_fault_fails_node_matches_pool_naming_the_field(tmp_path, fault, profi
     assert verdict.outcome is Outcome.FAIL
     assert verdict.summary == f"differs from pool {pool!r}: " + "; ".join(wanted)
     assert "remediation:" in verdict.message()
+
+
+def test_a_label_that_lies_beside_the_probe_s_reading_is_the_label_check_s_finding_not_the_pool_s(tmp_path):
+    """GFD's memory label says 40960 MiB where CUDA in the whole-node probe reads 81559: the node has the
+    declared memory, so it matches its pool; the label is shown, not judged, and labels.gfd-matches-hardware
+    fails on it. Without the probe the label is the only view and is judged."""
+    base = load_profile("healthy-h100")
+    expect = declare(base, tmp_path)
+    drift = {"id": "label-drift", "pool": "h100", "node": 0, "label": "nvidia.com/gpu.memory", "value": "40960"}
+    n = next(n for n in nodes_of(with_faults(base, [drift])) if n.name == "h100-0")
+    verdict = matches(expect, n)
+    assert verdict.outcome is Outcome.PASS, verdict.message()
+    assert ("gpu.memory_mib: declared 81559, observed 40960 (label nvidia.com/gpu.memory, not judged beside the "
+            "probe's reading), 81559 (CUDA device memory in the probe)") in verdict.evidence
+    assert verdict.facts["fields"]["gpu.memory_mib"]["observed"][0] == {
+        "source": "label nvidia.com/gpu.memory", "value": "40960", "agrees": False, "judged": False}
+    report, _ = whole_node_probe(n)
+    assert evaluate_labels_match_hardware(view(n), report).outcome is Outcome.FAIL
+    blind = matches(expect, n, probe=False)
+    assert blind.outcome is Outcome.FAIL
+    assert blind.summary == "differs from pool 'h100': gpu.memory_mib: declared 81559, observed 40960 (label " \
+        "nvidia.com/gpu.memory)"
 
 
 def test_a_drifted_product_label_takes_the_node_out_of_its_pool(tmp_path):

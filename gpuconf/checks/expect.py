@@ -155,11 +155,15 @@ def evaluate_node_in_a_pool(profile: ExpectProfile | None, node: NodeView) -> Ve
 
 @dataclass(frozen=True)
 class Observation:
-    """One view of a field on the node: where it comes from, what it says, whether that agrees."""
+    """One view of a field on the node: where it comes from, what it says, whether that agrees, and
+    whether it is judged (a label or slice attribute is not, beside the probe's own reading of the
+    field: the most direct source decides, and a label that disagrees with the hardware is
+    labels.gfd-matches-hardware's finding, not the pool's)."""
 
     source: str
     value: str
     agrees: bool
+    judged: bool = True
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,7 @@ class FieldCheck:
 
     @property
     def mismatches(self) -> tuple[Observation, ...]:
-        return tuple(o for o in self.observations if not o.agrees)
+        return tuple(o for o in self.observations if not o.agrees and o.judged)
 
     def line(self) -> str:
         """``field: declared X, observed Y (source), Z (other sources)``, or ``..., not observed (why)``."""
@@ -179,7 +183,8 @@ class FieldCheck:
             return f"{self.field}: declared {self.declared}, not observed ({self.unobserved})"
         values: dict[str, list[str]] = {}
         for o in self.observations:
-            values.setdefault(o.value, []).append(o.source)
+            values.setdefault(o.value, []).append(o.source if o.judged or o.agrees else
+                                                  f"{o.source}, not judged beside the probe's reading")
         seen = ", ".join(f"{v} ({'; '.join(sources)})" for v, sources in values.items())
         return f"{self.field}: declared {self.declared}, observed {seen}"
 
@@ -265,9 +270,24 @@ def _gpus_per_layout(totals: dict[str, int], layout: MigCounts) -> int | None:
 _Compare = Callable[[str], bool]
 
 
+def _direct(source: str) -> bool:
+    """A view the probe read on the node itself (NVML or CUDA in a pod given its GPUs)."""
+    return "probe" in source
+
+
+def _reported(source: str) -> bool:
+    """A view that reports what another component read (GFD's labels, the DRA driver's attributes)."""
+    return source.startswith(("label", "ResourceSlice"))
+
+
 def _field(name: str, declared: str, views: list[tuple[str, str | None]], same: _Compare,
            unobserved: str) -> FieldCheck:
-    obs = tuple(Observation(source, value, same(value)) for source, value in views if value is not None)
+    """The field's observations; where the probe read the field, a label or slice attribute that says
+    otherwise is shown but not judged (the most direct source decides)."""
+    seen = [(source, value) for source, value in views if value is not None]
+    direct = {value for source, value in seen if _direct(source)}
+    obs = tuple(Observation(source, value, same(value), not (direct and _reported(source) and value not in direct))
+                for source, value in seen)
     return FieldCheck(name, declared, obs, None if obs else unobserved)
 
 
