@@ -46,6 +46,10 @@ def cuda_fails_nvml_lists_none(doc: dict[str, Any]) -> int:
     return 3
 
 
+def two_nodes(doc: dict[str, Any]) -> None:
+    doc["device_nodes"]["gpus"] = ["/dev/nvidia0", "/dev/nvidia1"]
+
+
 def no_uuids(doc: dict[str, Any]) -> None:
     for d in doc["devices"]:
         d["uuid"] = None
@@ -123,9 +127,19 @@ CASES: dict[str, Callable[[], Any]] = {
     "default: NVML alone, lists none": lambda: runtime(probe(DEFAULT, 1, edits(
         cuda_fails_nvml_lists_none, libcuda("dlopen: libcuda.so.1: cannot open shared object file"))),
         probe(WHOLE, 8), given="1 GPU (y)"),
+    "default: two device nodes only": lambda: runtime(probe(DEFAULT, 0, edits(device_nodes_only, two_nodes)), None,
+                                                      None),
+    "default: driver, no device, two nodes": lambda: runtime(probe(DEFAULT, 1, edits(driver_but_no_device, two_nodes)),
+                                                             None, None),
 }
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_the_verdict_is_the_recorded_one(case: str) -> None:
     check_recording("scheduling", case, CASES[case])
+
+
+def test_a_runtime_class_path_that_could_not_be_compared_is_could_not_run() -> None:
+    for case in ("default: nothing injected, class not probed", "default: nothing injected, class probe failed",
+                 "default: driver, unknown error"):
+        assert CASES[case]().kind == "could-not-run", case
