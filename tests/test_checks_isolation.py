@@ -107,7 +107,8 @@ def test_every_isolation_check_is_in_the_catalog_and_the_faults_name_two_of_them
     named = {f.id: f.check for f in fault_catalog().values() if f.check in ISOLATION_CHECKS}
     assert named == {"envvar-leak": "isolation.envvar-without-request-gets-no-gpu",
                      "visible-devices-all": "isolation.sees-only-allocated",
-                     "pod-traffic-blocked": "isolation.concurrent-pods-disjoint"}
+                     "pod-traffic-blocked": "isolation.concurrent-pods-disjoint",
+                     "gpu-double-allocated": "isolation.concurrent-pods-disjoint"}
 
 
 def test_a_healthy_node_passes_every_isolation_check_naming_what_it_saw():

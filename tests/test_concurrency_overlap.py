@@ -8,9 +8,13 @@ their GPUs at the same time never pass (audit 2026-12-07, findings 10 and 11).""
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
+from serving import pytest_subprocess
 
 from gpuconf.checks.isolation import (
     CONCURRENT_ROLES,
@@ -35,6 +39,9 @@ from gpuconf.sim.probe_meet import Meetings, Outcome, Request
 from gpuconf.sim.profile import SimNode, expand, load_profile
 from gpuconf.verdict import Outcome as Verdict
 
+pytest_plugins = ["pytester"]
+
+ROOT = Path(__file__).resolve().parents[1]
 NS = "ns"
 GROUP = "iso-together-abc"
 SERVICE = {"spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {RENDEZVOUS_LABEL: GROUP}}}
@@ -229,3 +236,38 @@ def test_a_malformed_group_is_refused(group, hosts, message):
     with pytest.raises(ValueError) as err:
         rendezvous_group(group, hosts, namespace=NS)
     assert str(err.value) == message
+
+
+# -------------------------------------------------------------------------------------------------
+# The simulated cluster, end to end: the fault the concurrent check exists for is caught on every run
+
+
+def run_isolation(pytester: pytest.Pytester, fault: str | None) -> dict[str, tuple[str, str]]:
+    """(status, message) of isolation.concurrent-pods-disjoint by node, after the isolation suite ran on
+    healthy-h100 (with ``fault`` on h100-0)."""
+    suites = pytester.path / "suites"
+    suites.mkdir(exist_ok=True)
+    (suites / "test_isolation.py").write_text((ROOT / "suites" / "test_isolation.py").read_text())
+    text = re.sub(r"^faults:.*$", "", (ROOT / "gpuconf/data/sim_profiles/healthy-h100.yaml").read_text(), flags=re.M)
+    profile = pytester.path / "profile.yaml"
+    profile.write_text(text + (f"\nfaults:\n  - {{id: {fault}, pool: h100, node: 0}}\n" if fault else ""))
+    reports = pytester.path / "reports"
+    shutil.rmtree(reports, ignore_errors=True)
+    pytest_subprocess(pytester, "suites", "-p", "gpuconf.plugin", "--simulate", str(profile), "--report-dir",
+                      str(reports), "-p", "no:cacheprovider")
+    tests = json.loads((reports / "report.json").read_text())["results"]["tests"]
+    return {t["extra"]["node"]: (t["status"], str(t.get("message") or "")) for t in tests
+            if (t.get("extra") or {}).get("check") == "isolation.concurrent-pods-disjoint"}
+
+
+def test_a_gpu_handed_to_two_running_pods_is_caught_on_every_run(pytester: pytest.Pytester):
+    """gpu-double-allocated: each pod sees exactly its one GPU, and the same one; only the overlap
+    shows it, and the rendezvous makes the overlap certain: three runs, three failures, the healthy
+    node passing beside it each time."""
+    for _ in range(3):
+        seen = run_isolation(pytester, "gpu-double-allocated")
+        status, message = seen["h100-0"]
+        caught = re.search(r"two pods each given one GPU at the same time \(an overlap of \d+ ms measured by their "
+                           r"probes' rendezvous\) both see GPU-", message)
+        assert status == "failed" and caught, message
+        assert seen["h100-1"][0] == "passed", seen["h100-1"]

@@ -49,6 +49,7 @@ NOT_TESTED = {f.id for f in fault_catalog().values() if f.severity == "not-teste
 #: words its reason must have.
 CHECK_NOT_TESTED = {
     "toolkit-version-unreadable": "NVIDIA Container Toolkit version not readable: no toolkit pod on {node}",
+    "pod-traffic-blocked": "the two pods could not hold their GPUs at the same time: pod iso-one-{node}: peer split.",
 }
 #: Faults whose named check lives in a suite that exists (the others belong to suites still to come).
 FAULTS = [f for f in fault_catalog().values() if f.check in checks() and (ROOT / checks()[f.check].suite).exists()

@@ -273,8 +273,9 @@ class DeviceBook:
                 if resource not in self.resources or needed <= 0:
                     continue
                 reuse = [d for d in reusable if d.resource == resource]
+                # gpu-double-allocated: the device manager forgot what running pods hold
                 free = [d for d in self.devices if d.resource == resource and d.healthy
-                        and d.id not in self.owner and d.id not in mine]
+                        and (self.node.double_allocates or d.id not in self.owner) and d.id not in mine]
                 available = reuse + self._preferred(free)
                 if needed > len(available):
                     raise AdmissionError("UnexpectedAdmissionError", (

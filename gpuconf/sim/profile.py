@@ -936,6 +936,9 @@ class SimNode:
     #: the node drops traffic between pods (a default-deny NetworkPolicy, a CNI without pod-to-pod
     #: routes): a probe's connection to a peer pod times out (pod-traffic-blocked)
     pod_traffic_blocked: bool = False
+    #: the kubelet's device manager lost its checkpoint: it hands devices running pods hold to new pods
+    #: again, the lowest first (gpu-double-allocated)
+    double_allocates: bool = False
     #: spec.unschedulable: an administrator cordoned the node (node-cordoned)
     unschedulable: bool = False
     #: spec.taints an administrator set, (key, value, effect) (node-tainted); the node lifecycle
@@ -1135,6 +1138,7 @@ _NODE_FAULTS: dict[str, _NodeFault] = {
     "dra-prepares-wrong-device": lambda n, f: replace(n, dra_shift=f.param("shift")),
     "mig-sibling-visible": lambda n, f: replace(n, mig_sibling_visible=True),
     "pod-traffic-blocked": lambda n, f: replace(n, pod_traffic_blocked=True),
+    "gpu-double-allocated": lambda n, f: replace(n, double_allocates=True),
     "dra-mig-parent-published": lambda n, f: _gpu(n, cast(int, f.gpu), dra_whole_too=True),
     "dra-slice-stale": lambda n, f: _gpu(n, cast(int, f.gpu), present=False, dra_listed=True),
     "dra-device-taint": _device_taint,
