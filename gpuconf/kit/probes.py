@@ -124,8 +124,10 @@ def rendezvous_group(config: pytest.Config, *, check: str, prefix: str, key: str
     """Pods that must hold their GPUs at the same time (``key``: what makes the group, e.g. the node):
     the group's headless Service, created now and deleted with the run, and each pod's rendezvous by
     hostname (give it to cuda_probe_pod as ``rendezvous``): its probe holds its GPUs until it has seen
-    every peer hold theirs (the cuda-probe's --rendezvous)."""
-    from gpuconf.probe_pods import make_rendezvous_service, rendezvous_group_name
+    every peer hold theirs (the cuda-probe's --rendezvous). The probes wait for their peers at most
+    half the campaign's budget (--timeout), RENDEZVOUS_WAIT_S at most: a probe whose peer never comes
+    still prints its document (met false, with why) before the campaign stops waiting for it."""
+    from gpuconf.probe_pods import RENDEZVOUS_WAIT_S, make_rendezvous_service, rendezvous_group_name
     from gpuconf.probe_pods import rendezvous_group as members
 
     ctx = run_context(config)
@@ -133,7 +135,8 @@ def rendezvous_group(config: pytest.Config, *, check: str, prefix: str, key: str
     core = ctx.cluster.core
     ctx.create("service", core.create_namespaced_service, core.delete_namespaced_service,
                make_rendezvous_service(name=group, namespace=ctx.namespace, run_id=ctx.run_id, check=check))
-    return members(group, hostnames, namespace=ctx.namespace)
+    wait_s = min(RENDEZVOUS_WAIT_S, max(10, int(config.getoption("gpuconf_timeout") / 2)))
+    return members(group, hostnames, namespace=ctx.namespace, wait_s=wait_s)
 
 
 def probe_block(probes: Mapping[str, PodOutcome], node: str) -> Any:
