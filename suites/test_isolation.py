@@ -2,7 +2,9 @@
 and no others. One campaign launches every isolation pod of every node together (launch once,
 assert many): pods that request no GPU (one of them setting NVIDIA_VISIBLE_DEVICES=all), pods
 requesting one and two GPUs, and a two-container pod where only one container requests a GPU (it
-is also the second of the two one-GPU pods that run at the same time). The decisions are in gpuconf.checks.isolation."""
+is also the second of the two one-GPU pods that run at the same time: the two hold their GPUs until
+each probe saw the other hold its own, a rendezvous by name under a headless Service, so they
+overlap by construction). The decisions are in gpuconf.checks.isolation."""
 
 from __future__ import annotations
 
