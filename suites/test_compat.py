@@ -31,12 +31,12 @@ def compat_run(request, gpu_inventory, gpu_nodes) -> compat.CompatRun:
     nodes = [n for n in gpu_inventory.gpu_nodes if n.name not in skipped]
     # GPUs given through DRA (a claim, or a DRA-backed extended resource) are injected through CDI by the DRA driver
     dra = {name for name, ask in asks.items() if ask and ask.via in (Via.CLAIM, Via.EXTENDED)}
-    targets = [compat.make_target(n.name, n.labels, dra=n.name in dra, facts=gpu_nodes[n.name].facts) for n in nodes]
-    if any(t.driver is None or t.gpu is None for t in targets):  # labels missing: ask the whole-node probes
-        probes = request.getfixturevalue("whole_node_probes")
-        targets = [compat.make_target(n.name, n.labels, compat.probe_facts(probes.get(n.name)), dra=n.name in dra,
-                                       facts=gpu_nodes[n.name].facts)
-                   for n in nodes]
+    # the prediction's driver is the one NVML reads in the node's whole-node probe (the most direct
+    # source; a stale label is labels.gfd-matches-hardware's finding), else GFD's label or the slice's
+    probes = request.getfixturevalue("whole_node_probes")
+    targets = [compat.make_target(n.name, n.labels, compat.probe_facts(probes.get(n.name)), dra=n.name in dra,
+                                  facts=gpu_nodes[n.name].facts)
+               for n in nodes]
     plan = compat.plan_pods(targets, canary_cuda=DEFAULT_PROBE_CUDA, cudas=compat_cudas(config))
     pods = [cuda_probe_pod(config, name=p.name, check="compat", cuda=p.cuda, node=p.node, ask=asks[p.node],
                            env=dict(p.env)) for p in plan]

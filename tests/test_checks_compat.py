@@ -369,6 +369,28 @@ def test_the_driver_comes_from_the_whole_node_probe_when_the_label_is_missing():
     assert any("from NVML in the whole-node probe" in n for n in target.notes)
 
 
+def test_the_driver_nvml_reads_wins_over_a_stale_label_and_the_verdict_names_it():
+    """GFD's driver label says 570.211.01 while NVML in the whole-node probe reads 580.159.03: the
+    prediction is made for the driver the node runs; the label is labels.gfd-matches-hardware's finding."""
+    node = h100()[0]
+    report = compat.probe_facts(run_pod(node, "w", "13.0.2"))
+    labels = {**node_labels(node), "nvidia.com/cuda.driver-version.full": "570.211.01"}
+    target = compat.make_target("h100-0", labels, report)
+    assert target.driver == "580.159.03" and target.model is not None and str(target.model.driver) == "580.159.03"
+    assert target.notes == ("driver 580.159.03 from NVML in the whole-node probe (the label says 570.211.01: "
+                            "labels.gfd-matches-hardware judges it)",)
+    assert target.driver_from == "NVML in the whole-node probe"
+    rows = [compat.MatrixRow(f"p{c}", c, images.devel_image(c), (), (), compat.Observation("runs", "ok"))
+            for c in ("13.0.2", "13.2.0")]
+    v = compat.evaluate_current_major_runs("h100-0", target, rows)
+    assert v.summary.startswith("the CUDA 13 images run on h100-0 (NVIDIA H100 80GB HBM3, driver 580.159.03 from "
+                                "NVML in the whole-node probe, native CUDA 13.0): ")
+    same = compat.make_target("h100-0", node_labels(node), report)
+    assert same.notes == ("driver 580.159.03 from NVML in the whole-node probe (as the label says)",)
+    assert compat.make_target("h100-0", labels).driver == "570.211.01"  # no probe: the label is all there is
+    assert compat.make_target("h100-0", labels).driver_from == ""
+
+
 def test_the_plan_pins_every_pod_and_twins_only_predicted_rejections():
     plan = compat.plan_pods([compat.make_target(n.name, node_labels(n)) for n in h100(DRIVER_560)],
                             canary_cuda="13.0.2")

@@ -131,6 +131,13 @@ class Target:
     #: injects them through CDI, so the prediction is cdi mode's whatever the canary shows.
     dra: bool = False
 
+    @property
+    def driver_from(self) -> str:
+        """Where the driver version was read when not from GFD's label ("NVML in the whole-node probe",
+        "the ResourceSlice attribute driverVersion"), as the notes say; "" for the label."""
+        return next((n.removeprefix(f"driver {self.driver} from ").split(" (")[0] for n in self.notes
+                     if n.startswith(f"driver {self.driver} from ")), "")
+
 
 def probe_facts(outcome: PodOutcome | None) -> CudaProbeReport | None:
     """The parsed cuda-probe document of a pod that printed one, else None."""
@@ -145,13 +152,14 @@ def probe_facts(outcome: PodOutcome | None) -> CudaProbeReport | None:
 
 def make_target(node: str, labels: Mapping[str, str], probe: CudaProbeReport | None = None, *,
                 dra: bool = False, facts: NodeFacts | None = None) -> Target:
-    """The node's facts: driver from GFD's labels (``cuda.driver-version.full``, or the
-    ``cuda.driver.major/minor/rev`` older GFD releases publish alone), else the DRA driver's
-    ``driverVersion`` attribute (``facts``: gpuconf.nodes.NodeView.facts, on a node without GFD),
-    else the probe's NVML; GPU from ``nvidia.com/gpu.product``, else the attribute ``productName``,
-    else the probe's device name, resolved as ``gpuconf predict`` resolves ``--driver`` and ``--gpu``.
-    A fact not from GFD is named in the notes with its source. ``dra``: the probes get their GPUs
-    through DRA."""
+    """The node's facts: driver from the most direct reading, the whole-node probe's NVML (``probe``),
+    else GFD's labels (``cuda.driver-version.full``, or the ``cuda.driver.major/minor/rev`` older GFD
+    releases publish alone), else the DRA driver's ``driverVersion`` attribute (``facts``:
+    gpuconf.nodes.NodeView.facts, on a node without GFD); GPU from ``nvidia.com/gpu.product``, else
+    the attribute ``productName``, else the probe's device name, resolved as ``gpuconf predict``
+    resolves ``--driver`` and ``--gpu``. A fact not from GFD is named in the notes with its source
+    (a driver label the probe contradicts is labels.gfd-matches-hardware's finding, never the
+    prediction's input). ``dra``: the probes get their GPUs through DRA."""
     return replace(_target(node, labels, probe, facts), dra=dra)
 
 
@@ -160,6 +168,12 @@ def _target(node: str, labels: Mapping[str, str], probe: CudaProbeReport | None,
     product = labels.get("nvidia.com/gpu.product")
     driver, _ = label_driver_version(labels)
     notes: list[str] = []
+    probed = probe.nvml_driver_version if probe is not None else None
+    if probed:  # the most direct reading: what a pod given the node's GPUs runs on
+        notes.append(f"driver {probed} from NVML in the whole-node probe " + (
+            "(no nvidia.com/cuda.driver-version.full)" if not driver else f"(the label says {driver}: "
+            "labels.gfd-matches-hardware judges it)" if driver != probed else "(as the label says)"))
+        driver = probed
     if facts is not None and not driver and facts.driver.source is Source.SLICE and facts.driver.value:
         driver = facts.driver.value
         notes.append(f"driver {driver} from the {facts.driver.source.value} {facts.driver.key} (no "
@@ -168,9 +182,6 @@ def _target(node: str, labels: Mapping[str, str], probe: CudaProbeReport | None,
         product = facts.product.value.replace(" ", "-")  # as GFD spells it, so pools merge with labelled nodes
         notes.append(f"GPU {facts.product.value!r} from the {facts.product.source.value} {facts.product.key} (no "
                      "nvidia.com/gpu.product)")
-    if not driver and probe is not None and probe.nvml_driver_version:
-        driver = probe.nvml_driver_version
-        notes.append(f"driver {driver} from NVML in the whole-node probe (no nvidia.com/cuda.driver-version.full)")
     gpu = _MIG_SUFFIX.sub("", product) if product else None
     if not gpu and probe is not None:
         gpu = next((g.name for g in probe.nvml_gpus if g.name), None) or next(
@@ -718,7 +729,8 @@ def evaluate_current_major_runs(node: str, target: Target | None, rows: Sequence
     facts = ""
     if target is not None and target.model is not None:
         native = rules.native_cuda(target.model)
-        facts = f" ({target.model.gpu_name or 'the GPU'}, driver {target.model.driver}, native CUDA {native})"
+        source = f" from {target.driver_from}" if target.driver_from else ""
+        facts = f" ({target.model.gpu_name or 'the GPU'}, driver {target.model.driver}{source}, native CUDA {native})"
     bad = [(r, o, note) for r, o, note in current if o.result in ("rejected", "cuda-error")]
     lines = tuple(f"{r.label}: {o.describe()}{note}" for r, o, note in current)
     if bad:
