@@ -63,6 +63,14 @@ def mig_case(instances: int | None, requested: int | None = None, skip: bool = F
     return evaluate_vector_add(n.name, report, requested=requested or len(visible), mig_skip=why)
 
 
+def two_profiles() -> Any:
+    """A report of two MIG devices of different profiles (CUDA shows one per process; a report says what it says)."""
+    n, visible, report = mig_probe()
+    other = dataclasses.replace(report.devices[0], index=1, name="NVIDIA H100 80GB HBM3 MIG 2g.20gb", uuid="MIG-2")
+    return evaluate_vector_add(n.name, dataclasses.replace(report, devices=(report.devices[0], other)),
+                               requested=len(visible))
+
+
 def after_nodes(report: CudaProbeReport, *, selected: bool = True, node: str | None = NODE) -> Any:
     verdict = smoke(report)
     if node is None:
@@ -94,6 +102,8 @@ CASES: dict[str, Callable[[], Any]] = {
     "mig: the mig suite judges": lambda: mig_case(None),
     "mig: the mig suite skips": lambda: mig_case(None, skip=True),
     "mig: count matches although skipped": lambda: mig_case(1, skip=True),
+    "mig: two profiles": lambda: two_profiles(),
+    "time-slicing: two replicas": lambda: smoke(probe(gpus=4), requested=8, replicas=2),
     "after nodes: blocked": lambda: after_nodes(probe(UVM_MISSING)),
     "after nodes: owner not selected": lambda: after_nodes(probe(UVM_MISSING), selected=False),
     "after nodes: no node": lambda: after_nodes(probe(UVM_MISSING), node=None),
@@ -105,3 +115,8 @@ CASES: dict[str, Callable[[], Any]] = {
 @pytest.mark.parametrize("case", CASES)
 def test_the_verdict_is_the_recorded_one(case: str) -> None:
     check_recording("smoke", case, CASES[case])
+
+
+def test_nothing_to_judge_here_is_not_applicable() -> None:
+    for case in ("nothing to request", "mig: the mig suite judges"):
+        assert CASES[case]().kind == "not-applicable", case
