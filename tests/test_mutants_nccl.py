@@ -103,6 +103,11 @@ CASES: dict[str, Callable[[], Any]] = {
         "n", capacity=8, allocatable=7, holders=[], expected=4, expected_from="its --expect pool declares"),
     "preflight: as many as expected": lambda: checks.evaluate_preflight("n", capacity=8, allocatable=8, holders=[],
                                                                          expected=8),
+    "preflight: one gpu": lambda: checks.evaluate_preflight("n", capacity=1, allocatable=1, holders=[]),
+    "preflight: one missing, source unsaid": lambda: checks.evaluate_preflight("n", capacity=7, allocatable=7,
+                                                                               holders=[], expected=8),
+    "preflight: six holders": lambda: checks.evaluate_preflight("n", capacity=8, allocatable=8,
+                                                                holders=[holder(i) for i in range(6)]),
     "preflight: busy": lambda: checks.evaluate_preflight("n", capacity=8, allocatable=8, holders=[holder(0)]),
     "preflight: five holders": lambda: checks.evaluate_preflight("n", capacity=8, allocatable=8,
                                                                  holders=[holder(i) for i in range(5)]),
@@ -111,6 +116,8 @@ CASES: dict[str, Callable[[], Any]] = {
     # the pool's count
     "pool counts: the commonest, ties to the larger": lambda: checks.pool_gpu_counts(
         [("a", "H100", 8), ("b", "H100", 7), ("c", "H100", 8), ("d", "A100", 4), ("e", "A100", 8), ("f", "L4", 1)]),
+    "pool counts: the commonest below the largest": lambda: checks.pool_gpu_counts(
+        [("a", "H100", 8), ("b", "H100", 7), ("c", "H100", 7)]),
     # nccl.allreduce-completes
     "completes: healthy": lambda: checks.evaluate_allreduce_completes("n", OK, gpus=8),
     "completes: hung at a size": lambda: checks.evaluate_allreduce_completes("n", HUNG, gpus=8),
@@ -135,6 +142,9 @@ CASES: dict[str, Callable[[], Any]] = {
         ("NVIDIA H100 80GB HBM3", 8), ("NVIDIA H100 80GB HBM3", 4), ("NVIDIA H100 80GB HBM3", 9),
         ("NVIDIA A100-SXM4-80GB", 8), ("NVIDIA H200", 8), ("NVIDIA L40S", 4), ("NVIDIA L40S", 8),
         ("NVIDIA Foo 9000", 8), ("H100", 8))},
+    "fabric": lambda: {f"{gpu} x{n}": checks._fabric(gpu, n) for gpu, n in (
+        ("NVIDIA H100 80GB HBM3", 8), ("NVIDIA H100 80GB HBM3", 4), ("NVIDIA L40S", 8), ("NVIDIA Foo 9000", 8),
+        ("NVIDIA B200", 8))},
     # nccl.busbw-above-floor
     "busbw: healthy": lambda: checks.evaluate_busbw("n", OK, H100),
     "busbw: no figure": lambda: checks.evaluate_busbw("n", HUNG, H100),
@@ -172,8 +182,8 @@ CASES: dict[str, Callable[[], Any]] = {
     "rank: not completed": lambda: checks.RankResult(1, "b", doc(sweep_completed=False)).finished,
     "rank: summary wrong": lambda: checks.RankResult(1, "b", doc(all_correct=False)).finished,
     "rank: summary unknown": lambda: checks.RankResult(1, "b", doc(all_correct=None)).finished,
-    "job: healthy": lambda: (lambda j: (j.completed, j.unfinished, j.busbw_gbps, j.network, j.label, j.failure(),
-                                        [r.rank for r in j.ranks]))(job("a", "b")),
+    "job: healthy": lambda: (lambda j: (j.name, j.completed, j.unfinished, j.busbw_gbps, j.network, j.label,
+                                        j.failure(), [r.rank for r in j.ranks]))(job("a", "b")),
     "job: ranks out of order": lambda: [r.rank for r in checks.combine_job("j", ("a", "b"), [
         checks.RankResult(1, "b", OK), checks.RankResult(0, "a", OK)]).ranks],
     "job: a rank short": lambda: (lambda j: (j.completed, j.failure()))(checks.combine_job(
@@ -209,6 +219,11 @@ CASES: dict[str, Callable[[], Any]] = {
     "peer floor: one pair": lambda: checks.peer_floor([job("a", "b")]),
     "peer floor: two pairs": lambda: checks.peer_floor([job("a", "b", 300.0), job("c", "d", 350.0)]),
     "peer floor: a hung pair does not count": lambda: checks.peer_floor([job("a", "b"), job("c", "d", hung_rank=1)]),
+    "peer floor: figures under 1 GB/s": lambda: checks.peer_floor([job("a", "b", 0.0), job("c", "d", 0.5)]),
+    "peer floor: a fast pair with wrong results does not count": lambda: checks.peer_floor([
+        job("a", "b", 300.0), job("c", "d", 350.0), checks.combine_job("e-f", ("e", "f"), [
+            checks.RankResult(0, "e", dataclasses.replace(wrong(1), large_message_avg_busbw_gbps=900.0)),
+            checks.RankResult(1, "f", doc(large_message_avg_busbw_gbps=900.0))])]),
     "peer floor: a pair without a figure": lambda: checks.peer_floor([
         job("a", "b"), job("c", "d", None), job("e", "f", 100.0)]),
     "pair busbw: not completed": lambda: checks.pair_busbw_call(job("a", "b", hung_rank=1), NIC, None),
@@ -230,6 +245,8 @@ CASES: dict[str, Callable[[], Any]] = {
         call(True, "a", "b"), call(None, "a", "c"), call(True, "a", "d")]),
     "pairwise: a pass beside a failure": lambda: checks.evaluate_pairwise("nccl.pairwise-completes", "a", [
         call(False, "a", "b"), call(True, "a", "c")]),
+    "pairwise: two failures beside a pass": lambda: checks.evaluate_pairwise("nccl.pairwise-completes", "a", [
+        call(False, "a", "b"), call(False, "a", "c"), call(True, "a", "d")]),
     "pairwise: isolated": lambda: checks.evaluate_pairwise("nccl.pairwise-completes", "a", [
         call(False, "a", "b"), call(True, "b", "c"), call(False, "a", "d"), call(True, "d", "e"),
         call(None, "a", "f")]),
@@ -237,12 +254,15 @@ CASES: dict[str, Callable[[], Any]] = {
         call(False, "a", "b"), call(False, "a", "c"), call(True, "b", "d"), call(True, "b", "e")]),
     "pairwise: the partner passed only with this node": lambda: checks.evaluate_pairwise(
         "nccl.pairwise-completes", "a", [call(False, "a", "b"), call(True, "a", "b")]),
+    "pairwise: two failures, not isolated": lambda: checks.evaluate_pairwise("nccl.pairwise-completes", "a", [
+        call(False, "a", "b"), call(False, "a", "c")]),
     "pairwise: not isolated": lambda: checks.evaluate_pairwise("nccl.pairwise-completes", "a", [
         call(False, "a", "b"), call(False, "b", "c")]),
     # nccl.multinode-completes
     "multinode: completes": lambda: checks.evaluate_multinode(job("a", "b"), "a: 349.6 GB/s"),
     "multinode: completes without a figure": lambda: checks.evaluate_multinode(job("a", "b", None, network=None),
                                                                                None),
+    "multinode: completes, network unknown": lambda: checks.evaluate_multinode(job("a", "b", network=None), None),
     "multinode: a rank hung": lambda: checks.evaluate_multinode(job("a", "b", hung_rank=1), None),
     "multinode: a rank never placed": lambda: checks.evaluate_multinode(job("a", "b", missing_rank=1),
                                                                          "b: 349.6 GB/s"),
@@ -255,6 +275,10 @@ CASES: dict[str, Callable[[], Any]] = {
                                                                     gpus=8),
     "burn-in: a round lost": lambda: checks.evaluate_burn_in_stable("n", rounds(462.0, None), gpus=8),
     "burn-in: a round over fewer gpus": lambda: checks.evaluate_burn_in_stable("n", rounds(462.0, 462.0), gpus=4),
+    "burn-in: a round lost, then one hung": lambda: checks.evaluate_burn_in_stable(
+        "n", [*rounds(None, 462.0), *rounds(462.0, 462.0, 462.0, broken=3)[2:]], gpus=8),
+    "burn-in: a round without sizes": lambda: checks.evaluate_burn_in_stable(
+        "n", [*rounds(462.0), checks.BurnInRound(2, doc(sizes=()))], gpus=8),
     "burn-in: a round without a figure": lambda: checks.evaluate_burn_in_stable(
         "n", [*rounds(462.0), checks.BurnInRound(2, doc(large_message_avg_busbw_gbps=None)),
               checks.BurnInRound(3, doc(large_message_avg_busbw_gbps=None))], gpus=8),
