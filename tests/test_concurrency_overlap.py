@@ -242,9 +242,9 @@ def test_a_malformed_group_is_refused(group, hosts, message):
 # The simulated cluster, end to end: the fault the concurrent check exists for is caught on every run
 
 
-def run_isolation(pytester: pytest.Pytester, fault: str | None) -> dict[str, tuple[str, str]]:
-    """(status, message) of isolation.concurrent-pods-disjoint by node, after the isolation suite ran on
-    healthy-h100 (with ``fault`` on h100-0)."""
+def run_isolation(pytester: pytest.Pytester, fault: str | None, *options: str) -> dict[str, tuple[str, str]]:
+    """(status, message and evidence) of isolation.concurrent-pods-disjoint by node, after the isolation
+    suite ran on healthy-h100 (with ``fault`` on h100-0)."""
     suites = pytester.path / "suites"
     suites.mkdir(exist_ok=True)
     (suites / "test_isolation.py").write_text((ROOT / "suites" / "test_isolation.py").read_text())
@@ -254,9 +254,10 @@ def run_isolation(pytester: pytest.Pytester, fault: str | None) -> dict[str, tup
     reports = pytester.path / "reports"
     shutil.rmtree(reports, ignore_errors=True)
     pytest_subprocess(pytester, "suites", "-p", "gpuconf.plugin", "--simulate", str(profile), "--report-dir",
-                      str(reports), "-p", "no:cacheprovider")
+                      str(reports), "-p", "no:cacheprovider", *options)
     tests = json.loads((reports / "report.json").read_text())["results"]["tests"]
-    return {t["extra"]["node"]: (t["status"], str(t.get("message") or "")) for t in tests
+    return {t["extra"]["node"]: (t["status"], "\n".join([str(t.get("message") or ""), *t["extra"]["evidence"]]))
+            for t in tests
             if (t.get("extra") or {}).get("check") == "isolation.concurrent-pods-disjoint"}
 
 
@@ -271,3 +272,10 @@ def test_a_gpu_handed_to_two_running_pods_is_caught_on_every_run(pytester: pytes
                            r"probes' rendezvous\) both see GPU-", message)
         assert status == "failed" and caught, message
         assert seen["h100-1"][0] == "passed", seen["h100-1"]
+
+
+def test_the_probes_wait_for_their_peers_at_most_half_the_campaigns_budget(pytester: pytest.Pytester):
+    """A probe whose peer never comes must print its document (met false, why) before the campaign
+    stops waiting for it, or the check would fail "no probe output" instead of saying why."""
+    status, text = run_isolation(pytester, None, "--timeout", "30")["h100-0"]
+    assert status == "passed" and "rendezvous met, overlap " in text and " of at most 15 s; " in text, text
