@@ -76,7 +76,8 @@ def test_the_real_toolkit_pod_of_gpu_operator_24_6_1_reads_as_toolkit_1_16_1_and
     ("nvcr.io/nvidia/k8s/container-toolkit@sha256:" + "a" * 64, "named by digest"),
     ("nvcr.io/nvidia/k8s/container-toolkit:latest", "tag 'latest'"),
     ("registry.local:5000/nvidia/k8s-device-plugin:main", "tag 'main'"),
-], ids=["by digest", "latest", "a branch tag behind a registry port"])
+    ("registry.local:5000/nvidia/k8s-device-plugin", "has no tag (it runs whatever latest is), so no version"),
+], ids=["by digest", "latest", "a branch tag behind a registry port", "no tag behind a registry port"])
 def test_an_image_whose_tag_carries_no_version_is_a_problem_not_a_version(image: str, problem: str) -> None:
     component, versions, why = sec.parse_image(image)
     assert component is not None and versions == {} and why is not None and problem in why

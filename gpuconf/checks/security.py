@@ -113,6 +113,8 @@ def parse_image(image: str) -> tuple[str | None, dict[str, str], str | None]:
     if component is None:
         return None, {}, None
     if tag is None:
+        if "@" not in image:
+            return component, {}, f"the image {image} has no tag (it runs whatever latest is), so no version"
         return component, {}, f"the image {image} is named by digest, with no version tag"
     if component == "dcgm-exporter":
         m = _EXPORTER_TAG.fullmatch(tag)
@@ -385,7 +387,7 @@ class Finding:
 
     def __str__(self) -> str:
         cves = ", ".join(f"{c.id} ({c.severity}{f' {c.cvss:g}' if c.cvss is not None else ''})" for c in self.cves)
-        when = f"; affected only {self.condition}" if self.condition else ""
+        when = f"; where affected: {self.condition}" if self.condition else ""
         return (f"{COMPONENTS[self.component]} {self.version}: NVIDIA bulletin {self.advisory.id} {cves}; "
                 f"fixed in {self.fixed} ({self.advisory.url}{when})")
 
