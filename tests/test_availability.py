@@ -171,12 +171,14 @@ def test_a_pods_gpu_init_containers_hold_gpus() -> None:
         return p
     holders = gpu_holders([with_init("starting", "Pending"), with_init("unphased", None),
                            with_init("running", "Running", app=2), with_init("bigger", "Pending", app=4),
-                           with_init("sidecar", "Pending", app=1, sidecar=2)])
+                           with_init("sidecar", "Pending", app=1, sidecar=2), with_init("both", "Running", app=4,
+                                                                                     sidecar=2)])
     assert [str(h) for h in holders["h100-1"]] == ["tenant-a/starting holds 3 nvidia.com/gpu",
                                                    "tenant-a/unphased holds 3 nvidia.com/gpu",
                                                    "tenant-a/running holds 3 nvidia.com/gpu",
                                                    "tenant-a/bigger holds 4 nvidia.com/gpu",
-                                                   "tenant-a/sidecar holds 4 nvidia.com/gpu"]  # fetch beside proxy
+                                                   "tenant-a/sidecar holds 4 nvidia.com/gpu",  # fetch beside proxy
+                                                   "tenant-a/both holds 6 nvidia.com/gpu"]  # app and sidecar
     found = availability(gpu_node(node()), DEFAULT_TOLERATIONS, holders["h100-1"][:2])
     assert found.state == BUSY
     assert found.reason == ("h100-1 is busy: 6 GPU(s) held by 2 other pod(s): tenant-a/starting holds 3 "
