@@ -188,6 +188,7 @@ def fact_cases() -> dict[str, Callable[[], Any]]:
                                 checks.mig_invalid({"nvidia.com/gpu.product": "X-MIG-INVALIDY"})),
         "labelled instances": lambda: tuple(checks._labelled_instances(labels) for labels in (
             SINGLE_LABELS, shared, INVALID, MIXED_LABELS, {"nvidia.com/mig-2g.20gb.count": "0"},
+            {"nvidia.com/mig-2g.20gb.count": "1"},
             {"nvidia.com/mig-2g.20gb.count": "x"}, {"nvidia.com/gpu.product": "NVIDIA-A100"}, {})),
         "published layout": lambda: (
             checks.published_layout(dra_node().devices), checks.published_layout(()),
@@ -423,7 +424,8 @@ def seen_cases() -> dict[str, Callable[[], Any]]:
                                                                         int(9.84 * (1 << 30)))
                                    for spec in (checks.mig_profiles(A100)["1g.10gb"],  # type: ignore[index]
                                                 checks.MigProfile("9g.90gb", 9, 90, 1),
-                                                checks.MigProfile("1g.10gb", 1, 10, 7, 9.8, True))),
+                                                checks.MigProfile("1g.10gb", 1, 10, 7, 9.8, True)))
+        + (checks._tolerance(0, checks.MigProfile("0g.0gb", 1, 0, 1, 0.0)),),
     }
 
 
@@ -657,6 +659,10 @@ def isolation_cases() -> dict[str, Callable[[], Any]]:
         "isolated: dra, another parent": lambda: dra_isolated(seen={**dra_node().one_pods, "1g.10gb": probe(
             dra_node(), "mig-one-1g.10gb-a100-0", [mig_of(dev["gpu-0-mig-3"]), mig_of(dev["gpu-1-mig-1"])],
             env="void")}),
+        "isolated: dra, cuda two": lambda: dra_isolated(seen={**dra_node().one_pods, "1g.10gb": replace_report(
+            dra_node().one_pods["1g.10gb"], devices=tuple(
+                dataclasses.replace(report_of(dra_node().one_pods["1g.10gb"]).devices[0], uuid=d.uuid)
+                for d in (dev["gpu-0-mig-4"], dev["gpu-1-mig-3"])))}),
         "isolated: dra, no cuda": lambda: dra_isolated(seen={**dra_node().one_pods, "1g.10gb": replace_report(
             dra_node().one_pods["1g.10gb"], devices=())}),
         "isolated: dra, no nvml": lambda: dra_isolated(seen={**dra_node().one_pods, "1g.10gb": blind_nvml(
@@ -725,6 +731,9 @@ def full_cases() -> dict[str, Callable[[], Any]]:
                 *instances(s(), gpus=range(1))[:1], *whole(s(), 1, 2)])]),
         "full: single, mig off": lambda: full(s(), mig_seen=[probe(s(), "mig-all-h100-mig-0", [
             *instances(s(), gpus=range(1)), *whole(s(), 1)], env="void", edit=mig_mode(False))]),
+        "full: single, four mig off": lambda: full(s(), mig_seen=[probe(s(), "mig-all-h100-mig-0", [
+            *instances(s(), gpus=range(1)), *whole(s(), 1, 2, 3)], env="void", edit=mig_mode(False))]),
+        "full: single, no pods": lambda: full(s(), mig_seen=[]),
         "full: single, cuda whole": lambda: full(s(), mig_seen=[probe(s(), "mig-all-h100-mig-0", whole(s(), 1),
                                                                       env="void", edit=mig_mode(False))]),
         "full: single, void": lambda: full(s(), mig_seen=[probe(s(), "mig-all-h100-mig-0", instances(s()),
@@ -778,6 +787,13 @@ def full_cases() -> dict[str, Callable[[], Any]]:
                                                                                       edit=mig_mode(False))),
         "full: dra, whole claim given instances": lambda: dra_full(full_seen=dra_pod(3, 4, mig=True,
                                                                                     edit=mig_mode(False))),
+        "full: dra, whole claim given four parents": lambda: dra_full(full_seen=dra_pod(0, 1, 2, 3)),
+        "full: dra, whole claim blind, an instance": lambda: dra_full(full_seen=dra_pod(3, mig=True, edit=no_nvml)),
+        "full: dra, whole claim given a whole gpu": lambda: dra_full(full_seen=dra_pod(
+            3, edit=lambda d: (mig_mode(False)(d), d["nvml"]["gpus"][0].update(uuid="GPU-whole")))),
+        "full: dra, whole claim given four whole gpus": lambda: dra_full(full_seen=dra_pod(
+            0, 1, 2, 3, edit=lambda d: (mig_mode(False)(d), [g.update(uuid=f"GPU-whole-{i}") for i, g in enumerate(
+                d["nvml"]["gpus"])]))),
         "full: dra, whole claim blind": lambda: dra_full(full_seen=dra_pod(3, edit=no_nvml)),
         "full: dra, whole claim not observed": lambda: dra_full(full_seen=failing("pod smoke-a100-0")),
         "full: dra, whole published": lambda: dra_full(published_whole()[:-1] + (dataclasses.replace(
