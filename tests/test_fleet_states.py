@@ -260,7 +260,7 @@ def test_every_not_tested_fault_of_the_catalog_is_run_here() -> None:
     """The fault matrix leaves the fleet states (severity not-tested) to this file: each is run above."""
     from gpuconf.sim.profile import fault_catalog
 
-    # toolkit-version-unreadable leaves one check NOT TESTED, not the node: the fault matrix runs it
-    # (tests/test_suite_fault_matrix.py CHECK_NOT_TESTED)
+    # toolkit-version-unreadable and pod-traffic-blocked leave one check NOT TESTED, not the node: the
+    # fault matrix runs them (tests/test_suite_fault_matrix.py CHECK_NOT_TESTED)
     assert set(PROFILE_STATES) == {f.id for f in fault_catalog().values() if f.severity == "not-tested"} - {
-        "toolkit-version-unreadable"}
+        "toolkit-version-unreadable", "pod-traffic-blocked"}
