@@ -126,6 +126,24 @@ def nvml_empty(doc: dict[str, Any]) -> None:
     doc["nvml"]["gpus"] = []
 
 
+def null_counter(doc: dict[str, Any]) -> None:
+    """GPU 6's volatile counter null (a shape the schema refuses): unread, and no reason on its path."""
+    gpus(doc)[6]["ecc"]["volatile"]["uncorrected"] = None
+
+
+def two_reasons(doc: dict[str, Any]) -> None:
+    gpus(doc)[2]["ecc"]["volatile"]["uncorrected"] = {"available": False, "reason": "volatile: Unknown Error"}
+    gpus(doc)[2]["ecc"]["aggregate"]["uncorrected"] = {"available": False, "reason": "aggregate: Timeout"}
+
+
+def remap_value_null(doc: dict[str, Any]) -> None:
+    """Every GPU's remapped_rows section readable but its failure and pending flags null, no page retirement."""
+    for g in gpus(doc):
+        g["remapped_rows"]["failure"] = None
+        g["remapped_rows"]["pending"] = None
+        g["retired_pages"] = {"available": False, "reason": "nvmlDeviceGetRetiredPages: Not Supported"}
+
+
 TWO_ECC = [*ECC_FAULT, {"id": "ecc-uncorrectable", "pool": "h100", "node": 0, "gpu": 5, "count": 1}]
 DISABLED = {"enabled": False, "pending": False, "volatile": {"corrected": 0, "uncorrected": 0},
             "aggregate": {"corrected": 0, "uncorrected": 0}}
@@ -186,12 +204,18 @@ CASES: dict[str, Callable[[], Any]] = {
     "ecc: a GPU without a UUID": ecc(several(no_uuid, unread(0))),
     "ecc: a site threshold above 1 on a count of 2": ecc(faults=ECC_FAULT, limits=VOLATILE_ABOVE_1),
     "ecc: a site threshold above 1 on a count of 1": ecc(faults=TWO_ECC, limits=VOLATILE_ABOVE_1),
+    "ecc: a counter null": ecc(null_counter),
+    "ecc: two counters unread for two reasons on a judged GPU": ecc(two_reasons, limits=(
+        *health.thresholds(health.ECC_CHECK), *health.thresholds(health.REMAP_FAILED_CHECK))),
     # health.row-remapping-not-failed
     "remap: healthy": remap(),
     "remap: failed on GPU 5": remap(faults=[{"id": "row-remap-failure", "pool": "h100", "node": 0, "gpu": 5}]),
     "remap: Not Supported anywhere": remap(every(no_remap)),
     "remap: no section anywhere": remap(every(no_remap_section)),
     "remap: NVML down": remap(nvml_down),
+    "remap: the section readable, its flag null": remap(remap_value_null),
+    "remap: a site's limits": remap(faults=[{"id": "row-remap-pending", "pool": "h100", "node": 0, "gpu": 2}],
+                                    limits=health.thresholds(health.PENDING_REPAIR_CHECK)),
     # health.no-pending-memory-repair
     "pending: healthy": pending(),
     "pending: a row remap pending on GPU 2": pending(faults=[{"id": "row-remap-pending", "pool": "h100", "node": 0,
@@ -199,6 +223,9 @@ CASES: dict[str, Callable[[], Any]] = {
     "pending: a page retirement pending on GPUs 1 and 3": pending(retirement(lambda i: i in (1, 3))),
     "pending: page retirement only, none pending": pending(retirement(lambda i: False)),
     "pending: neither readable": pending(every(no_remap_section)),
+    "pending: the section readable, its flags null": pending(remap_value_null),
+    "pending: a site's limits": pending(faults=[{"id": "row-remap-failure", "pool": "h100", "node": 0, "gpu": 5}],
+                                        limits=health.thresholds(health.REMAP_FAILED_CHECK)),
     # health.no-critical-xid
     "xid: none": xid(xids(0, 0, 0)),
     "xid: a reset Xid": xid(xids(0, 119, 0)),
@@ -212,6 +239,8 @@ CASES: dict[str, Callable[[], Any]] = {
     "xid: one GPU without the metric": xid(xids(None, 0, 0)),
     "xid: one GPU without the metric beside a critical one": xid(xids(None, 79)),
     "xid: a site's table": xid(xids(48, 0), table=CUSTOM_XIDS),
+    "xid: two GPUs without the metric": xid(xids(None, 0, None)),
+    "xid: two GPUs without the metric beside a critical one": xid(xids(None, 79, None)),
 }
 
 

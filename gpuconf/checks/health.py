@@ -197,7 +197,8 @@ def _repair_applies(gpu: NvmlGpu, values: Mapping[str, Any]) -> str | None:
     sections = sorted({metric.split(".")[0] for metric in values})
     reasons = [str((gpu.raw.get(k) or {}).get("reason") or f"no {k} section") for k in sections
                if not _readable(gpu.raw.get(k))]
-    return " and ".join(s.replace("_", " ") for s in sections) + " not readable (" + "; ".join(reasons) + ")"
+    return (" and ".join(s.replace("_", " ") for s in sections) + " not readable ("
+            + ("; ".join(reasons) or "NVML gave no value") + ")")
 
 
 def _readable(section: Any) -> bool:
