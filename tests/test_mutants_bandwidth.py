@@ -6,6 +6,7 @@ recording holds are stated as rules below."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,9 @@ from test_checks_bandwidth import doc, edited, every_bw, gpu3_bw, gpu3_pcie, rep
 from verdict_record import check_recording, whole
 
 from gpuconf.checks.bandwidth import evaluate_host_device_floor, evaluate_pcie_link_at_max, series
+from gpuconf.compat.versions import parse_cuda
+from gpuconf.sim.emulate import Visible, cuda_probe_run
+from gpuconf.sim.profile import expand, load_profile
 from gpuconf.verdict import Outcome
 
 Edit = Callable[[dict[str, Any]], None]
@@ -92,6 +96,17 @@ def link(edit: Edit | None = None, **kw: Any) -> Any:
 def floor(edit: Edit | None = None, **kw: Any) -> Any:
     return evaluate_host_device_floor("h100-0", edited(edit or (lambda d: None)), **kw)
 
+
+def mig_probe() -> Any:
+    """The whole-node probe of the simulator's a100-mig-mixed node, every GPU a set of MIG instances."""
+    n = expand(load_profile("a100-mig-mixed")).node("a100-0")
+    visible = [Visible(g, m) for g in n.gpus for m in g.mig]
+    code, out = cuda_probe_run(n, visible=visible, image_cuda=parse_cuda("13.0.2"), env={}, compat=True,
+                               started_at="2026-12-01T00:00:00.000Z", hostname=n.name)
+    return report(code, json.loads(out))
+
+
+MIG_PROBE = mig_probe()
 
 #: A PCIe fact NVML could not read, as the probe writes it.
 NA = {"available": False, "reason": "Not Supported"}
@@ -197,6 +212,25 @@ CASES: dict[str, Callable[[], Any]] = {
                                                         gpu_bw(0, h2d_gbps=20.0))),
     "floor: grace": lambda: floor(each(named("NVIDIA GH200 480GB", devices=True), every_bw(h2d_gbps=400.0,
                                                                                           d2h_gbps=120.0))),
+    "link: no pcie key": lambda: link(lambda d: d["nvml"]["gpus"][2].pop("pcie")),
+    "link: one replay in a short window": lambda: link(gpu3_pcie(replay_counter=10, replay_counter_after_load=11,
+                                                                 load_window_ms=1.0)),
+    "link: an unnamed unknown gpu trained down": lambda: link(each(named("", 3), gpu3_pcie(link_width_current=8))),
+    "link: an unnamed unknown gpu in an x8 slot": lambda: link(each(named("", 3), gpu3_pcie(link_width_max=8,
+                                                                                           link_width_current=8))),
+    "link: two unjudged beside a slow gpu": lambda: link(each(no_pcie(5, 6), gpu3_pcie(link_gen_current=4))),
+    "floor: two unknown models agreeing": lambda: floor(each(named("NVIDIA Future GPU", devices=True),
+                                                             named("NVIDIA Other GPU", 0, 1, devices=True))),
+    "floor: two unknown gpus": lambda: floor(each(only(2), named("NVIDIA Future GPU", devices=True))),
+    "floor: two gpus unmeasured": lambda: floor(no_bw(5, 6)),
+    "floor: mig instances only": lambda: evaluate_host_device_floor("a100-0", MIG_PROBE),
+    "floor: one direction unmeasured, the other far below": lambda: floor(gpu3_bw(h2d_gbps=None, d2h_gbps=13.4)),
+    "floor: below a declared floor and another below its siblings": lambda: floor(
+        each(gpu_bw(0, h2d_gbps=20.0), gpu3_bw(h2d_gbps=25.0)), declared=(4, 16)),
+    "floor: exactly at a declared floor, below its siblings": lambda: floor(gpu3_bw(h2d_gbps=0.70 * 31.51),
+                                                                            declared=(4, 16)),
+    "floor: a gpu without a bus id": lambda: floor(each(lambda d: d["devices"][3].update(pci_bus_id=None),
+                                                        gpu3_bw(h2d_gbps=26.8))),
     "series": lambda: series(edited(each(no_bw(2), gpu3_bw(h2d_gbps=None)))),
 }
 
