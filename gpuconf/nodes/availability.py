@@ -94,9 +94,9 @@ def _is_gpu_resource(name: str) -> bool:
 
 
 def _gpu_limits(container: Mapping[str, Any]) -> dict[str, int]:
+    """A container's GPU limits (a limit of 0 is dropped where they are added up: Counter's + and |)."""
     limits = (container.get("resources") or {}).get("limits") or {}
-    return {str(r): int(q) for r, q in limits.items()
-            if _is_gpu_resource(str(r)) and str(q).isdigit() and int(q) > 0}
+    return {str(r): int(q) for r, q in limits.items() if _is_gpu_resource(str(r)) and str(q).isdigit()}
 
 
 def gpu_holders(pods: Iterable[Mapping[str, Any]], *,
