@@ -213,6 +213,7 @@ def fact_cases() -> dict[str, Callable[[], Any]]:
             (SINGLE_LABELS, {"nvidia.com/mig-1g.10gb": "7", "nvidia.com/mig-2g.20gb": "1"}),
             (SINGLE_LABELS, {"nvidia.com/gpu": "7"}), (INVALID, {"nvidia.com/mig-1g.10gb": "7"}),
             (MIXED_LABELS, {"nvidia.com/gpu": "7"}), (MIXED_LABELS, {"nvidia.com/gpu": "0"}),
+            (SINGLE_LABELS, {"nvidia.com/mig-1g.10gb": "0", "nvidia.com/mig-2g.20gb": "x"}),
             (MIXED_LABELS, {"nvidia.com/gpu": "2", "nvidia.com/mig-1g.10gb": "7"}),
             ({"nvidia.com/mig-1g.10gb.count": "0"}, {"nvidia.com/gpu": "2"}), ({}, {}))),
         "labelled layout": lambda: tuple(checks.labelled_layout(labels) for labels in (
@@ -502,6 +503,11 @@ def layout_cases() -> dict[str, Callable[[], Any]]:
         "layout: asked, none": lambda: layout(failed_apply("a100-mig-mixed"), labels=without(
             failed_apply("a100-mig-mixed").labels, "nvidia.com/mig.config.state"), decl=dataclasses.replace(
             failed_apply("a100-mig-mixed").declared, state=None)),
+        "layout: asked, none, no product": lambda: layout(failed_apply("a100-mig-mixed"), labels=without(
+            failed_apply("a100-mig-mixed").labels, "nvidia.com/gpu.product")),
+        "layout: failed, whole gpus under single": lambda: layout(failed_apply("h100-mig-single"), labels={
+            **failed_apply("h100-mig-single").labels, "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+            capacity={"nvidia.com/gpu": "4"}),
         "layout: asked, none, pending": lambda: layout(failed_apply("a100-mig-mixed"), decl=dataclasses.replace(
             failed_apply("a100-mig-mixed").declared, state="pending")),
         "layout: asked, no layout": lambda: layout(failed_apply("h100-mig-single"), decl=checks.Declared(
@@ -608,6 +614,13 @@ def isolation_cases() -> dict[str, Callable[[], Any]]:
                                                               env="0:1,0:2")),
         "isolated: other gpus": lambda: isolated(m(), one(m(), "1g.10gb", [
             instances(m(), "1g.10gb", range(1))[0], instances(m(), "1g.10gb", range(1, 2))[0]], env="void")),
+        "isolated: other gpus, one device node": lambda: isolated(m(), one(m(), "1g.10gb", [
+            instances(m(), "1g.10gb", range(1))[0], instances(m(), "1g.10gb", range(1, 2))[0]], env="void",
+            edit=lambda d: d["device_nodes"].update(gpus=["/dev/nvidia0"]))),
+        "isolated: four gpus": lambda: isolated(h(), one(h(), "2g.20gb", [*instances(h(), "2g.20gb")[:1],
+                                                                         *whole(h(), 4, 5, 6)])),
+        "isolated: unnamed, profile not in table": lambda: isolated(m(), seen={"9g.90gb": probe(
+            m(), "mig-one-9g.90gb-a100-0", instances(m(), "1g.10gb")[:1], edit=unnamed_cuda)}),
         "isolated: whole beside": lambda: isolated(h(), one(h(), "2g.20gb", [*instances(h(), "2g.20gb")[:1],
                                                                             *whole(h(), 4)])),
         "isolated: whole beside, void": lambda: isolated(h(), one(h(), "2g.20gb", [*instances(h(), "2g.20gb")[:1],
@@ -755,6 +768,8 @@ def full_cases() -> dict[str, Callable[[], Any]]:
             Visible(h().node.gpus[0], h().node.gpus[0].mig[0]), *whole(h(), 4)])),
         "full: half, instance listed": lambda: full(h(), probe(h(), "inventory-a100-0", whole(h(), 4),
                                                                env=f"{h().node.gpus[4].uuid},MIG-x")),
+        "full: half, two instances listed": lambda: full(h(), probe(h(), "inventory-a100-0", whole(h(), 4),
+                                                                    env=f"{h().node.gpus[4].uuid},MIG-x,MIG-y")),
         "full: half, instance on a whole gpu": lambda: full(h(), probe(h(), "inventory-a100-0", whole(h(), 4),
                                                                        env=f"{h().node.gpus[4].uuid},MIG-x",
                                                                        edit=mig_mode(False))),

@@ -840,10 +840,10 @@ def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model
         if claimed is not None and profile in claimed:
             allocated = claimed[profile]
             problem, unknown = _claimed_instance(profile, s, s.report, allocated, node_devices)
-            evidence.append(f"{s.where} (one {profile}): its claim was allocated "
-                            + (", ".join(d.describe() for d in allocated) if allocated else "nothing readable"))
             if unknown is not None:
                 return not_tested(cid, node, unknown, kind=COULD_NOT_RUN)
+            evidence.append(f"{s.where} (one {profile}): its claim was allocated "
+                            + ", ".join(d.describe() for d in allocated or ()))
             if problem is not None:
                 return failed(cid, node, f"{s.where}, given one {profile} instance by a DRA claim, sees something "
                               f"else: {problem}", expected="exactly the allocated MIG device and only its parent GPU",
@@ -886,7 +886,7 @@ def evaluate_instance_isolated(node: str, seen: Mapping[str, Sighting], *, model
                           f"({s.report.exit_reason})", evidence=tuple(evidence))
         if table is not None:
             spec = table.get(profile)
-            why = f"{model} has no MIG profile {profile}" if spec is None else _tolerance(device.memory_bytes, spec)
+            why = f"a profile {model} does not have" if spec is None else _tolerance(device.memory_bytes, spec)
             if why is not None:
                 return failed(cid, node, f"the {profile} instance {device.uuid} has {why}",
                               expected=f"{spec.lgip_gib or spec.memory_gib} GiB ({profile})" if spec
@@ -1018,7 +1018,7 @@ def evaluate_not_also_full_gpu(node: str, *, labels: Mapping[str, str], capacity
     instances = sorted({d.uuid for d in mig_devices(report)} | set(listed.mig if listed is not None else ()))
     if enabled or shared or instances:
         bad = sorted(set(enabled) | set(shared))
-        text = f"{GPU} hands out MIG-enabled GPU{'s' if len(bad) != 1 else ''} {', '.join(bad)}".rstrip() if bad \
+        text = f"{GPU} hands out MIG-enabled GPU{'s' if len(bad) != 1 else ''} {', '.join(bad)}" if bad \
             else f"{GPU} hands out MIG instances"
         return failed(cid, node, text + (f" (instances {', '.join(instances)} through CUDA or NVIDIA_VISIBLE_DEVICES)"
                                          if instances else ""),
