@@ -188,7 +188,7 @@ def test_allreduce_completes(gpu_node, gpu_nodes, intra_node, record_property):
 def test_busbw_above_floor(gpu_node, gpu_nodes, intra_node, expect_profile, record_property):
     node = nccl_node(gpu_nodes, gpu_node)
     doc = report(intra_node, gpu_node)
-    floor = checks.expected_floor(product(node), whole_gpus(node))
+    floor = checks.expected_floor(checks.probed_gpu(doc) or product(node), whole_gpus(node))
     declared = declared_floor(expect_profile, node)
     minimum = declared if declared is not None else floor.minimum_gbps if floor is not None else None
     record_series(record_property, "busbw", ((size.bytes, size.busbw_gbps) for size in doc.sizes),
@@ -201,8 +201,9 @@ def test_busbw_above_floor(gpu_node, gpu_nodes, intra_node, expect_profile, reco
 @pytest.mark.check("nccl.transport-expected")
 def test_transport_expected(gpu_node, gpu_nodes, intra_node, record_property):
     node = nccl_node(gpu_nodes, gpu_node)
-    floor = checks.expected_floor(product(node), whole_gpus(node))
-    judge(checks.evaluate_transport(gpu_node, report(intra_node, gpu_node), floor), record_property)
+    doc = report(intra_node, gpu_node)
+    floor = checks.expected_floor(checks.probed_gpu(doc) or product(node), whole_gpus(node))
+    judge(checks.evaluate_transport(gpu_node, doc, floor), record_property)
 
 
 # -------------------------------------------------------------------------------------------------

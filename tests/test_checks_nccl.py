@@ -365,3 +365,18 @@ def test_a_node_without_nvls_is_named_by_the_transport_check_and_its_twin_passes
     assert report.peak_busbw_gbps is not None and report.peak_busbw_gbps < H100.figure_gbps
     twin = probe(node="h100-1", faults=[{"id": "nccl-nvls-unavailable", "pool": "h100", "node": 0}])
     assert checks.evaluate_transport("h100-1", twin, H100).outcome is Outcome.PASS
+
+
+def test_the_floor_s_model_is_the_one_cuda_names_in_the_probe():
+    """The suite picks the busbw floor and transport for the GPU model the all-reduce ran on, as CUDA in
+    the probe names it, over a GFD label that may be stale; a job over several models, or a document
+    naming none, leaves the label to speak."""
+    assert checks.probed_gpu(HEALTHY_8) == "NVIDIA H100 80GB HBM3"
+    assert checks.expected_floor(checks.probed_gpu(HEALTHY_8) or "NVIDIA-L40S", 8) == H100
+    gpus = HEALTHY_8.raw["local_gpus"]
+    mixed = dataclasses.replace(HEALTHY_8, raw={**HEALTHY_8.raw, "local_gpus": [*gpus[:7], {**gpus[7],
+                                                                                          "name": "NVIDIA H200"}]})
+    assert checks.probed_gpu(mixed) is None
+    assert checks.probed_gpu(dataclasses.replace(HEALTHY_8, raw={**HEALTHY_8.raw, "local_gpus": []})) is None
+    unnamed = [{**g, "name": ""} for g in gpus]
+    assert checks.probed_gpu(dataclasses.replace(HEALTHY_8, raw={**HEALTHY_8.raw, "local_gpus": unnamed})) is None

@@ -24,7 +24,7 @@ __all__ = ["BURN_IN_TOLERANCE", "PEER_TOLERANCE", "BurnInRound", "GpuHolder", "J
            "combine_job", "evaluate_allreduce_completes", "evaluate_burn_in_stable", "evaluate_busbw",
            "evaluate_multinode", "evaluate_pairwise", "evaluate_preflight", "evaluate_transport", "expected_floor",
            "first_round", "holders_by_node", "pair_busbw_call", "pair_completion_call", "peer_floor", "pool_gpu_counts",
-           "second_round"]
+           "probed_gpu", "second_round"]
 
 #: Parts that come on 8-GPU NVSwitch boards (HGX/DGX) when a node has eight of them.
 _NVSWITCH_PARTS = ("NVIDIA A100-SXM4-40GB", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA H200",
@@ -103,6 +103,14 @@ def evaluate_allreduce_completes(node: str, report: NcclProbeReport, *, gpus: in
                       expected=f"{gpus} ranks, one per GPU asked for", observed=f"{ranks} ranks",
                       evidence=tuple(f"GPU {uuid}" for uuid in report.local_gpu_uuids))
     return passed(cid, node, f"all-reduce over {ranks} GPUs completed correctly at {len(report.sizes)} message sizes")
+
+
+def probed_gpu(report: NcclProbeReport) -> str | None:
+    """The GPU model the all-reduce ran on as CUDA in the probe names it (the most direct reading, over
+    a GFD label or slice attribute), when every GPU of the job is one model; else None."""
+    names = {g.get("name") for g in report.raw.get("local_gpus") or () if isinstance(g, dict)}
+    name = names.pop() if len(names) == 1 else None
+    return name if isinstance(name, str) and name else None
 
 
 def _fabric(gpu: str, gpus: int) -> str:
