@@ -141,6 +141,7 @@ CASES: dict[str, Callable[[], Any]] = {
     "times: apart": lambda: pair((0, 5), (6, 9)),
     "times: second before first": lambda: pair((6, 9), (0, 5)),
     "times: within a second": lambda: pair((0, 5), (5, 9)),
+    "times: the first starts in the second the other ends": lambda: pair((5, 9), (0, 5)),
     "times: the same second": lambda: pair((5, 5), (5, 5)),
     "times: one unknown": lambda: pair((0, 5), None),
     # the plan
@@ -148,6 +149,7 @@ CASES: dict[str, Callable[[], Any]] = {
        (lambda n=n, m=m, s=s: iso.plan_node("h100-0", n, max_request=m, shared=s))
        for n, m, s in ((0, None, False), (1, None, False), (2, None, False), (3, None, False), (4, None, False),
                        (8, 1, False), (8, None, True), (2, 1, True))},
+    "plan: 8 GPUs, sharing not said": lambda: iso.plan_node("h100-0", 8),
     # sharing.oversubscription-runs
     "sharing: met": lambda: whole(oversubscribe(FIVE)),
     "sharing: could not meet": lambda: whole(oversubscribe(FIVE_APART, times((0, 5), (0, 5), (0, 5), (0, 5), (0, 5)))),
