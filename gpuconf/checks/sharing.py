@@ -115,7 +115,7 @@ def sharing_facts(node: str, labels: Mapping[str, str], capacity: Mapping[str, i
 def in_scope(f: SharingFacts, declared: SharingSpec | None = None) -> bool:
     """Whether the replicas check applies: GFD labels the GPUs shared, or the --expect pool declares them so."""
     return f.labelled_shared or (declared is not None and (declared.strategy in _STRATEGIES
-                                                           or (declared.replicas or 0) > 1))
+                                                           or (declared.replicas or 1) > 1))
 
 
 def _not_shared(cid: str, f: SharingFacts) -> Verdict:
@@ -148,30 +148,31 @@ def evaluate_replicas_match_config(f: SharingFacts, *, physical: Mapping[str, in
     if declared is not None:
         evidence.append(f"--expect pool {pool}: sharing {_declared_text(declared)}")
     problems: list[tuple[str, str, str]] = []  # (summary, expected, observed)
-    if f.strategy in _STRATEGIES and (f.replicas or 0) <= 1:
+    if f.strategy in _STRATEGIES and (f.replicas or 1) <= 1:
         problems.append((f"GFD labels sharing strategy {f.strategy} with nvidia.com/gpu.replicas="
                          f"{f.replicas if f.replicas is not None else '(absent)'}",
                          "replicas > 1 with a sharing strategy", f.labels_text()))
     # GFD before v0.15 writes no sharing-strategy label: only a present one can contradict replicas.
-    if (f.replicas or 0) > 1 and f.strategy is not None and f.strategy not in _STRATEGIES:
+    if (f.replicas or 1) > 1 and f.strategy is not None and f.strategy not in _STRATEGIES:
         problems.append((f"GFD labels {f.replicas} replicas with sharing strategy {f.strategy or '(absent)'}",
                          "sharing-strategy time-slicing or mps with replicas > 1", f.labels_text()))
     if declared is not None:
         problems += _declaration_problems(f, declared, pool)
     problems += _capacity_problems(f, physical, declared)
     if not problems:
-        per = f.replicas if f.labelled_shared else declared.effective_replicas if declared else None
-        counts = [n for n in physical.values() if n > 0]
-        capacity = f.capacity.get(f.resource or "", 0)
+        # no problem: the labels share the GPUs (a declaration alone contradicts labels that do not), and
+        # the capacity of the one shared resource (the other absent or 0) is a count x the labelled replicas
+        per = f.replicas
+        capacity = sum(f.capacity.get(r, 0) for r in SHARED_RESOURCES)
         # the count the capacity divides into (the views may disagree: inventory's finding, not this one's)
-        gpus = next((n for n in counts if per is not None and capacity == n * per), counts[0] if counts else None)
+        gpus = next((n for n in physical.values() if n > 0 and per is not None and capacity == n * per), None)
         said = f" and as --expect pool {pool} declares" if declared is not None else ""
         if gpus is None:
             known = "; ".join(f"{k}: {v}" for k, v in physical.items())
             return not_tested(cid, f.node, f"the number of physical GPUs on {f.node} is unknown ("
                               + (known or "no nvidia.com/gpu.count label, no whole-node probe")
                               + "), so its capacity cannot be divided into replicas", kind=COULD_NOT_RUN)
-        return passed(cid, f.node, f"{f.resource} {f.capacity.get(f.resource or '', 0)} = {gpus} GPUs x {per} "
+        return passed(cid, f.node, f"{f.resource} {capacity} = {gpus} GPUs x {per} "
                       f"{f.strategy or 'shared'} replicas, as GFD labels it{said}", evidence=tuple(evidence))
     summary, expected, observed = problems[0]
     more = [f"also: {p[0]}" for p in problems[1:]]
@@ -202,7 +203,7 @@ def _capacity_problems(f: SharingFacts, physical: Mapping[str, int],
                      "one shared GPU resource", f.advertised_text())]
         return [(f"{f.node} is labelled as sharing its GPUs but advertises no nvidia.com/gpu or nvidia.com/gpu.shared",
                  "GPUs x replicas of nvidia.com/gpu", f.advertised_text())]
-    replicas = f.replicas if f.labelled_shared and (f.replicas or 0) > 1 else (
+    replicas = f.replicas if f.labelled_shared and (f.replicas or 1) > 1 else (
         declared.effective_replicas if declared is not None else None)
     gpus = [n for n in physical.values() if n > 0]
     if replicas is None or not gpus:
@@ -232,7 +233,7 @@ def evaluate_product_label_shared(f: SharingFacts) -> Verdict:
     nvidia.com/gpu.shared) the product keeps its plain name. A resource renamed to some other
     name cannot be told apart from a missing one, so that case is not tested."""
     cid = "sharing.product-label-shared"
-    if not f.labelled_shared or (f.replicas or 0) <= 1:
+    if not f.labelled_shared or (f.replicas or 1) <= 1:
         return _not_shared(cid, f)
     if not f.product:
         return not_tested(cid, f.node, f"{f.node} has no nvidia.com/gpu.product label "
@@ -279,7 +280,7 @@ def not_planned_kind(f: SharingFacts, *, mps: bool = False) -> str:
     """The NOT TESTED kind of a node the sharing pods (``mps``: the MPS pods) are not planned on, with
     :func:`oversubscription_plan`'s or :func:`mps_plan`'s reason: not applicable where the node does not
     share its GPUs (through MPS), could-not-run where it does and the pods cannot be launched."""
-    shares = f.strategy == "mps" if mps else f.labelled_shared and (f.replicas or 0) > 1
+    shares = f.strategy == "mps" if mps else f.labelled_shared and (f.replicas or 1) > 1
     return COULD_NOT_RUN if shares else NOT_APPLICABLE
 
 
@@ -422,7 +423,7 @@ def mps_plan(f: SharingFacts, *, pods: int = 1) -> str | None:
     if f.strategy != "mps":
         return (f"{f.node} does not share its GPUs through MPS ({f.labels_text()}): per-client limits and the "
                 "one-replica rule are MPS's")
-    if (f.replicas or 0) <= 1:
+    if (f.replicas or 1) <= 1:
         return f"{f.node} labels MPS with {f.replicas} replicas: nothing to divide (sharing.replicas-match-config)"
     resource = f.resource
     if resource is None:
@@ -444,9 +445,9 @@ def evaluate_mps_client_limits(f: SharingFacts, seen: Sighting, *, memory_mib: i
         return not_tested(cid, node, why, kind=not_planned_kind(f, mps=True))
     replicas = f.replicas or 1
     if seen.report is None:
-        return failed(cid, node, f"the one-replica MPS pod on {node} did not report: {seen.failure}",
-                      expected="a cuda-probe document from a one-replica MPS client",
-                      observed=seen.failure or "no probe output")
+        why = seen.failure or "no probe output"
+        return failed(cid, node, f"the one-replica MPS pod on {node} did not report: {why}",
+                      expected="a cuda-probe document from a one-replica MPS client", observed=why)
     report = seen.report
     pipe = report.env.get("CUDA_MPS_PIPE_DIRECTORY")
     evidence = [f"{seen.where}: CUDA_MPS_PIPE_DIRECTORY={pipe or '(unset)'}",
@@ -541,7 +542,8 @@ def evaluate_mps_thread_limit(f: SharingFacts, seen: Sighting) -> Verdict:
         return not_tested(cid, node, why, kind=not_planned_kind(f, mps=True))
     replicas = f.replicas or 1
     if seen.report is None:
-        return not_tested(cid, node, f"the one-replica MPS pod on {node} did not report ({seen.failure}): "
+        why = seen.failure or "no probe output"
+        return not_tested(cid, node, f"the one-replica MPS pod on {node} did not report ({why}): "
                           "sharing.mps-client-limits reports it", kind=COULD_NOT_RUN)
     report = seen.report
     pipe = report.env.get("CUDA_MPS_PIPE_DIRECTORY")
@@ -604,9 +606,9 @@ def evaluate_rejects_multi_replica_request(f: SharingFacts, outcome: PodOutcome 
     if outcome is None:
         return not_tested(cid, node, f"no two-replica pod was launched on {node}", kind=COULD_NOT_RUN)
     where = f"pod {outcome.name}"
-    texts = [e.message for e in outcome.events] + [outcome.message or ""]  # the kubelet's event first
+    texts = [e.message for e in outcome.events] + ([outcome.message] if outcome.message else [])  # the event first
     refusal = next((t for t in texts if PLUGIN_REFUSAL in t), None)
-    resource = f.resource or "nvidia.com/gpu"
+    resource = f.resource  # mps_plan made sure there is one
     expected = (f"rejected at admission: UnexpectedAdmissionError ... request for '{resource}: 2' too large: "
                 f"{PLUGIN_REFUSAL}")
     observed = " ".join(p for p in (outcome.phase, outcome.reason or "", outcome.message or "") if p)
