@@ -241,7 +241,7 @@ def fact_cases() -> dict[str, Callable[[], Any]]:
             "xall-balanced", "all-balancedx")),
         "node gpus": lambda: (checks.node_gpus(MIXED_LABELS, 1), checks.node_gpus(MIXED_LABELS, 3),
                               checks.node_gpus(SINGLE_LABELS, 1), checks.node_gpus({}, 2),
-                              checks.node_gpus({"nvidia.com/mig.strategy": "mixed"}, 2)),
+                              checks.node_gpus({"nvidia.com/mig.strategy": "mixed"}, 2), checks.node_gpus({}, 0)),
         "pod names": lambda: (checks.pod_name("all-1g.10gb", "n"), checks.pod_name("one", "x" * 300)),
         "bus": lambda: tuple(checks._bus(b) for b in (None, "", "18:00.0", "00000000:18:00.0", "0000:1A:00.0",
                                                       "zz:18:00.0", "0001:AB:00.1")),
@@ -367,6 +367,10 @@ def plan_cases() -> dict[str, Callable[[], Any]]:
         "plan: dra no profile": lambda: checks.plan_node("a100-0", {}, {}, [
             dataclasses.replace(d, attributes={k: v for k, v in d.attributes.items() if k != "profile"})
             for d in dra_node().devices[:2]]),
+        "plan: dra, a profile after the unnamed": lambda: checks.plan_node("a100-0", {}, {}, [
+            dataclasses.replace(d, attributes={k: v for k, v in d.attributes.items() if k != "profile"})
+            for d in dra_node().devices[:2]] + [dataclasses.replace(d, attributes={**d.attributes, "profile": "z"})
+                                                for d in dra_node().devices[2:4]]),
         "plan: advertised over dra": lambda: checks.plan_node("a100-0", mixed().labels, mixed().allocatable,
                                                               dra_node().devices),
         "plan: single over dra": lambda: checks.plan_node("h100-mig-0", single().labels, single().allocatable,
@@ -548,6 +552,13 @@ def layout_cases() -> dict[str, Callable[[], Any]]:
         "layout: below capacity": lambda: layout(m(), allocatable={**m().allocatable, "nvidia.com/mig-1g.10gb": "35"},
                                                  seen={**m().all_pods, "1g.10gb": probe(
                                                      m(), "mig-all-1g.10gb-a100-0", instances(m(), "1g.10gb")[:35])}),
+        "layout: three layouts": lambda: layout(m(), labels={**m().labels, "nvidia.com/mig-2g.20gb.count": "3"},
+                                                capacity={**m().capacity, "nvidia.com/mig-2g.20gb": "5"},
+                                                allocatable={**m().allocatable, "nvidia.com/mig-2g.20gb": "5"},
+                                                seen={}),
+        "layout: labels only, nothing advertised": lambda: layout(m(), capacity={}, allocatable={}, seen={}),
+        "layout: invalid, gpus advertised": lambda: layout(m(), labels={**m().labels, **INVALID},
+                                                           capacity={"nvidia.com/gpu": "8"}),
         "layout: no pods": lambda: layout(m(), seen={}),
         "layout: published agrees": lambda: layout(m(), published={"1g.10gb": 36, "2g.20gb": 4, "3g.40gb": 4}),
         "layout: published disagrees": lambda: layout(m(), published={"1g.10gb": 35, "2g.20gb": 4, "3g.40gb": 4}),
