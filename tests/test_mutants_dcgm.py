@@ -120,6 +120,25 @@ def fail_everywhere(doc: dict[str, Any]) -> None:
                                   "error_id": 10 + r["entity_id"]}]
 
 
+def fail_first(n: int) -> Edit:
+    """The first ``n`` results (test by test, GPU by GPU) failed."""
+    def edit(doc: dict[str, Any]) -> None:
+        results = [r for c in doc["DCGM Diagnostic"]["test_categories"] for t in c["tests"] for r in t["results"]]
+        for i, r in enumerate(results[:n]):
+            r.update(status="Fail", warnings=[{"warning": f"failure {i}"}])
+    return edit
+
+
+def gpus_2_and_10_skipped(doc: dict[str, Any]) -> None:
+    """Memory results for GPUs 10 and 2 too, both skipped (ids that sort differently as text)."""
+    test_named(doc, "memory")["results"] += [{"entity_group": "GPU", "entity_id": i, "status": "Skip",
+                                              "info": [f"GPU {i} is in use"]} for i in (10, 2)]
+
+
+def no_serial_for_gpu1(doc: dict[str, Any]) -> None:
+    doc["entity_groups"][0]["entities"].pop()
+
+
 ALLOC = {"warning": "Couldn't allocate at least 75.0% of GPU memory on GPU 1", "error_id": 56, "error_severity": 2}
 PERSIST = {"warning": "Persistence mode for GPU 0 is disabled.", "error_id": 29}
 NO_ID = {"warning": "an error without an id"}
@@ -182,9 +201,15 @@ CASES: dict[str, Callable[[], Any]] = {
     "diag: a failed summary alone": diag(v4(summary("pcie", status="Fail", warnings=[PERSIST])), code=226),
     "diag: a passing summary recording an error": diag(v4(summary("software", status="Pass", warnings=[NO_ID]))),
     "diag: eight failures": diag(v4(four_gpus, fail_everywhere), code=226, gpus=4),
+    "diag: six failures": diag(v4(fail_first(6)), code=226),
+    "diag: seven failures": diag(v4(add_test("pulse_test", "Hardware", status="Pass"), fail_first(7)), code=226),
+    "diag: a 3.x deployment check failed on the node": diag(v3(lambda d: d["DCGM GPU Diagnostic"]["test_categories"][
+        0]["tests"][0]["results"][0].update(status="Fail", warnings=[NO_ID])), code=226),
+    "diag: short output that is no JSON": diag("\n".join(f"line {i}" for i in range(7)), code=255),
     # dcgm.diag-passes: what did not run
     "diag: every test skipped, DCGM's reasons": diag(v4(skip_all("Plugin is not allowed on this SKU", "busy"))),
     "diag: every test skipped, no reason": diag(v4(skip_all())),
+    "diag: every test skipped, five reasons": diag(v4(skip_all("a", "b", "c", "d", "e"))),
     "diag: every test skipped, reasons as errors": diag(v4(skip_all(), result("pcie", 0, warnings=[NO_ID]))),
     "diag: nonzero exit over an all-pass document": diag(v4(), code=226),
     "diag: no exit status over an all-pass document": diag(v4(), code=None),
@@ -213,6 +238,7 @@ CASES: dict[str, Callable[[], Any]] = {
     "diag: one GPU given, a second one skipped": diag(v4(result("memory", 1, status="Skip", info=["?"])), gpus=1),
     "diag: four GPUs, two missing from memory": diag(v4(four_gpus, drop_gpu(2, "memory"), drop_gpu(3, "memory")),
                                                      gpus=4),
+    "diag: GPUs 2 and 10 skipped, the count unknown": diag(v4(gpus_2_and_10_skipped), gpus=None),
     "diag: a summary that passed with no results": diag(v4(lambda d: test_named(d, "pcie").update(results=[]))),
     "diag: a result of another entity group": diag(v4(result("pcie", 1, entity_group="GPU_I", status="Skip"))),
     "diag: 3.x pass": diag(v3()),
@@ -237,9 +263,12 @@ CASES: dict[str, Callable[[], Any]] = {
     "warn: only a summary ran": warns(v4(skip_all(), summary("pcie", status="Pass"))),
     "warn: a GPU skipped": warns(v4(GPU1_SKIP)),
     "warn: results for GPU 0 only": warns(v4(drop_gpu(1)), gpus=2),
+    "warn: results and serials for GPU 0 only": warns(v4(drop_gpu(1), no_serial_for_gpu1), gpus=2),
+    "warn: every result failed": warns(v4(fail_first(6)), code=226),
     # the document as read
     "parse: 4.x": parsed(v4(result("memory", 0, info="one line of info"), summary("pcie", status="Warn",
-                                                                                    warnings=[PERSIST]))),
+                                                                                    warnings=[PERSIST]),
+                            result("memory", 1, status="Fail", warnings=[ALLOC]))),
     "parse: 4.x, version in the body": parsed(v4(lambda d: d.pop("metadata"),
                                                  lambda d: d["DCGM Diagnostic"].update(version="4.1.0"))),
     "parse: 4.x, no entity groups or version": parsed(v4(lambda d: d.pop("metadata"),
@@ -261,13 +290,15 @@ CASES: dict[str, Callable[[], Any]] = {
                                                '"results": [{"status": 2}]}]}]}}'),
     # the pod and the node
     "pod: plain": pod(),
+    "pod: one GPU": pod(gpu_count=1),
     "pod: mirrored, a runtime class, one toleration, a DRA extended resource": pod(
         registry="reg.example.com/m/", runtime_class="nvidia", tolerations=[{"operator": "Exists"}],
         gpu_resource="gpu.example.com/gpu", level=4, timeout_s=5400),
     "pod: through a claim": pod(gpu_count=0, resource_claims={"gpus": "tmpl-a", "more": "tmpl-b"}),
     "pod name": lambda: [dcgm.pod_name("n"), dcgm.pod_name("Node_With+Odd.Chars"), dcgm.pod_name("x" * 80)],
     "exit meanings": lambda: [dcgm.exit_meaning(c) for c in (None, 0, 3, 205, 215, 217, 226, 42)],
-    "images": lambda: [dcgm.diag_image(), dcgm.diag_image("reg.example.com/m//"), dcgm.diag_image("")],
+    "images": lambda: [dcgm.diag_image(), dcgm.diag_image("reg.example.com/m//"), dcgm.diag_image(""),
+                       dcgm.diag_image("reg.example.com/MX/")],
     "node: whole idle GPUs": diag_node(NodeView.of("n", {}, {"nvidia.com/gpu": "8"}, {"nvidia.com/gpu": "8"})),
     "node: mixed MIG": diag_node(NodeView.of("n", {}, {"nvidia.com/gpu": "1", "nvidia.com/mig-1g.10gb": "7",
                                                       "nvidia.com/mig-3g.40gb": "2"}, {"nvidia.com/gpu": "1"})),
@@ -288,3 +319,8 @@ def test_the_result_is_the_recorded_one(case: str) -> None:
 def test_a_gpu_id_orders_as_a_number_and_names_after_numbers() -> None:
     order = sorted(["10", "b", "2", "a", "0"], key=dcgm._gpu_order)
     assert order == ["0", "2", "10", "a", "b"]
+
+
+def test_a_pod_asking_for_no_gpu_is_refused_saying_so() -> None:
+    with pytest.raises(ValueError, match=r"^a DCGM diag pod asks for at least one GPU$"):
+        dcgm.make_dcgm_diag_pod(name="x", namespace="ns", run_id="r", node="n", gpu_count=0, level=1, timeout_s=60)

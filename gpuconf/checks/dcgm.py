@@ -485,7 +485,6 @@ _RAN = ("Pass", "Fail", "Warn")
 class _Gap:
     """GPUs a test of the level left untested: skipped on them (with DCGM's reasons) or no result at all."""
 
-    test: str
     gpus: tuple[str, ...]
     text: str
 
@@ -530,12 +529,12 @@ def _gaps(doc: DiagDocument, test: DiagTest, node_gpus: Sequence[str]) -> list[_
                             key=_gpu_order))
         if gpus:
             reasons = sorted({i for r in results for i in (*r.info, *(e.message for e in r.errors))})
-            out.append(_Gap(test.name, gpus, f"{test.name} {status or 'gave no status'} on {_gpu(doc, gpus)}: "
+            out.append(_Gap(gpus, f"{test.name} {status or 'gave no status'} on {_gpu(doc, gpus)}: "
                             + ("; ".join(reasons[:3]) or "DCGM gave no reason")))
             covered.update(gpus)
     absent = tuple(g for g in node_gpus if g not in covered)
     if absent:
-        out.append(_Gap(test.name, absent, f"{test.name} has no result for {_gpu(doc, absent)}"))
+        out.append(_Gap(absent, f"{test.name} has no result for {_gpu(doc, absent)}"))
     return out
 
 
@@ -578,7 +577,7 @@ def evaluate_dcgm_warnings(node: str, output: str | None, level: int, *, exit_co
     if warned:
         return failed(CHECK_WARNINGS, node, f"DCGM level {level} diagnostic warned: " + "; ".join(warned[:6]),
                       expected="no warnings", observed=f"{len(warned)} warning(s)")
-    if not any(r.status in ("Pass", "Fail", "Warn") for t in got.tests for r in t.results):
+    if not any(r.status in _RAN for t in got.tests for r in t.results):
         return not_tested(CHECK_WARNINGS, node, f"DCGM level {level} diagnostic ran no test on {node}",
                           kind=COULD_NOT_RUN)
     node_gpus = _node_gpus(got, gpus)
