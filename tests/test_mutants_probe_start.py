@@ -25,7 +25,14 @@ from test_probe_start import (
 )
 from verdict_record import check_recording
 
-from gpuconf.checks.probe_start import Blocked, ProbeBlock, evaluate_block, probe_block, whole_node_block
+from gpuconf.checks.probe_start import (
+    Blocked,
+    ProbeBlock,
+    claim_prepare_block,
+    evaluate_block,
+    probe_block,
+    whole_node_block,
+)
 from gpuconf.cluster.outcomes import PodEvent, PodOutcome
 
 NODE = "rtx-0"
@@ -41,6 +48,11 @@ H100 = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", **R570}
 def with_events(o: PodOutcome, *events: tuple[str, str]) -> PodOutcome:
     now = o.events[0].first_timestamp if o.events else None
     return dataclasses.replace(o, events=tuple(PodEvent("Warning", r, m, 1, "kubelet", now, now) for r, m in events))
+
+
+def said(o: PodOutcome, container: str | None, pod: str | None) -> PodOutcome:
+    """``o`` with its probe container's message and the pod's message replaced."""
+    return dataclasses.replace(o, message=pod, containers=(dataclasses.replace(o.containers[0], message=container),))
 
 
 def runc(nodes: list[str], edit: Callable[[dict[str, Any]], None] | None = None, gpus: int = 0) -> PodOutcome:
@@ -115,6 +127,30 @@ CASES: dict[str, Callable[[], Any]] = {
         outcome(IMAGE, reason="Error", message="killed"), containers=())),
     "no report: silent": lambda: block(dataclasses.replace(outcome(IMAGE, reason=None, message=None), events=())),
     "no report: the owner's failure": lambda: owner(outcome(IMAGE, reason="Error", message="exit 139")),
+    "no report: the container and the pod say different things": lambda: block(dataclasses.replace(
+        outcome(IMAGE, reason="Error", message="exec format error"), message="pod said otherwise")),
+    "no report: the pod alone says": lambda: block(said(outcome(IMAGE, reason="Evicted", message=None), None,
+                                                        "The node was low on resource: memory.")),
+    "no report: a diagnosis ending a line": lambda: block(with_events(
+        outcome(IMAGE, reason="Error", message="CUDA init failed: cudaErrorInsufficientDriver"),
+        ("BackOff", "Back-off restarting failed container"))),
+    "no report: a diagnosis starting a line": lambda: block(with_events(
+        outcome(IMAGE, reason="Error", message="exit 3"), ("Failed", "cudaErrorInsufficientDriver in the probe"))),
+    "no report: two diagnoses": lambda: block(with_events(
+        outcome(IMAGE, message=HOOK_ERROR), ("FailedScheduling", "0/3 nodes are available: 1 Insufficient "
+                                             "nvidia.com/gpu."))),
+    "prepare: a container printed": lambda: claim_prepare_block(NODE, outcome(
+        IMAGE, reason=None, phase="Running", logs={"probe": "{}"}, event="FailedPrepareDynamicResources",
+        message=PREPARE), what="a claim"),
+    "requirement: the owner's failure, an unknown GPU": lambda: owner(outcome(IMAGE), {
+        "nvidia.com/gpu.product": "NVIDIA-Mystery-GPU", **R570}),
+    "requirement: a CUDA of no known branch": lambda: evaluate_block(ProbeBlock(NODE, "99.0.1", "99.0",
+                                                                                "requirement error"), H100),
+    "requirement: in the container's message only": lambda: block(with_events(
+        outcome(IMAGE), ("Failed", "Error: context deadline exceeded"))),
+    "requirement: a brand condition": lambda: block(outcome(IMAGE, message=(
+        "nvidia-container-cli: requirement error: unsatisfied condition: brand = tesla, please update your driver "
+        "to a newer version, or use an earlier cuda container"))),
     "a plain finding's failure": lambda: evaluate_block(Blocked(NODE, "smoke.vector-add-every-gpu", "cause",
                                                                 observed="seen", evidence=("e1", "e2")), {}),
     "a requirement finding": lambda: ProbeBlock(NODE, "12.9.1", "12.9", "requirement error"),

@@ -230,7 +230,7 @@ def _runtime_block(node: str, outcome: PodOutcome, runtime_missing: str) -> Bloc
     from gpuconf.probes.cuda import parse_cuda_probe
 
     try:
-        report = parse_cuda_probe(outcome.logs["probe"], source=f"probe pod on {node}")
+        report = parse_cuda_probe(outcome.logs["probe"])
     except ProbeParseError:
         return None  # an unreadable report is its checks' finding
     if not _no_driver(report):
@@ -244,22 +244,22 @@ def _no_report(node: str, outcome: PodOutcome) -> Blocked:
     """Smoke's finding: the whole-node probe printed nothing, and why, in the cluster's words."""
     from gpuconf.diagnose import diagnose
 
-    texts = [outcome.message or "", *(e.message for e in outcome.events)]
     try:
         probe = outcome.container("probe")
-        texts.insert(0, probe.message or "")
     except KeyError:
         probe = None
-    status = " ".join(x for x in (outcome.phase, outcome.reason or "", outcome.message or "") if x)
+    # what the cluster said, the container's own words first
+    texts = [t for t in (probe and probe.message, outcome.message, *(e.message for e in outcome.events)) if t]
+    status = " ".join(x for x in (outcome.phase, outcome.reason, outcome.message) if x)
     if outcome.phase == "Pending" or outcome.unschedulable:
         how = f"the whole-node probe never left Pending on {node}, a node the node view found schedulable"
     elif probe is not None and probe.reason in _NOT_STARTED:
         how = f"the whole-node probe's container could not start on {node}"
     else:
         how = f"the whole-node probe on {node} printed no report"
-    hints = [d.title for d in diagnose("\n".join(t for t in texts if t))]
+    hints = [d.title for d in diagnose("\n".join(texts))]
     cause = f"{how}: {status}" + (f" (diagnosis: {'; '.join(hints)})" if hints else "")
-    observed = next((t for t in texts if t), status)
+    observed = texts[0] if texts else status
     return Blocked(node, SMOKE, cause, observed=observed,
                    evidence=tuple(dict.fromkeys(f"{e.reason}: {e.message}" for e in outcome.events)))
 
@@ -278,7 +278,7 @@ def probe_block(node: str, outcome: PodOutcome | None, probe_cudas: Iterable[str
         return None
     if probe.reason not in _NOT_STARTED or outcome.logs.get("probe"):
         return None
-    texts = [probe.message or "", *(e.message for e in outcome.events)]
+    texts = [t for t in (probe.message, *(e.message for e in outcome.events)) if t]
     found = next((d for d in diagnose("\n".join(texts)) if d.category == "requirement-unsatisfied"), None)
     required = found.facts.get("required_cuda") if found is not None else None
     cuda = _image_cuda(probe.image)
