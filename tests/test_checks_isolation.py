@@ -6,8 +6,12 @@ node and what was seen."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,6 +35,8 @@ from gpuconf.sim.agent_model import injected_devices
 from gpuconf.sim.emulate import Visible, cuda_probe_run
 from gpuconf.sim.profile import SimNode, expand, fault_catalog, load_profile, with_faults
 from gpuconf.verdict import Outcome, checks, failed, not_tested, passed
+
+pytest_plugins = ["pytester"]
 
 NODE = "h100-0"
 ISOLATION_CHECKS = {"isolation.no-request-sees-no-gpu", "isolation.envvar-without-request-gets-no-gpu",
@@ -488,3 +494,48 @@ def test_a_claim_allocated_more_devices_than_the_pod_sees_fails():
                          f"one allocated ({CLAIM_OWNER}, the check that reports this, did not judge h100-0 in this "
                          "run)")
     assert v.expected == f"exactly {n.gpus[0].uuid}, {n.gpus[1].uuid}" and v.observed == n.gpus[0].uuid
+
+
+# --- the suites: the owner's verdict comes from the DRA suite's own campaigns, in either order ----
+
+DRA_ONLY = Path(__file__).resolve().parents[1] / "gpuconf" / "data" / "sim_profiles" / "h200-dra-only.yaml"
+
+
+def run_suites(pytester: pytest.Pytester, *suites: str, fault: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """The suites, in the order given, on h200-dra-only with ``fault`` on node h200-0: each check's test
+    record by (check, node)."""
+    from serving import pytest_subprocess
+
+    folder = pytester.path / "suites"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    for suite in suites:
+        (folder / suite).write_text((DRA_ONLY.parents[3] / "suites" / suite).read_text())
+    text = re.sub(r"^faults:.*$", "", DRA_ONLY.read_text(), flags=re.M)
+    profile = pytester.path / "faulty.yaml"
+    profile.write_text(text + f"\nfaults:\n  - {{id: {fault}, pool: h200, node: 0}}\n")
+    reports = pytester.path / f"reports-{len(suites)}"
+    pytest_subprocess(pytester, *(f"suites/{s}" for s in suites), "-p", "gpuconf.plugin", "--simulate", str(profile),
+                      "--report-dir", str(reports), "-p", "no:cacheprovider")
+    tests = json.loads((reports / "report.json").read_text())["results"]["tests"]
+    return {(t["extra"]["check"], t["extra"].get("node")): t for t in tests if (t.get("extra") or {}).get("check")}
+
+
+def test_the_suite_defers_to_the_dra_owner_only_where_it_fails_whatever_the_order(pytester: pytest.Pytester):
+    """A DRA driver that prepares the wrong device for every claim: the DRA suite's owner fails on h200-0 and
+    sees-only-allocated is NOT TESTED behind it, also when the isolation suite runs first (the DRA
+    campaigns are launched by whichever suite needs them first); without the DRA suite in the run the
+    isolation suite fails the node itself, saying so."""
+    both = run_suites(pytester, "test_isolation.py", "test_dra.py", fault="dra-prepares-wrong-device")
+    owner = both[("dra.claim-allocates-the-probed-device", "h200-0")]
+    mine = both[("isolation.sees-only-allocated", "h200-0")]
+    assert owner["status"] == "failed"
+    assert mine["status"] == "skipped"
+    assert "blocked by dra.claim-allocates-the-probed-device: the claim was allocated gpu-" in str(mine["message"])
+    assert "(here too: pod iso-one-h200-0 sees GPU-" in str(mine["message"])
+    assert both[("isolation.sees-only-allocated", "h200-1")]["status"] == "passed"
+    alone = run_suites(pytester, "test_isolation.py", fault="dra-prepares-wrong-device")
+    mine = alone[("isolation.sees-only-allocated", "h200-0")]
+    assert mine["status"] == "failed"
+    assert "the DRA driver prepared another GPU than the one allocated (dra.claim-allocates-the-probed-device, the " \
+        "check that reports this, did not judge h200-0 in this run)" in str(mine["message"])
