@@ -17,6 +17,7 @@ from verdict_record import check_recording, whole
 
 from gpuconf.checks import expect as ex
 from gpuconf.checks.inventory import NodeView
+from gpuconf.compat.versions import parse_cuda
 from gpuconf.expect import (
     CudaSpec,
     DriverSpec,
@@ -29,12 +30,26 @@ from gpuconf.expect import (
     RuntimeSpec,
     SharingSpec,
 )
-from gpuconf.sim.profile import load_profile
+from gpuconf.probes.cuda import parse_cuda_probe
+from gpuconf.sim.emulate import Visible, cuda_probe_run
+from gpuconf.sim.profile import expand, load_profile
 from gpuconf.verdict import Outcome, Verdict, failed, not_tested, passed
 
 H100 = nodes_of(load_profile("healthy-h100"))[0]
 PROBE, REQUESTED = whole_node_probe(H100)
 H200 = gfd_less(nodes_of(load_profile("h200-dra-only"))[0])
+
+
+def mig_probe() -> Any:
+    """The whole-node probe of the simulator's a100-mig-mixed node: its CUDA devices are MIG instances."""
+    n = expand(load_profile("a100-mig-mixed")).node("a100-0")
+    visible = [Visible(g, m) for g in n.gpus for m in g.mig]
+    code, out = cuda_probe_run(n, visible=visible, image_cuda=parse_cuda("13.0.2"), env={}, compat=True,
+                               started_at="2026-12-01T00:00:00.000Z", hostname=n.name)
+    return parse_cuda_probe(out, exit_code=code)
+
+
+MIG_PROBE = mig_probe()
 
 #: GFD's labels on a healthy HGX H100 node (what the simulator writes that the comparisons read).
 LABELS = {"nvidia.com/gpu.machine": "sim-h100", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
@@ -264,6 +279,22 @@ CASES: dict[str, Callable[[], Any]] = {
     "matches: unshared, fewer advertised than gpus": lambda: matches(node(capacity={"nvidia.com/gpu": "7"}),
                                                                      pool(sharing=SharingSpec("none"))),
     "matches: unshared, as many as gpus": lambda: matches(node(), pool(sharing=SharingSpec("none"))),
+    "matches: count on a shared node, sharing undeclared": lambda: matches(
+        node(gpu_replicas="4", capacity={"nvidia.com/gpu": "32"}), pool(gpu=GpuSpec(count=8)), probe=PROBE,
+        requested=32),
+    "matches: a slice attribute the probe contradicts": lambda: matches(H200, pool(
+        selector=(("feature.node.kubernetes.io/pci-10de.present", "true"),), gpu=GpuSpec("NVIDIA-H100-80GB-HBM3")),
+        probe=PROBE, requested=8),
+    "matches: the probe's cuda at 1000": lambda: matches(node(drop=("cuda.runtime-version.full",)), probe=probe_with(
+        raw={**PROBE.raw, "nvml": {**PROBE.raw["nvml"], "cuda_driver_version": 1000}}), requested=REQUESTED),
+    "matches: mig instances in the probe": lambda: matches(mixed_node(), pool(
+        gpu=GpuSpec("NVIDIA-A100-SXM4-80GB", memory_mib=81920)), probe=MIG_PROBE, requested=32),
+    "matches: replicas 2 declared, the plugin not sharing": lambda: matches(
+        node(gpu_replicas="2"), pool(sharing=SharingSpec("time-slicing", 2))),
+    "matches: no memory anywhere": lambda: matches(node(drop=("gpu.memory",)), pool(gpu=GpuSpec(memory_mib=81559))),
+    "matches: two counts, both off": lambda: matches(node(gpu_count="7", capacity={"nvidia.com/gpu": "6"}),
+                                                     pool(gpu=GpuSpec(count=8))),
+    "matches: mig by its resources alone": lambda: matches(mixed_node(counts={}), MIG_POOL),
     "matches: nccl floor only": lambda: matches(node(), pool(nccl=NcclSpec(400.0))),
     "matches: nothing observable": lambda: matches(node(), pool(runtime=RuntimeSpec("cdi"), nccl=NcclSpec(400.0))),
 }
