@@ -31,7 +31,7 @@ from gpuconf.checks.dra_labels import evaluate_labels_agree_with_dra
 from gpuconf.checks.isolation import Sighting, sighting
 from gpuconf.sim.node_facts import node_labels, resource_slices
 from gpuconf.sim.profile import SimNode
-from gpuconf.verdict import Outcome
+from gpuconf.verdict import Outcome, Verdict
 
 N = sim_node()
 DEVICES = dra.slice_devices(resource_slices(N), NODE)
@@ -493,6 +493,21 @@ CASES: dict[str, Callable[[], Any]] = {
 @pytest.mark.parametrize("case", CASES)
 def test_the_verdict_is_the_recorded_one(case: str) -> None:
     check_recording("dra", case, CASES[case])
+
+
+def beside_the_words(result: Any) -> Any:
+    """What a verdict carries beside its words (dra.json records the words): a NOT TESTED's kind, what a
+    PASS did not judge, the owner it is blocked by, the findings its dependants fold behind; None for a
+    case that is not a verdict."""
+    if not isinstance(result, Verdict):
+        return None
+    return {"kind": result.kind, "not_judged": list(result.not_judged), "blocked_by": result.blocked_by,
+            "causes": sorted(result.causes)}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_kind_caveats_and_findings_are_the_recorded_ones(case: str) -> None:
+    check_recording("dra_kinds", case, lambda: beside_the_words(CASES[case]()))
 
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from test_checks_dra import CANNOT_ALLOCATE, NODE, pod_outcome, run_probe, sim_node
 from test_checks_dra_first import POD, devices, extended_claim, with_claims
-from verdict_record import as_data, check_recording
+from verdict_record import check_recording, whole
 
 from gpuconf.checks.dra_extended import (
     EXTENDED_CLAIM_ANNOTATION,
@@ -29,16 +29,12 @@ from gpuconf.cluster.outcomes import PodOutcome
 from gpuconf.nodes.devices import SliceDevice
 from gpuconf.outcomes import COULD_NOT_RUN
 from gpuconf.sim.emulate import Visible
-from gpuconf.verdict import Outcome, Verdict
+from gpuconf.verdict import Outcome
 
 N = sim_node()
 DEVICES = devices()
 GPU = "nvidia.com/gpu"
 
-
-def whole(v: Verdict) -> dict[str, Any]:
-    """The verdict as recorded, with what a NOT TESTED or a PASS carries beside its words."""
-    return {**as_data(v), "kind": v.kind, "not_judged": list(v.not_judged), "blocked_by": v.blocked_by}
 
 
 def ran(*indexes: int, edit: Callable[[dict[str, Any]], None] | None = None) -> PodOutcome:
@@ -210,3 +206,13 @@ def test_every_not_tested_says_it_could_not_run() -> None:
         v = CASES[case]()
         assert v["outcome"] == Outcome.NOT_TESTED.value and v["kind"] == COULD_NOT_RUN, case
         assert v["check"] == SERVED and v["node"] == NODE
+
+
+def test_a_stale_mapping_is_the_finding_its_dependants_fold_behind() -> None:
+    """The whole-node probe's dependants are blocked by dra.extended-resource-served only for this
+    finding (gpuconf/data/checks.yaml); a probe seeing other GPUs declares none."""
+    stale = evaluate_extended_resource_served(NODE, resource=GPU, outcome=pending(), devices=DEVICES, requested=8)
+    assert stale.outcome is Outcome.FAIL and stale.causes == frozenset({"class-selects-no-device"})
+    wrong = evaluate_extended_resource_served(NODE, resource=GPU, outcome=with_claims(
+        ran(0, 1), claim_of(POD, "gpu-2", "gpu-3")), devices=DEVICES, requested=2)
+    assert wrong.outcome is Outcome.FAIL and wrong.causes == frozenset()

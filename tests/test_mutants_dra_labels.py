@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 from test_checks_dra import NODE, sim_node
-from verdict_record import as_data, check_recording
+from verdict_record import check_recording, whole
 
 from gpuconf.checks.dra import MEMORY_TOLERANCE, slice_devices
 from gpuconf.checks.dra_labels import AGREE, evaluate_labels_agree_with_dra, gfd_product
 from gpuconf.nodes.devices import SliceDevice
 from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
 from gpuconf.sim.node_facts import node_labels, resource_slices
-from gpuconf.verdict import Outcome, Verdict
+from gpuconf.verdict import Outcome
 
 SIM = sim_node(profile="plugin-and-dra")
 LABELS = {k: v for k, v in node_labels(SIM).items() if k.startswith("nvidia.com/")}
@@ -38,10 +38,6 @@ ONLY = {
     "count": {"nvidia.com/gpu.count": "8"},
 }
 
-
-def whole(v: Verdict) -> dict[str, Any]:
-    """The verdict as recorded, with what a NOT TESTED or a PASS carries beside its words."""
-    return {**as_data(v), "kind": v.kind, "not_judged": list(v.not_judged), "blocked_by": v.blocked_by}
 
 
 def agree(labels: Mapping[str, str], ds: Sequence[SliceDevice] = DEVICES) -> Callable[[], Any]:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from test_checks_dra import NODE, claim
 from test_checks_dra_first import devices
-from verdict_record import as_data, check_recording
+from verdict_record import check_recording, whole
 
 from gpuconf.checks.dra import AllocatedDevice, Allocation
 from gpuconf.checks.dra_taints import (
@@ -31,7 +31,7 @@ from gpuconf.checks.dra_taints import (
 from gpuconf.checks.health import Xid
 from gpuconf.nodes.devices import DeviceTaint, SliceDevice
 from gpuconf.outcomes import COULD_NOT_RUN, NOT_APPLICABLE
-from gpuconf.verdict import Outcome, Verdict
+from gpuconf.verdict import Outcome
 
 XID48 = {"key": "gpu.nvidia.com/xid", "value": "48", "effect": "NoSchedule"}
 XID13_NONE = {"key": "gpu.nvidia.com/xid", "value": "13", "effect": "None"}
@@ -42,10 +42,6 @@ CLEAN = devices()
 POOL = CLEAN[0].pool
 DRIVER = CLEAN[0].driver
 
-
-def whole(v: Verdict) -> dict[str, Any]:
-    """The verdict as recorded, with what a NOT TESTED or a PASS carries beside its words."""
-    return {**as_data(v), "kind": v.kind, "not_judged": list(v.not_judged), "blocked_by": v.blocked_by}
 
 
 def rule(name: str = "r", *, selector: Any = None, taint: Any = None, drop: Sequence[str] = ()) -> dict[str, Any]:
