@@ -229,7 +229,7 @@ def fact_cases() -> dict[str, Callable[[], Any]]:
         "profiles": lambda: tuple(None if (t := checks.mig_profiles(name)) is None else sorted(t) for name in (
             None, "", A100, "NVIDIA-A100-SXM4-80GB-MIG-1g.10gb", "NVIDIA-A100-SXM4-80GB-SHARED",
             "nvidia a100 sxm4 80gb", "NVIDIA-H100-80GB-HBM3", "NVIDIA H100 NVL", "Tesla-T4", "Tesla-T4-SHARED",
-            "NVIDIA Made-Up GPU", "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb-SHARED")),
+            "NVIDIA Made-Up GPU", "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb-SHARED", "A100-SXM4-80GB")),
         "a profile": lambda: checks.mig_profiles(A100)["1g.10gb"],  # type: ignore[index]
         "gpu model": lambda: (checks.gpu_model({"nvidia.com/gpu.product": "P"}, [None, mixed().one_pods[
             "1g.10gb"].report]), checks.gpu_model({"nvidia.com/gpu.product": "P"}, [None]),
@@ -334,6 +334,8 @@ def config_cases() -> dict[str, Callable[[], Any]]:
         "declared: unknown model, no filter": lambda: declared("half", profiles=None),
         "declared: another model's filter": lambda: declared("all-balanced", profiles=H100),
         "declared: state": lambda: declared("half", state="failed"),
+        "declared: a default name missing, with state": lambda: declared("all-1g.10gb", state="success"),
+        "declared: unknown model, with state": lambda: declared("all-balanced", profiles=None, state="pending"),
         "parse": lambda: tuple(parsed(t) for t in (
             "version: v1\n", "[", "- a", "mig-configs: [1]", "mig-configs: {a: 1}", "mig-configs: {a: [1, {b: 2}]}",
             "mig-configs: {1: []}")),
