@@ -89,18 +89,25 @@ def times(*windows: tuple[int, int]) -> list[tuple[float, float] | None]:
     return [(float(a), float(b)) for a, b in windows]
 
 
-def pair(first: tuple[int, int], second: tuple[int, int] | None) -> Any:
+def pair(first: tuple[int, int], second: tuple[int, int], unknown: str | None = None) -> Any:
+    """held_together of two pods with these (scheduled, finished) seconds; ``unknown`` (first.scheduled,
+    first.finished, second.scheduled or second.finished) missing."""
     a = plain(N, 0, "iso-one-h100-0", times=(at(first[0]), at(first[1])))
-    b = plain(N, 1, "iso-split-h100-0", times=(at(second[0]), at(second[1])) if second else None)
-    if second is None:
-        b = replace(b, timings=replace(b.timings, finished=None))
+    b = plain(N, 1, "iso-split-h100-0", times=(at(second[0]), at(second[1])))
+    if unknown is not None:
+        which, field = unknown.split(".")
+        pod = a if which == "first" else b
+        pod = replace(pod, timings=replace(pod.timings, **{field: None}))
+        a, b = (pod, b) if which == "first" else (a, pod)
     return iso.held_together(a, b)
 
 
 CASES: dict[str, Callable[[], Any]] = {
     # isolation.concurrent-pods-disjoint: what cannot be judged
     "one GPU allocatable": lambda: whole(disjoint(*MET, allocatable=1)),
+    "two GPUs allocatable": lambda: whole(disjoint(*MET, allocatable=2)),
     "time-sliced": lambda: whole(disjoint(*MET, replicas=4)),
+    "time-sliced two ways": lambda: whole(disjoint(*MET, replicas=2)),
     "first pod not planned": lambda: whole(disjoint(None, MET[1])),
     "second pod not planned": lambda: whole(disjoint(MET[0], None)),
     "first pod without a document": lambda: whole(disjoint(nothing("one"), MET[1])),
@@ -135,6 +142,7 @@ CASES: dict[str, Callable[[], Any]] = {
     "overlap: both met": lambda: iso.rendezvous_overlap(MET),
     "overlap: met without a measure": lambda: iso.rendezvous_overlap([edited(MET[0], overlap_ms=None)]),
     "overlap: five could not meet": lambda: iso.rendezvous_overlap(FIVE_APART),
+    "overlap: three could not meet": lambda: iso.rendezvous_overlap(FIVE_APART[:3]),
     "overlap: a pod without a document": lambda: iso.rendezvous_overlap([nothing("one"), MET[1]]),
     # pod times
     "times: overlapping": lambda: pair((0, 5), (3, 9)),
@@ -143,12 +151,13 @@ CASES: dict[str, Callable[[], Any]] = {
     "times: within a second": lambda: pair((0, 5), (5, 9)),
     "times: the first starts in the second the other ends": lambda: pair((5, 9), (0, 5)),
     "times: the same second": lambda: pair((5, 5), (5, 5)),
-    "times: one unknown": lambda: pair((0, 5), None),
+    **{f"times: {u} unknown": (lambda u=u: pair((0, 5), (3, 9), u))
+       for u in ("first.scheduled", "first.finished", "second.scheduled", "second.finished")},
     # the plan
     **{f"plan: {n} GPUs{', ' + str(m) + ' a container' if m else ''}{', shared' if s else ''}":
        (lambda n=n, m=m, s=s: iso.plan_node("h100-0", n, max_request=m, shared=s))
        for n, m, s in ((0, None, False), (1, None, False), (2, None, False), (3, None, False), (4, None, False),
-                       (8, 1, False), (8, None, True), (2, 1, True))},
+                       (8, 1, False), (8, 2, False), (8, None, True), (2, 1, True))},
     "plan: 8 GPUs, sharing not said": lambda: iso.plan_node("h100-0", 8),
     # sharing.oversubscription-runs
     "sharing: met": lambda: whole(oversubscribe(FIVE)),

@@ -445,7 +445,8 @@ def rendezvous_overlap(seen: Sequence[Sighting]) -> Overlap | None:
     if met:
         return Overlap(True, max(met), None, tuple(evidence))
     reasons = list(dict.fromkeys(f"{where}: {m.reason or 'no reason given'}" for where, m in meets))
-    more = f"; and {len(reasons) - 2} more probes (evidence)" if len(reasons) > 2 else ""
+    rest = len(reasons) - 2
+    more = f"; and {rest} more probe{'s' if rest != 1 else ''} (evidence)" if rest > 0 else ""
     return Overlap(None, None, "; ".join(reasons[:2]) + more, tuple(evidence))
 
 
