@@ -170,9 +170,9 @@ def test_concurrent_pods_disjoint(gpu_node, gpu_nodes, isolation_probes, claim_o
 @pytest.mark.check("isolation.only-requesting-container-sees-gpu")
 def test_only_requesting_container_sees_gpu(gpu_node, gpu_nodes, isolation_probes, claim_owners,
                                             record_property):
-    ask = gpu_request(gpu_nodes, gpu_node)
+    gpu_request(gpu_nodes, gpu_node)  # NOT TESTED with the node view's reason where it cannot ask for one GPU
     requester, other = seen(isolation_probes, gpu_node, "split"), seen(isolation_probes, gpu_node, "split", "sidecar")
     assert requester is not None and other is not None
-    judge(blocked_by(checks.evaluate_only_requesting_container(gpu_node, requester, other, replicas=ask.replicas),
+    judge(blocked_by(checks.evaluate_only_requesting_container(gpu_node, requester, other),
                      sees_only_allocated(gpu_node, gpu_nodes, isolation_probes, claim_owners),
                      envvar_honoured(gpu_node, isolation_probes)), record_property)

@@ -176,6 +176,12 @@ CASES: dict[str, Callable[[], Any]] = {
         missing_logs={"probe": "the kubelet returned 500"}))),
     "sighting: a sidecar without a document names the container": lambda: sighted(iso.sighting(
         pod_outcome(f"iso-split-{NODE}", {"probe": run(1)}), "sidecar")),
+    "sighting: a pod with two diagnoses": lambda: sighted(iso.sighting(pod_outcome(
+        f"iso-one-{NODE}", {}, phase="Pending", message='runtimeclass.node.k8s.io "nvidia" not found',
+        events=[{"type": "Warning", "reason": "FailedScheduling", "message": "0/2 nodes are available: 2 "
+                 "Insufficient nvidia.com/gpu."}]))),
+    "sighting: a document whose exit code is not the container's": lambda: sighted(iso.sighting(pod_outcome(
+        f"iso-one-{NODE}", {"probe": (137, run(0)[1])}))),
     "sighting: output that is no document": lambda: sighted(iso.sighting(pod_outcome(
         f"iso-one-{NODE}", {"probe": (1, "Segmentation fault\n")}))),
     "sighting: the exit code is the probe container's": lambda: sighted(iso.sighting(pod_outcome(
@@ -208,6 +214,8 @@ CASES: dict[str, Callable[[], Any]] = {
     # no-request-sees-no-gpu and envvar-without-request-gets-no-gpu
     "none: sees none": lambda: iso.evaluate_no_request_sees_no_gpu(NODE, NONE),
     "none: never ran": lambda: iso.evaluate_no_request_sees_no_gpu(NODE, nothing()),
+    "none: no document and no reason": lambda: iso.evaluate_no_request_sees_no_gpu(
+        NODE, Sighting(f"pod iso-none-{NODE}", None, None)),
     "none: sees eight": lambda: iso.evaluate_no_request_sees_no_gpu(NODE, LEAK_ALL),
     "none: sees one": lambda: iso.evaluate_no_request_sees_no_gpu(NODE, seen("none", 3)),
     "none: sees one on NVML only": lambda: iso.evaluate_no_request_sees_no_gpu(NODE, seen("none", 3, edit=cuda_failed)),
@@ -293,10 +301,12 @@ CASES: dict[str, Callable[[], Any]] = {
         NODE, seen("split", 1, 2), iso.sighting(SPLIT, "sidecar")),
     "container: the requester sees none": lambda: iso.evaluate_only_requesting_container(
         NODE, seen("split"), iso.sighting(SPLIT, "sidecar")),
-    "container: time-sliced, the requester's replicas": lambda: iso.evaluate_only_requesting_container(
-        NODE, seen("split", 1), iso.sighting(SPLIT, "sidecar"), replicas=4),
-    "container: time-sliced, none for the requester": lambda: iso.evaluate_only_requesting_container(
-        NODE, seen("split"), iso.sighting(SPLIT, "sidecar"), replicas=4),
+    "container: the requester sees five": lambda: iso.evaluate_only_requesting_container(
+        NODE, seen("split", 1, 2, 3, 4, 5), iso.sighting(SPLIT, "sidecar")),
+    "container: the neighbour sees CUDA's GPUs, NVML not injected": lambda: iso.evaluate_only_requesting_container(
+        NODE, iso.sighting(SPLIT), seen("split", 2, 3, edit=nvml_missing)),
+    "container: the neighbour sees NVML's GPUs, CUDA none": lambda: iso.evaluate_only_requesting_container(
+        NODE, iso.sighting(SPLIT), seen("split", 2, 3, edit=cuda_no_device)),
     "container: the requester never ran": lambda: iso.evaluate_only_requesting_container(
         NODE, nothing("split"), iso.sighting(SPLIT, "sidecar")),
     "container: the neighbour never ran": lambda: iso.evaluate_only_requesting_container(

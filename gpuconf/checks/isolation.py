@@ -120,7 +120,7 @@ def sighting(outcome: PodOutcome, container: str = "probe") -> Sighting:
     where = f"pod {outcome.name}" if container == "probe" else f"container {container} of pod {outcome.name}"
     text = outcome.logs.get(container)
     if not text:
-        messages = [outcome.message or ""] + [e.message for e in outcome.events]
+        messages = [m for m in (outcome.message, *(e.message for e in outcome.events)) if m]
         hints = [d.title for d in diagnose("\n".join(messages))]
         why = " ".join(p for p in (outcome.phase, outcome.reason or "", outcome.message or "") if p)
         missing = outcome.missing_logs.get(container)
@@ -229,8 +229,8 @@ def _env_line(report: CudaProbeReport) -> str:
 
 
 def _no_output(cid: str, node: str, seen: Sighting, what: str) -> Verdict:
-    return failed(cid, node, f"{what}: {seen.failure}", expected="a cuda-probe document",
-                  observed=seen.failure or "no document")
+    why = seen.failure or f"{seen.where} produced no cuda-probe document"
+    return failed(cid, node, f"{what}: {why}", expected="a cuda-probe document", observed=why)
 
 
 def _blind(view: GpuView) -> str | None:
@@ -302,7 +302,7 @@ def _owner_failed(owner: Verdict | None, node: str) -> bool:
     """Whether ``owner`` is :data:`CLAIM_OWNER`'s verdict on ``node`` failing for a finding that
     sees-only-allocated declares it shares (gpuconf/data/checks.yaml blocked_by: its pod saw
     another device, or one no slice publishes)."""
-    shared = check("isolation.sees-only-allocated").blocked_by.get(CLAIM_OWNER, frozenset())
+    shared = check("isolation.sees-only-allocated").blocked_by[CLAIM_OWNER]
     return (owner is not None and owner.check == CLAIM_OWNER and owner.node == node
             and owner.outcome in (Outcome.FAIL, Outcome.DEGRADED) and bool(owner.causes & shared))
 
@@ -532,14 +532,15 @@ def evaluate_concurrent_pods_disjoint(node: str, a: Sighting | None, b: Sighting
                       kind=COULD_NOT_RUN)
 
 
-def evaluate_only_requesting_container(node: str, requester: Sighting, other: Sighting, *,
-                                       replicas: int = 1) -> Verdict:
-    """In a two-container pod, the container requesting one GPU sees exactly it; the other none."""
+def evaluate_only_requesting_container(node: str, requester: Sighting, other: Sighting) -> Verdict:
+    """In a two-container pod, the container requesting one GPU sees exactly it; the other none. One GPU is
+    one GPU however the node shares it (time-slicing, MPS): the requester sees exactly one either way."""
     cid = "isolation.only-requesting-container-sees-gpu"
-    for s in (requester, other):
-        if s.report is None:
-            return _no_output(cid, node, s, "a container of the two-container pod could not be observed")
-    assert requester.report is not None and other.report is not None
+    unseen = "a container of the two-container pod could not be observed"
+    if requester.report is None:
+        return _no_output(cid, node, requester, unseen)
+    if other.report is None:
+        return _no_output(cid, node, other, unseen)
     mine, theirs = GpuView.of(requester.report), GpuView.of(other.report)
     evidence = (f"{requester.where} (requested 1): {mine.describe(full=True)}",
                 f"{other.where} (requested none): {theirs.describe(full=True)}; {_env_line(other.report)}")
@@ -549,7 +550,7 @@ def evaluate_only_requesting_container(node: str, requester: Sighting, other: Si
                       f"next to one that requests one: {_ids(theirs.nvml or theirs.cuda or theirs.dev)}",
                       expected="no GPU in the container without a request", observed=theirs.describe(),
                       evidence=evidence)
-    problems = _count_problems(mine, 1, shared=replicas > 1)
+    problems = [f"{name}: {len(set(ids))}" for name, ids in mine.views().items() if len(set(ids)) != 1]
     if problems:
         return failed(cid, node, f"the container that requests one GPU sees {', '.join(problems)}: "
                       f"{_ids(mine.uuids())}", expected="exactly 1 GPU in the requesting container",
