@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from test_checks_security import CURRENT, EXPORTER, TOOLKIT, driver, pod
-from verdict_record import check_recording, whole
+from verdict_record import as_data, check_recording, whole
 
 from gpuconf.checks import security as sec
 from gpuconf.cluster.inventory import component_pods
@@ -48,18 +48,17 @@ def readings(*pods: dict[str, Any], drv: Fact | None = None, labels: dict[str, s
                              probe="gpuconf/inventory-n" if nvml else None)
 
 
-def verdict(*pods: dict[str, Any], floors: sec.Floors | None = None, problem: str | None = None,
-            **kw: Any) -> Callable[[], Any]:
+def verdict(*pods: dict[str, Any], floors: Callable[[], sec.Floors] = sec.builtin_floors,
+            problem: str | None = None, **kw: Any) -> Callable[[], Any]:
     def make() -> Any:
-        v = sec.evaluate_component_versions(N, readings(*pods, **kw), floors or sec.builtin_floors(),
-                                            pods_problem=problem)
+        v = sec.evaluate_component_versions(N, readings(*pods, **kw), floors(), pods_problem=problem)
         return {**whole(v), "facts": v.facts}
     return make
 
 
 def read(*pods: dict[str, Any], **kw: Any) -> Callable[[], Any]:
-    return lambda: {c: str(r) for c, r in readings(*pods, **kw).items()} | {
-        "notes": [n for r in readings(*pods, **kw).values() for n in r.notes]}
+    """Each reading as the evidence words it and as the data the verdict is judged from."""
+    return lambda: {c: {"text": str(r), **as_data(r)} for c, r in readings(*pods, **kw).items()}
 
 
 def table(*advisories: dict[str, Any], fail: tuple[str, ...] = ("critical", "high"),
@@ -77,20 +76,29 @@ CVE_HIGH = {"id": "CVE-2099-0001", "severity": "high", "cvss": 7.5}
 CVE_MEDIUM = {"id": "CVE-2099-0002", "severity": "medium"}
 CVE_LOW = {"id": "CVE-2099-0003", "severity": "low", "cvss": 2.0}
 CVE_CRITICAL = {"id": "CVE-2099-0004", "severity": "critical", "cvss": 9.8}
-#: A driver bulletin: R580 and R570 fixed, unlisted branches affected up to R580.
-DRIVER_TABLE = table(advisory("d1", [CVE_HIGH, CVE_MEDIUM], [
-    {"component": "driver", "branch": 580, "fixed": "580.100.01"},
-    {"component": "driver", "branch": 570, "fixed": "570.200.01", "cves": ["CVE-2099-0002"]}],
-    unlisted_branches="affected"))
-#: Findings of every severity on one node, the exporter's with a condition.
-MIXED_TABLE = table(
+# Tables are parsed when a case runs (never at import), so that a mutant of parse_floors is the one met.
+
+
+def driver_table() -> sec.Floors:
+    """A driver bulletin: R570 and R580 fixed (listed in that order), unlisted branches affected up to R580."""
+    return table(advisory("d1", [CVE_HIGH, CVE_MEDIUM], [
+        {"component": "driver", "branch": 570, "fixed": "570.200.01", "cves": ["CVE-2099-0002"]},
+        {"component": "driver", "branch": 580, "fixed": "580.100.01"}], unlisted_branches="affected"))
+
+
+def mixed_table() -> sec.Floors:
+    """Findings of every severity on one node, the exporter's with a condition."""
+    return table(
     advisory("m1", [CVE_MEDIUM], [{"component": "dcgm-exporter", "fixed": "9.0.0", "condition": "only on Tuesdays"}]),
     advisory("m2", [CVE_LOW], [{"component": "device-plugin", "fixed": "9.0.0"}]),
     advisory("m3", [CVE_LOW, CVE_CRITICAL], [{"component": "container-toolkit", "fixed": "9.0.0",
                                               "cves": ["CVE-2099-0003"]}]),
     advisory("m0", [CVE_LOW], [{"component": "gpu-operator", "fixed": "9.0.0"}]),
     fail=("critical",), degraded=("high", "medium", "low"))
-LOW_ONLY = table(advisory("l1", [CVE_LOW], [{"component": "dcgm", "fixed": "9.0.0"}]))
+
+
+def low_only() -> sec.Floors:
+    return table(advisory("l1", [CVE_LOW], [{"component": "dcgm", "fixed": "9.0.0"}]))
 POLICY = {"toolkit": {"enabled": True, "version": "v1.19.1-ubuntu20.04"},
           "dcgmExporter": {"version": "4.5.3-4.8.2-ubuntu22.04"},
           "devicePlugin": {"enabled": False, "version": "v0.17.3"}}
@@ -103,8 +111,15 @@ CASES: dict[str, Callable[[], Any]] = {
         "nvcr.io/nvidia/k8s/dcgm-exporter:latest", DCGM.format("4.5.3"), OPERATOR, PLUGIN, DRA,
         "nvcr.io/nvidia/k8s-dra-driver:v0.1.0+dirty", "registry.local:5000/nvidia/k8s-device-plugin",
         "nvcr.io/nvidia/gpu-operator@sha256:" + "a" * 64, "docker.io/library/busybox:1.36", "gpu-operator:v1.2",
-        "nvcr.io/nvidia/k8s-device-plugin:v0.17", "nvcr.io/nvidia/k8s-device-plugin:v0.17.3.1")],
+        "nvcr.io/nvidia/k8s-device-plugin:v0.17", "nvcr.io/nvidia/k8s-device-plugin:v0.17.3.1",
+        "nvcr.io/nvidia/gpu-operator:v26.3.2@sha256:aa@bb")],
     "version tuples": lambda: [sec.version_tuple(v) for v in ("1.2.3", "580.159.03", "10")],
+    "a parsed table": lambda: [driver_table(), mixed_table()],
+    "read: a pod of another node listed first, an unknown image first": read(
+        running("a-other", PLUGIN, node="other"), running("b", "docker.io/library/busybox:1.36",
+                                                          TOOLKIT.format("1.19.1"))),
+    "read: four running toolkits": read(*(running(f"t{v}", TOOLKIT.format(v)) for v in ("1.19.1", "1.17.8",
+                                                                                           "1.18.0", "1.16.2"))),
     # a node's readings
     "read: healthy": read(*HEALTHY),
     "read: nothing on the node, the operator elsewhere": read(running("op", OPERATOR, node="other"),
@@ -146,10 +161,10 @@ CASES: dict[str, Callable[[], Any]] = {
     "verdict: healthy, NVML read": verdict(*HEALTHY, nvml="580.159.03"),
     "verdict: the GPU stack's pods not listed": verdict(problem="listing the GPU stack's pods failed: 403"),
     "verdict: the pods not listed beside a finding": verdict(*HEALTHY, drv=driver("580.95.05"), problem="403"),
-    "verdict: every severity, the fail policy critical only": verdict(*HEALTHY, floors=MIXED_TABLE),
-    "verdict: degraded only": verdict(*HEALTHY, floors=LOW_ONLY),
+    "verdict: every severity, the fail policy critical only": verdict(*HEALTHY, floors=mixed_table),
+    "verdict: degraded only": verdict(*HEALTHY, floors=low_only),
     "verdict: degraded beside an unread component": verdict(*HEALTHY[:3], running(
-        "dp", "nvcr.io/nvidia/k8s-device-plugin:main"), floors=LOW_ONLY),
+        "dp", "nvcr.io/nvidia/k8s-device-plugin:main"), floors=low_only),
     "verdict: no driver version": verdict(*HEALTHY, drv=Fact(None, Source.NONE)),
     "verdict: two unread": verdict(*HEALTHY[1:], running("dp", "nvcr.io/nvidia/k8s-device-plugin:main"),
                                    drv=Fact(None, Source.NONE)),
@@ -162,12 +177,12 @@ CASES: dict[str, Callable[[], Any]] = {
         *HEALTHY[:1], policy={"dcgmExporter": {"version": "latest"}}),
     "verdict: pods not running beside a pass": verdict(*HEALTHY, phase("old", "Pending", TOOLKIT.format("1.17.3")),
                                                        phase("dp", "Failed", "nvcr.io/nvidia/k8s-device-plugin:main")),
-    "verdict: R580 below its fix": verdict(*HEALTHY, drv=driver("580.95.05"), floors=DRIVER_TABLE),
-    "verdict: R580 at its fix": verdict(*HEALTHY, drv=driver("580.100.01"), floors=DRIVER_TABLE),
-    "verdict: R570 below its fix, one CVE of two": verdict(*HEALTHY, drv=driver("570.100.01"), floors=DRIVER_TABLE),
-    "verdict: R575 between the listed branches": verdict(*HEALTHY, drv=driver("575.1.1"), floors=DRIVER_TABLE),
-    "verdict: R535 below every listed branch": verdict(*HEALTHY, drv=driver("535.1.1"), floors=DRIVER_TABLE),
-    "verdict: R590 above every listed branch": verdict(*HEALTHY, drv=driver("590.1.1"), floors=DRIVER_TABLE),
+    "verdict: R580 below its fix": verdict(*HEALTHY, drv=driver("580.95.05"), floors=driver_table),
+    "verdict: R580 at its fix": verdict(*HEALTHY, drv=driver("580.100.01"), floors=driver_table),
+    "verdict: R570 below its fix, one CVE of two": verdict(*HEALTHY, drv=driver("570.100.01"), floors=driver_table),
+    "verdict: R575 between the listed branches": verdict(*HEALTHY, drv=driver("575.1.1"), floors=driver_table),
+    "verdict: R535 below every listed branch": verdict(*HEALTHY, drv=driver("535.1.1"), floors=driver_table),
+    "verdict: R590 above every listed branch": verdict(*HEALTHY, drv=driver("590.1.1"), floors=driver_table),
     "verdict: the built-in table, R575": verdict(*HEALTHY, drv=driver("575.64.05")),
     "verdict: the built-in table, an old stack": verdict(
         running("tk", TOOLKIT.format("1.16.1")), running("op", "nvcr.io/nvidia/gpu-operator:v24.6.1"),
@@ -196,7 +211,11 @@ GOOD = ("schema: 1\nupdated: '2026-12-01'\npolicy: {fail: [critical], degraded: 
     (GOOD.replace("degraded: [high]", "degraded: [critical, high]"), "policy: critical is both fail and degraded"),
     (GOOD.replace("degraded: [high]", "degraded: [critical, low]").replace("fail: [critical]", "fail: [critical, low]"),
      "policy: critical, low is both fail and degraded"),
-], ids=["a good file", "not UTF-8", "missing", "a severity both ways", "two severities both ways"])
+    ("", "1:1: empty file: a security floor is a mapping with schema: 1, policy and advisories (see "
+         "gpuconf/data/security_advisories.yaml)"),
+    (GOOD.replace("fixed: '1.0.0'", "fixed: 1.0"), 'quote versions: "1.17.8"'),
+], ids=["a good file", "not UTF-8", "missing", "a severity both ways", "two severities both ways", "empty",
+        "an unquoted version"])
 def test_a_floor_file_reads_or_fails_in_one_line(tmp_path: Path, content: str | bytes | None,
                                                  words: str | None) -> None:
     path = tmp_path / "floor.yaml"
@@ -212,7 +231,8 @@ def test_a_floor_file_reads_or_fails_in_one_line(tmp_path: Path, content: str | 
         return
     with pytest.raises(sec.SecurityFloorError) as e:
         sec.load_floors(path)
-    assert str(e.value) == f"{path}: {words}"
+    assert str(e.value) == f"{path}:{'' if words[0].isdigit() else ' '}{words}" or (
+        words.startswith("quote") and words in str(e.value)), str(e.value)
 
 
 def test_the_built_in_table_is_read_once_and_names_itself() -> None:
