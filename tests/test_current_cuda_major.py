@@ -80,5 +80,6 @@ def test_a_node_on_a_branch_cuda_13_does_not_support_is_degraded_by_the_compat_s
               if t["status"] == "failed"}
     assert set(failed) == {("compat.current-cuda-major-runs", "h100-0")}, result.stdout.str()[-3000:]
     assert failed[("compat.current-cuda-major-runs", "h100-0")]["extra"]["outcome"] == "degraded"
-    assert "CUDA 13 images fail on h100-0 (NVIDIA H100 80GB HBM3, driver 550.163.01, native CUDA 12.4): " \
-           "nvidia/cuda:13.0.2-devel-ubuntu24.04 cuda-error" in result.stdout.str()
+    # the driver is the one NVML reads in the node's whole-node probe, and the verdict says so
+    assert "CUDA 13 images fail on h100-0 (NVIDIA H100 80GB HBM3, driver 550.163.01 from NVML in the whole-node " \
+           "probe, native CUDA 12.4): nvidia/cuda:13.0.2-devel-ubuntu24.04 cuda-error" in result.stdout.str()
