@@ -28,12 +28,14 @@ from verdict_record import check_recording
 from gpuconf.checks.probe_start import (
     Blocked,
     ProbeBlock,
+    blocked_by,
     claim_prepare_block,
     evaluate_block,
     probe_block,
     whole_node_block,
 )
 from gpuconf.cluster.outcomes import PodEvent, PodOutcome
+from gpuconf.verdict import Outcome, failed, passed
 
 NODE = "rtx-0"
 MISSING = "no RuntimeClass has the NVIDIA runtime's handler 'nvidia'"
@@ -169,3 +171,29 @@ def test_a_finding_says_its_reason_and_owner() -> None:
     assert found.reason == f"blocked by smoke.vector-add-every-gpu: {found.cause}"
     plain = Blocked(NODE, "dra.attributes-match-hardware", "a cause", observed="x")
     assert plain.reason == "blocked by dra.attributes-match-hardware: a cause"
+
+
+def test_a_cluster_level_dependant_folds_behind_a_failing_owner_of_its_declared_cause_only() -> None:
+    """blocked_by for a verdict of no node (a cluster-level check): any node's owner failure counts, but
+    only a failing one whose finding the dependant declares."""
+    mine = failed("isolation.no-request-sees-no-gpu", None, "a pod that requests no GPU sees 8 GPUs")
+    more = failed("isolation.sees-only-allocated", "h100-0", "a pod requesting 1 GPU sees 8", causes={"sees-more"})
+    folded = blocked_by(mine, more)
+    assert (folded.outcome, folded.node, folded.summary, folded.blocked_by) == (
+        Outcome.NOT_TESTED, None, "blocked by isolation.sees-only-allocated: a pod requesting 1 GPU sees 8",
+        "isolation.sees-only-allocated")
+    fewer = failed("isolation.sees-only-allocated", "h100-0", "a pod requesting 2 GPUs sees 1", causes={"sees-fewer"})
+    assert blocked_by(mine, fewer) is mine
+    passing = passed("isolation.sees-only-allocated", "h100-0", "each pod sees its GPUs")
+    assert blocked_by(mine, dataclasses.replace(passing, causes=frozenset({"sees-more"}))) is mine
+    assert blocked_by(mine, fewer, more).summary == folded.summary  # the first owner that explains it
+
+
+def test_an_undeclared_owner_is_refused_naming_every_one_and_the_table() -> None:
+    owners = (failed("runtime.cuda-device-nodes-present", "h100-0", "x", causes={"device-node-missing"}),
+              failed("labels.gfd-matches-hardware", "h100-0", "y"))
+    with pytest.raises(ValueError) as refused:
+        blocked_by(passed("isolation.no-request-sees-no-gpu", "h100-0", "ok"), *owners)
+    assert str(refused.value) == ("isolation.no-request-sees-no-gpu declares no dependency on "
+                                  "labels.gfd-matches-hardware, runtime.cuda-device-nodes-present "
+                                  "(gpuconf/data/checks.yaml blocked_by)")
