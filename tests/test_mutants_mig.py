@@ -817,6 +817,9 @@ def full_cases() -> dict[str, Callable[[], Any]]:
                                                                                     edit=mig_mode(False))),
         "full: dra, whole claim given four parents": lambda: dra_full(full_seen=dra_pod(0, 1, 2, 3)),
         "full: dra, whole claim blind, an instance": lambda: dra_full(full_seen=dra_pod(3, mig=True, edit=no_nvml)),
+        "full: dra, whole claim blind, two instances": lambda: dra_full(full_seen=replace_report(
+            dra_pod(3, mig=True, edit=no_nvml), devices=tuple(
+                dataclasses.replace(report_of(dra_pod(3, mig=True)).devices[0], uuid=f"MIG-{i}") for i in (1, 2)))),
         "full: dra, whole claim given a whole gpu": lambda: dra_full(full_seen=dra_pod(
             3, edit=lambda d: (mig_mode(False)(d), d["nvml"]["gpus"][0].update(uuid="GPU-whole")))),
         "full: dra, whole claim given four whole gpus": lambda: dra_full(full_seen=dra_pod(
