@@ -303,8 +303,8 @@ def test_five_pods_on_four_time_sliced_gpus_run_and_share_one() -> None:
     v = oversubscribe(n, runs_on(n, [[0], [1], [2], [3], [0]]))
     assert v.outcome is Outcome.PASS, v.message()
     assert v.summary == (f"5 pods on 4 GPUs (time-slicing, 4 replicas) held their GPUs at the same time (their pod "
-                         f"times overlap); each verified its kernel on one of the node's GPUs; shared: {n.gpus[0].uuid} "
-                         "x2")
+                         "times overlap); each verified its kernel on one of the node's GPUs; shared: "
+                         f"{n.gpus[0].uuid} x2")
 
 
 def test_a_pod_that_never_ran_fails_with_its_reason() -> None:
@@ -644,3 +644,20 @@ def test_a_refusal_event_does_not_pass_a_pod_whose_container_ran() -> None:
     assert v.outcome is Outcome.DEGRADED
     assert v.summary == ("pod mps-two-a100-0-0 asking 2 MPS replicas of nvidia.com/gpu on a100-0 was admitted and ran: "
                          "the device plugin does not refuse more than one MPS replica per container")
+
+
+def test_more_distinct_gpus_than_physical_fails_even_with_enough_sharing_pairs() -> None:
+    """Five pods on a node labelled with 2 GPUs that see 3 of its GPUs: three share one (3 pairs, the
+    pigeonhole's 5 - 2), yet a third GPU means the count is wrong or a pod got a GPU it should not have."""
+    n = sim_node()
+    runs = runs_on(n, [[0], [0], [0], [1], [2]])
+    v = evaluate_oversubscription_runs(n.name, runs, physical=2, node_uuids=uuids(n), replicas=4,
+                                       strategy="time-slicing")
+    assert v.outcome is Outcome.FAIL
+    assert v.summary == "5 pods on 2 GPUs see 3 distinct GPUs (3 sharing pairs)"
+    assert v.expected == "at most 2 distinct GPUs, at least 3 pairs of pods on one GPU"
+    assert v.observed == ", ".join([n.gpus[0].uuid] * 3 + [n.gpus[1].uuid, n.gpus[2].uuid])
+    # the same pods on the 3 GPUs they see: 3 distinct, 3 pairs >= 5 - 3, a pass
+    ok = evaluate_oversubscription_runs(n.name, runs, physical=3, node_uuids=uuids(n), replicas=4,
+                                        strategy="time-slicing")
+    assert ok.outcome is Outcome.PASS, ok.message()

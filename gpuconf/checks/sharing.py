@@ -162,10 +162,11 @@ def evaluate_replicas_match_config(f: SharingFacts, *, physical: Mapping[str, in
     if not problems:
         # no problem: the labels share the GPUs (a declaration alone contradicts labels that do not), and
         # the capacity of the one shared resource (the other absent or 0) is a count x the labelled replicas
+        # (a positive capacity: a count of 0 never divides it)
         per = f.replicas
         capacity = sum(f.capacity.get(r, 0) for r in SHARED_RESOURCES)
         # the count the capacity divides into (the views may disagree: inventory's finding, not this one's)
-        gpus = next((n for n in physical.values() if n > 0 and per is not None and capacity == n * per), None)
+        gpus = next((n for n in physical.values() if per is not None and capacity == n * per), None)
         said = f" and as --expect pool {pool} declares" if declared is not None else ""
         if gpus is None:
             known = "; ".join(f"{k}: {v}" for k, v in physical.items())
