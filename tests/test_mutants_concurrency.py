@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 from test_checks_isolation import pod_outcome, run_probe
+from test_checks_sharing import pod_outcome as share_pod
+from test_checks_sharing import probe as share_probe
+from test_checks_sharing import runs_on
 from test_concurrency_overlap import meet, node, without_rendezvous
 from verdict_record import check_recording, whole
 
@@ -83,6 +86,33 @@ def oversubscribe(seen: list[Sighting], windows: list[tuple[float, float] | None
     runs = [sharing.Run(s, windows[i] if windows else None) for i, s in enumerate(seen)]
     return sharing.evaluate_oversubscription_runs(T4.name, runs, physical=4, replicas=4, strategy="time-slicing",
                                                   node_uuids=frozenset(g.uuid for g in T4.gpus))
+
+
+def broken(gpu: int, edit: Callable[[dict[str, Any]], None], code: int) -> sharing.Run:
+    """The fifth pod, its probe's document on GPU ``gpu`` changed by ``edit``."""
+    _, text = share_probe(T4, [gpu])
+    doc = json.loads(text)
+    edit(doc)
+    return sharing.Run(iso.sighting(share_pod("share-t4-0-4", code, json.dumps(doc))), (0.0, 5.0))
+
+
+def no_init(doc: dict[str, Any]) -> None:
+    doc["init"] = {"code": 999, "name": "cudaErrorUnknown", "message": "unknown error", "call": "cudaFree(0)",
+                   "ms": 1.0}
+    doc["exit_code"], doc["exit_reason"] = 3, "CUDA init failed: cudaFree(0) returned 999 cudaErrorUnknown"
+
+
+def bad_kernel(doc: dict[str, Any]) -> None:
+    doc["exit_code"], doc["exit_reason"] = 5, "vector_add failed on device(s) 0"
+    doc["devices"][0]["vector_add"].update(ok=False, verified=False)
+    doc["devices"][0]["vector_add"]["result"].update(code=700, name="cudaErrorIllegalAddress",
+                                                     message="an illegal memory access was encountered")
+
+
+def over(runs: list[sharing.Run], physical: int = 4) -> Any:
+    return whole(sharing.evaluate_oversubscription_runs(T4.name, runs, physical=physical, replicas=4,
+                                                        strategy="time-slicing",
+                                                        node_uuids=frozenset(g.uuid for g in T4.gpus)))
 
 
 def times(*windows: tuple[int, int]) -> list[tuple[float, float] | None]:
@@ -161,6 +191,18 @@ CASES: dict[str, Callable[[], Any]] = {
     "plan: 8 GPUs, sharing not said": lambda: iso.plan_node("h100-0", 8),
     # sharing.oversubscription-runs
     "sharing: met": lambda: whole(oversubscribe(FIVE)),
+    "sharing: nothing planned": lambda: over([]),
+    "sharing: a pod without a document": lambda: over([*runs_on(T4, [[0], [1], [2], [3]]), sharing.Run(
+        Sighting("pod share-t4-0-4", None, "pod share-t4-0-4 produced no probe output (Pending)"))]),
+    "sharing: a pod whose CUDA did not start": lambda: over([*runs_on(T4, [[0], [1], [2], [3]]),
+                                                            broken(0, no_init, 3)]),
+    "sharing: a pod seeing two GPUs": lambda: over(runs_on(T4, [[0], [1], [2], [3], [0, 1]])),
+    "sharing: a failed kernel": lambda: over([*runs_on(T4, [[0], [1], [2], [3]]), broken(0, bad_kernel, 5)]),
+    "sharing: a GPU of another node": lambda: over([*runs_on(T4, [[0], [1], [2], [3]]),
+                                                   runs_on(node("t4-timeslicing", "t4-1"), [[0]])[0]]),
+    "sharing: more distinct GPUs than physical": lambda: over(runs_on(T4, [[0], [1], [2], [3], [0]]), physical=2),
+    "sharing: too few sharing pairs": lambda: over(runs_on(T4, [[0], [1], [2], [3], [0]]), physical=3),
+    "sharing: all on one GPU": lambda: over(runs_on(T4, [[0], [0], [0], [0], [0]])),
     "sharing: could not meet": lambda: whole(oversubscribe(FIVE_APART, times((0, 5), (0, 5), (0, 5), (0, 5), (0, 5)))),
     "sharing: no rendezvous, times overlap": lambda: whole(oversubscribe(FIVE_OLD, times(
         (0, 5), (0, 5), (1, 5), (0, 6), (2, 7)))),
