@@ -21,7 +21,9 @@ from test_checks_sharing import (
     pod_outcome,
     rejected_outcome,
     renamed,
+    runs_on,
     sim_node,
+    uuids,
     with_alloc,
     with_census,
 )
@@ -109,6 +111,19 @@ def census(distinct: int, **changes: Any) -> Sighting:
 
 
 REFUSED = rejected_outcome(mps_node())
+NODE_T4 = sim_node()
+FIVE = runs_on(NODE_T4, [[0], [0], [1], [2], [3]])  # 5 pods of one GPU on 4 time-sliced GPUs, held together
+
+
+def over(runs: list[sh.Run], physical: int = 4, node_uuids: frozenset[str] | None = uuids(NODE_T4)) -> Any:
+    return sh.evaluate_oversubscription_runs("t4-0", runs, physical=physical, node_uuids=node_uuids, replicas=4,
+                                             strategy="time-slicing")
+
+
+def fifth(seen: Sighting | Callable[[Sighting], Sighting]) -> list[sh.Run]:
+    """FIVE with the third pod's sighting replaced (or edited)."""
+    third = FIVE[2]
+    return [*FIVE[:2], replace(third, seen=seen(third.seen) if callable(seen) else seen), *FIVE[3:]]
 
 
 def refused(**changes: Any) -> PodOutcome:
@@ -282,6 +297,24 @@ CASES: dict[str, Callable[[], Any]] = {
     "threads: a pod that left no reason": lambda: threads(Sighting("pod mps-limit-a100-0-0", None, None)),
     "threads: a time-sliced node": lambda: threads(CLIENT, T4),
     "threads: no shared resource": lambda: threads(CLIENT, a100(capacity={}, allocatable={})),
+    # sharing.oversubscription-runs' failures (their overlap: tests/test_mutants_concurrency.py)
+    "over: no pod planned": lambda: over([]),
+    "over: five on four": lambda: over(FIVE),
+    "over: two GPUs shared": lambda: over(runs_on(NODE_T4, [[0], [0], [1], [1], [2]])),
+    "over: the node's GPUs unknown": lambda: over(FIVE, node_uuids=None),
+    "over: a GPU the node does not have": lambda: over(FIVE, node_uuids=frozenset(uuids(NODE_T4) - {
+        NODE_T4.gpus[3].uuid, NODE_T4.gpus[2].uuid})),
+    "over: more distinct GPUs than physical": lambda: over(FIVE, physical=3),
+    "over: one distinct GPU too many, pairs enough": lambda: over(runs_on(NODE_T4, [[0], [0], [0], [1], [2]]),
+                                                                 physical=2),
+    "over: a pod that never ran": lambda: over(fifth(Sighting("pod share-t4-0-2", None, "pod share-t4-0-2 "
+                                                               "produced no probe output (Pending)"))),
+    "over: a pod without a reason": lambda: over(fifth(Sighting("pod share-t4-0-2", None, None))),
+    "over: CUDA did not start": lambda: over(fifth(lambda s: with_report(s, init=INIT_FAILED))),
+    "over: a pod sees two GPUs": lambda: over(runs_on(NODE_T4, [[0], [0], [1, 2], [2], [3]])),
+    "over: a pod sees none": lambda: over(fifth(lambda s: with_report(s, devices=()))),
+    "over: a kernel failed": lambda: over(fifth(lambda s: with_device(s, vector_add_ok=False, vector_add=LAUNCH))),
+    "over: a device without a UUID": lambda: over(fifth(lambda s: with_device(s, uuid=None)), node_uuids=None),
     # the oversubscription plan and the pods' names
     "plan: time-sliced": lambda: sh.oversubscription_plan(T4, 4),
     "plan: not shared": lambda: sh.oversubscription_plan(UNSHARED, 8),
