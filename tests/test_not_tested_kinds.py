@@ -164,7 +164,11 @@ def test_pods_that_did_not_overlap_in_time_are_a_finding_on_a_healthy_profile():
     reason = "the 5 pods did not all hold their GPUs at the same time, so sharing was not exercised"
     declined = skipped("sharing.oversubscription-runs", COULD_NOT_RUN, reason)
     assert kind_problems("a-profile", [*BASE, declined]) == [
-        f"sharing.oversubscription-runs: could-not-run on healthy a-profile: {reason}"]
+        f"sharing.oversubscription-runs: could-not-run, expected not-applicable: {reason}"]
+    apart = "the two pods could not hold their GPUs at the same time: peer did not answer within 90 s"
+    declined = skipped("isolation.concurrent-pods-disjoint", COULD_NOT_RUN, apart)
+    assert kind_problems("a-profile", [*BASE, declined]) == [
+        f"isolation.concurrent-pods-disjoint: could-not-run on healthy a-profile: {apart}"]
 
 
 def test_a_known_gap_stands_on_its_profile_only_and_is_named_once_it_is_gone():
