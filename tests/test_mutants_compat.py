@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from test_checks_compat import CDI_MODE, COMPAT_BROKEN, DRIVER_560, a100_570, campaign, h100, run_pod
-from verdict_record import check_recording, shape
+from verdict_record import check_recording, shape, whole
 
 from gpuconf import images
 from gpuconf.checks import compat
@@ -204,6 +204,16 @@ CASES: dict[str, tuple[Callable[[], Any], tuple[str, ...]]] = {
     "forward: unobserved": (lambda: compat.evaluate_forward_compat(
         "n", target(*A100), twins(compat.Observation("other", "the pod never started"))), (
         "forward compatibility could not be observed on n: nvidia/cuda:13.0.2-devel-ubuntu24.04: the pod never",)),
+    "forward: a GPU of an unknown class": (lambda: compat.evaluate_forward_compat(
+        "n", target("NVIDIA-Mystery-9000", "570.211.01"), []), (
+        "no prediction for n: GPU model NVIDIA-Mystery-9000 is not in gpuconf/data/gpus.yaml",)),
+    "forward: no GPU named": (lambda: compat.evaluate_forward_compat(
+        "n", compat.make_target("n", {"nvidia.com/cuda.driver-version.full": "570.211.01"}), []), (
+        "no prediction for n: the GPU model is unknown (no nvidia.com/gpu.product label",)),
+    "major: no GPU named": (lambda: compat.evaluate_current_major_runs(
+        "h100-0", compat.make_target("h100-0", {"nvidia.com/cuda.driver-version.full": "580.159.03"}),
+        rows_of("h100", "h100-0")), (
+        "the CUDA 13 images run on h100-0: nvidia/cuda:13.0.2-devel-ubuntu24.04: runs",)),
     "major: healthy h100": (lambda: compat.evaluate_current_major_runs(
         "h100-0", run_of("h100").targets["h100-0"], rows_of("h100", "h100-0")), (
         "the CUDA 13 images run on h100-0 (NVIDIA H100 80GB HBM3, driver 580.159.03, native CUDA 13.0)",)),
@@ -242,6 +252,16 @@ def test_each_compat_verdict_names_its_check_node_and_facts(case: str) -> None:
     for word in words:
         assert word in v.summary, v.summary
     check_recording("compat", case, lambda: shape(v))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_each_compat_verdict_is_the_recorded_one_whole(case: str) -> None:
+    """Beside the words each case names: the whole verdict (summary, expected, observed, evidence, remedy),
+    a NOT TESTED's kind, a PASS's caveats and a FAIL's findings, recorded in compat_whole.json."""
+    def make() -> Any:
+        v = CASES[case][0]()
+        return {**whole(v), "causes": sorted(v.causes)}
+    check_recording("compat_whole", case, make)
 
 
 # -------------------------------------------------------------------------------------------------
