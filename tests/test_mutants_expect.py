@@ -295,6 +295,8 @@ CASES: dict[str, Callable[[], Any]] = {
     "matches: two counts, both off": lambda: matches(node(gpu_count="7", capacity={"nvidia.com/gpu": "6"}),
                                                      pool(gpu=GpuSpec(count=8))),
     "matches: mig by its resources alone": lambda: matches(mixed_node(counts={}), MIG_POOL),
+    "matches: count without a replicas label or declared sharing": lambda: matches(
+        node(drop=("gpu.replicas",)), pool(gpu=GpuSpec(count=8)), probe=PROBE, requested=REQUESTED),
     "matches: nccl floor only": lambda: matches(node(), pool(nccl=NcclSpec(400.0))),
     "matches: nothing observable": lambda: matches(node(), pool(runtime=RuntimeSpec("cdi"), nccl=NcclSpec(400.0))),
 }
