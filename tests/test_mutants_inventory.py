@@ -266,6 +266,15 @@ def test_each_inventory_verdict_names_its_check_node_and_facts(name: str) -> Non
     check_recording("inventory", name, lambda: v)
 
 
+@pytest.mark.parametrize("name", CASES)
+def test_each_inventory_verdicts_kind_caveats_and_findings_are_the_recorded_ones(name: str) -> None:
+    """What inventory.json's words leave out: a NOT TESTED's kind, what a PASS did not judge, the owner
+    it is blocked by and the findings its dependants fold behind (inventory_kinds.json)."""
+    v = CASES[name][0]()
+    check_recording("inventory_kinds", name, lambda: {"kind": v.kind, "not_judged": list(v.not_judged),
+                                                      "blocked_by": v.blocked_by, "causes": sorted(v.causes)})
+
+
 def policy(nodes: list[NodeView], **declared: Any) -> dict[str, DriverPolicy]:
     return {n.name: DriverPolicy("h100", **declared) for n in nodes}
 
