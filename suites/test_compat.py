@@ -13,7 +13,7 @@ from gpuconf.checks.probe_start import blocked_by
 from gpuconf.cluster import run_campaign
 from gpuconf.kit import DEFAULT_PROBE_CUDA, compat_cudas, cuda_probe_pod, judge, parsed_probe, run_context
 from gpuconf.nodes import Via
-from gpuconf.outcomes import COULD_NOT_RUN
+from gpuconf.outcomes import COULD_NOT_RUN, NODE_UNAVAILABLE
 from gpuconf.probes import ProbeParseError
 from gpuconf.verdict import Verdict, not_tested
 
@@ -44,7 +44,9 @@ def compat_run(request, gpu_inventory, gpu_nodes) -> compat.CompatRun:
     budget = config.getoption("--probe-timeout")
     outcomes = run_campaign(run_context(config), pods, timeout=budget, schedule_budget=budget) if pods else {}
     return compat.assemble(targets, plan, outcomes, skipped,
-                           skipped_kinds={name: ask.kind for name, ask in asks.items() if not ask})
+                           skipped_kinds={name: ask.kind for name, ask in asks.items() if not ask},
+                           products={n.name: n.labels.get("nvidia.com/gpu.product") for n in gpu_inventory.gpu_nodes
+                                     if n.name not in skipped or asks[n.name].kind == NODE_UNAVAILABLE})
 
 
 def skip_unprobed(run: compat.CompatRun, check: str, node: str, record_property) -> None:

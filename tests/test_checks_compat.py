@@ -489,3 +489,15 @@ def test_without_gfd_the_target_reads_the_dra_drivers_product_and_driver_and_nam
     # GFD's labels, where present, still come first
     labelled = compat.make_target(n.name, node_labels(n), facts=view.facts)
     assert labelled.driver == "580.159.03" and labelled.notes == ()
+
+
+def test_a_pool_counts_its_members_no_probe_reached_so_a_cordoned_mate_leaves_the_node_uncompared():
+    """A pool whose other node took no probe (cordoned) is not a pool of one: that node's enforcement is
+    unknown, so the probed node is NOT TESTED (could not run) naming it, not "the only node of the pool"."""
+    run = compat.assemble([], [], {}, {"h100-1": "h100-1 is cordoned (spec.unschedulable)"},
+                          products={"h100-0": "NVIDIA-H100-80GB-HBM3", "h100-1": "NVIDIA-H100-80GB-HBM3"})
+    assert run.pools == {"h100-0": "NVIDIA-H100-80GB-HBM3", "h100-1": "NVIDIA-H100-80GB-HBM3"}
+    verdict = compat.evaluate_require_enforced("h100-0", canaries(**{"h100-0": True}), run.pools)
+    assert (verdict.outcome, verdict.kind) == (Outcome.NOT_TESTED, COULD_NOT_RUN)
+    assert verdict.summary.startswith("the requirement enforcement of the other node(s) of the NVIDIA-H100-80GB-HBM3 "
+                                      "pool is unknown (h100-1)")

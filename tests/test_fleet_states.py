@@ -50,8 +50,9 @@ def suite_run(served: Served, report_dir: Path, *options: str) -> tuple[int, flo
     return done.returncode, wall, json.loads((report_dir / "report.json").read_text())
 
 
-#: Checks across two nodes: with the other node untested there is no pair to run (NOT TESTED).
-PAIRED = ("nccl.pairwise-",)
+#: Checks across two nodes: with the other node untested there is no pair to run, and no pool mate to
+#: compare the node's requirement enforcement with (NOT TESTED, could not run).
+PAIRED = ("nccl.pairwise-", "runtime.require-cuda-enforced")
 
 
 def by_node(doc: dict[str, Any], node: str, *, paired: bool = True) -> dict[str, str]:

@@ -527,9 +527,13 @@ class CompatRun:
 
 def assemble(targets: Sequence[Target], plan: Sequence[PlannedPod], outcomes: Mapping[str, PodOutcome],
              skipped: Mapping[str, str] | None = None, *,
-             skipped_kinds: Mapping[str, str] | None = None) -> CompatRun:
+             skipped_kinds: Mapping[str, str] | None = None,
+             products: Mapping[str, str | None] | None = None) -> CompatRun:
     """The canaries classified, and each matrix pod's observation next to its prediction for the
-    mode its node's canary showed."""
+    mode its node's canary showed. ``products``: the product label of every GPU node of the pools, the
+    probed and those that took no probe now (cordoned, tainted, NotReady, busy), so that a node's pool
+    counts the members no probe reached (a pool whose other node is cordoned is not a pool of one: that
+    node's enforcement is unknown, not absent)."""
     by_node = {t.node: t for t in targets}
     canaries = {p.node: classify_canary(outcomes[p.name]) for p in plan if p.role == "canary"}
     rows: dict[str, list[MatrixRow]] = {t.node: [] for t in targets}
@@ -553,7 +557,8 @@ def assemble(targets: Sequence[Target], plan: Sequence[PlannedPod], outcomes: Ma
             observed = replace(observed, evidence=(f"pod {p.name}: the GPU was {DRA_CDI}", *observed.evidence))
         rows[p.node].append(MatrixRow(p.name, p.cuda, image.ref or p.cuda, p.env, predicted, observed))
     return CompatRun(by_node, canaries, {n: tuple(r) for n, r in rows.items()},
-                     {t.node: pool_of(t.product) for t in targets}, dict(skipped or {}), unpredictable,
+                     {**{n: pool_of(p) for n, p in (products or {}).items()},
+                      **{t.node: pool_of(t.product) for t in targets}}, dict(skipped or {}), unpredictable,
                      frozenset(t.node for t in targets if t.dra), dict(skipped_kinds or {}))
 
 
