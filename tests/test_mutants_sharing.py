@@ -313,6 +313,9 @@ CASES: dict[str, Callable[[], Any]] = {
     "over: CUDA did not start": lambda: over(fifth(lambda s: with_report(s, init=INIT_FAILED))),
     "over: a pod sees two GPUs": lambda: over(runs_on(NODE_T4, [[0], [0], [1, 2], [2], [3]])),
     "over: a pod sees none": lambda: over(fifth(lambda s: with_report(s, devices=()))),
+    "over: a pod sees two GPUs whose kernels failed": lambda: over(fifth(lambda s: with_report(s, devices=tuple(
+        replace(s.report.devices[0], index=i, uuid=NODE_T4.gpus[i].uuid, vector_add_ok=False, vector_add=LAUNCH)
+        for i in (2, 3))))),  # type: ignore[union-attr]
     "over: a kernel failed": lambda: over(fifth(lambda s: with_device(s, vector_add_ok=False, vector_add=LAUNCH))),
     "over: a device without a UUID": lambda: over(fifth(lambda s: with_device(s, uuid=None)), node_uuids=None),
     # the oversubscription plan and the pods' names
