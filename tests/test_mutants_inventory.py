@@ -189,6 +189,15 @@ case("count: mixed models", COUNT, "pass", "8 GPUs in every view (device plugin 
     lambda: inv.evaluate_gpu_count(node(gpu_count="7"), probe=probe_with(devices=(*PROBE.devices[:7], A100))))
 
 LABELS = "labels.gfd-matches-hardware"
+NO_GFD = {"nvidia.com/gpu.present": "true"}
+case("labels: none, GFD deployed", LABELS, "fail", "the GPU Operator deploys GFD here but node n carries no "
+     "nvidia.com/gpu.* labels")(lambda: inv.evaluate_labels_match_hardware(
+         node(labels=NO_GFD), PROBE, gfd=inv.GfdDeployment(True, "the GPU Operator deploys GFD here")))
+case("labels: none, GFD not deployed", LABELS, "not-tested", "not applicable: no ClusterPolicy deploys GFD, and n")(
+    lambda: inv.evaluate_labels_match_hardware(node(labels=NO_GFD), PROBE, gfd=inv.GfdDeployment(
+        False, "no ClusterPolicy deploys GFD")))
+case("labels: none, GFD unknown", LABELS, "not-tested", "n carries no GFD label (nvidia.com/gpu.product, ")(
+    lambda: inv.evaluate_labels_match_hardware(node(labels=NO_GFD), PROBE))
 case("labels: match", LABELS, "pass", "GFD labels match the hardware (NVIDIA-H100-80GB-HBM3)")(
     lambda: inv.evaluate_labels_match_hardware(node(), PROBE))
 case("labels: shared product, NVLink clique", LABELS, "pass",
