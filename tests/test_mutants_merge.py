@@ -449,3 +449,16 @@ def clean(data: Any, tmp: Path) -> Any:
 @pytest.mark.parametrize("case", CASES)
 def test_the_result_is_the_recorded_one(case: str, tmp_path: Path) -> None:
     check_recording("merge", case, lambda: clean(CASES[case](tmp_path), tmp_path))
+
+
+def test_a_missing_shard_home_only_to_a_cluster_wide_check_never_signs_off(tmp_path: Path) -> None:
+    """A shard with no GPU node, home to a cluster-wide check, merged away with --allow-missing: its check
+    is NOT TESTED "in missing shard", so the merge is not a PASS (15), as one run that did not test it."""
+    two = MULTI_POOL[:2]
+    homes = {"suites/test_nccl.py::test_multinode_completes": ("nccl.multinode-completes", 2)}
+    docs = [document(i, p=the_plan(i, 3, nodes=two, homes=homes)) for i in (0, 1)]
+    assert not the_plan(2, 3, nodes=two, homes=homes).nodes  # the missing shard had no node to test
+    record, results = merge_shards(shards(tmp_path, *docs), allow_missing=True)
+    absent = [r for r in results if r.check == "nccl.multinode-completes"]
+    assert [(r.outcome, r.node) for r in absent] == [(NOT_TESTED, None)]
+    assert record.exit_status == 15 and record.shard is not None and record.shard["missing"] == [2]

@@ -267,7 +267,7 @@ def merge_shards(shards: Sequence[Shard], *, allow_missing: bool = False) -> tup
     errors = [s for s in shards if s.run.error]
     error = errors[0].run.error if len(errors) == len(shards) else None
     interrupted = any(r.interrupted for r in runs)
-    status = _status(runs, results, coverage)
+    status = _status(runs, results, coverage, missing)
     plan = {"merged": [s.index for s in shards], "count": count, "run": run_name, "missing": missing, "idle": idle,
             "fingerprint": planned.plan.get("fingerprint") if planned is not None else None,
             "shards": [{"index": s.index, "directory": str(s.directory), "run_id": s.run.run_id,
@@ -342,14 +342,17 @@ def _coverage(shards: Sequence[Shard], planned: Shard | None, missing: Sequence[
     return Coverage(tuple(fleet), tuple(untested), kinds)
 
 
-def _status(runs: Sequence[RunRecord], results: Sequence[CheckResult], coverage: Coverage | None) -> int:
-    """The merged run's exit status, as one run over the same nodes would have ended."""
+def _status(runs: Sequence[RunRecord], results: Sequence[CheckResult], coverage: Coverage | None,
+            missing: Sequence[int] = ()) -> int:
+    """The merged run's exit status, as one run over the same nodes would have ended. A missing shard
+    (merged with --allow-missing) never signs off: its nodes, or the cluster-wide checks it was home to,
+    were not tested."""
     statuses = [r.exit_status for r in runs]
     if _FAILED in statuses or any(r.outcome == FAIL for r in results):
         return _FAILED
     if any(r.outcome == DEGRADED for r in results):
         return _DEGRADED
-    if any(r.interrupted for r in runs) or any(s not in (0, _PARTIAL) for s in statuses) or (
+    if any(r.interrupted for r in runs) or any(s not in (0, _PARTIAL) for s in statuses) or missing or (
             coverage is not None and coverage.missing()):
         return _UNTESTED
     return _PARTIAL if _PARTIAL in statuses else 0
