@@ -39,8 +39,6 @@ PROFILE_DIR = ROOT / "gpuconf" / "data" / "sim_profiles"
 #: Checks read through the API server's pod proxy (the DCGM exporter's /metrics).
 PROXY_CHECKS = ("metrics.", "health.no-critical-xid")
 PROXY_REFUSAL = "HTTP 400: address not allowed"
-#: How a check that needs pods running at the same time declines when they did not overlap.
-TIMING_DECLINES = ("did not all hold their GPUs at the same time", "did not hold their GPUs at the same time")
 
 #: A fault per suite, on the profile whose hardware it needs (pool/node/gpu as in gpuconf/data/faults.yaml).
 FAULTS: dict[str, tuple[str, list[dict[str, object]]]] = {
@@ -92,20 +90,16 @@ def _by_proxy(check: str | None) -> bool:
 
 def assert_same_verdicts(sim_report: dict[str, Any], real_report: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
     """The real run's verdicts are the simulated run's, test by test, but for the checks read through
-    the pod proxy (refused by a real API server for loopback pod addresses: the report says so) and
-    checks that declined because their pods did not overlap in time; the real run's verdicts."""
+    the pod proxy (refused by a real API server for loopback pod addresses: the report says so); the
+    real run's verdicts. The concurrency checks are compared like any other: their pods meet through the
+    probes' rendezvous (a headless Service the real API server serves), never by timing luck."""
     checks = {t["name"]: (t.get("extra") or {}).get("check") for t in sim_report["results"]["tests"]}
     messages = {t["name"]: t.get("message") or "" for t in real_report["results"]["tests"]}
     want, got = verdicts(sim_report), verdicts(real_report)
     assert sorted(got) == sorted(want)
     differ = {test: (want[test], got[test]) for test in want if want[test] != got[test]}
     by_proxy = {test for test in differ if _by_proxy(checks[test])}
-    # A check that declines because its pods did not overlap in time (the load of two runs side by side
-    # on two cores) is not tested, honestly, never passed or failed on a guess: accepted, as under API
-    # faults (tests/test_api_faults.py).
-    declined = {test for test in differ if got[test] == ("skipped", "not-tested")
-                and any(words in messages[test] for words in TIMING_DECLINES)}
-    unexplained = {t: differ[t] for t in differ if t not in by_proxy | declined}
+    unexplained = {t: differ[t] for t in differ if t not in by_proxy}
     # Each differing test's whole message (the first line names the cause): a dict's repr is cut short.
     assert unexplained == {}, "\n".join(f"{t}: {differ[t]}: {messages[t].splitlines()[0] if messages[t] else ''}"
                                          for t in sorted(unexplained))
