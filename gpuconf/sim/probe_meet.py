@@ -184,7 +184,8 @@ class Meetings:
         if any(p is None for p in peers):
             return None
         times = [self._read_at(me, p) for p in peers if p is not None]
-        return max(times, default=me.listening) if all(t is not None for t in times) else None
+        read = [t for t in times if t is not None]
+        return max(read, default=me.listening) if len(read) == len(times) else None
 
     def _decide(self, me: _Member, now: float, services: ServiceLookup) -> Outcome | float:
         peers = [self._resolve(me, p, services) for p in me.req.peers]
