@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_mutants_shards import MULTI_POOL
 from verdict_record import as_data, check_recording
 
 from gpuconf.errors import UsageError
@@ -48,9 +49,6 @@ from gpuconf.report.model import (
 from gpuconf.report.writers import ctrf_document
 from gpuconf.shards import ShardPlan, ShardSpec, plan
 
-MULTI_POOL = [("h100-0", "NVIDIA-H100-80GB-HBM3"), ("h100-1", "NVIDIA-H100-80GB-HBM3"),
-              ("a100-mig-0", "NVIDIA-A100-SXM4-80GB"), ("t4-0", "Tesla-T4"), ("t4-1", "Tesla-T4"),
-              ("l40s-0", "NVIDIA-L40S"), ("l40s-1", "NVIDIA-L40S")]
 #: The cluster-wide tests of the run and their shards (every shard records them all).
 HOMES: dict[str, tuple[str | None, int]] = {
     "suites/test_scheduling.py::test_over_asking_gpus_is_insufficient": ("scheduling.over-ask-insufficient", 0),

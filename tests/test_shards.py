@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from serving import in_parallel, run_suites, serve
+from test_mutants_shards import MULTI_POOL
 
 from gpuconf.cli import main
 from gpuconf.shards import (
@@ -35,12 +36,6 @@ from gpuconf.shards import (
 ROOT = Path(__file__).resolve().parents[1]
 
 # --- the partition -------------------------------------------------------------------------------
-
-#: The multi-pool profile's nodes and pools (gpuconf/data/sim_profiles/multi-pool.yaml).
-MULTI_POOL = [("h100-0", "NVIDIA-H100-80GB-HBM3"), ("h100-1", "NVIDIA-H100-80GB-HBM3"),
-              ("a100-mig-0", "NVIDIA-A100-SXM4-80GB"), ("t4-0", "Tesla-T4"), ("t4-1", "Tesla-T4"),
-              ("l40s-0", "NVIDIA-L40S"), ("l40s-1", "NVIDIA-L40S")]
-
 
 def test_pools_stay_whole_and_the_shards_are_balanced() -> None:
     assert partition(MULTI_POOL, 3) == {"h100-0": 0, "h100-1": 0, "a100-mig-0": 0, "t4-0": 2, "t4-1": 2,
